@@ -1,0 +1,85 @@
+package retry_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/steadyhq/retry"
+)
+
+func ok(context.Context) error { return nil }
+
+// BenchmarkRunSuccess measures a call that succeeds at once.
+func BenchmarkRunSuccess(b *testing.B) {
+	ctx := context.Background()
+	b.Run("retrier", func(b *testing.B) {
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := r.Run(ctx, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("no-options", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := retry.Run(ctx, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("do-retrier-option", func(b *testing.B) {
+		r := retry.New()
+		fn := func(context.Context) (int, error) { return 1, nil }
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := retry.Do(ctx, fn, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		r := retry.New()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_ = r.Run(ctx, ok)
+			}
+		})
+	})
+}
+
+// BenchmarkTransportGET compares a GET on a loopback server through
+// Transport with the same GET through the bare http.Transport it wraps.
+func BenchmarkTransportGET(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	for _, bc := range []struct {
+		name string
+		rt   func(*http.Transport) http.RoundTripper
+	}{
+		{"plain", func(t *http.Transport) http.RoundTripper { return t }},
+		{"retry", func(t *http.Transport) http.RoundTripper { return retry.NewTransport(t) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			client := &http.Client{Transport: bc.rt(base)}
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,284 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// Breaker configures a circuit breaker (github.com/sony/gobreaker/v2) in
+// front of the attempts of a Retrier or Transport. Zero fields take the
+// defaults of DefaultBreaker, which suit an HTTP dependency.
+//
+// The breaker trips when, within Window, at least MinRequests attempts
+// counted and FailureRatio of them failed. It then stays open for
+// OpenTimeout, lets Probes attempts through half-open, and closes when they
+// succeed. While it is open, attempts are neither run nor counted: the call
+// waits for the breaker to let a probe through (Ratchet's "rescheduled
+// without consuming attempts") when that fits the caller's deadline and
+// MaxWait, and otherwise stops at once with Reason breaker_open.
+//
+// Caller errors never trip a breaker: the caller's own cancellation, 4xx
+// statuses other than 408 and 429, Permanent errors, the Discard, DeadLetter
+// and Fail verdicts, and non-retryable types are left out of the counts.
+type Breaker struct {
+	FailureRatio float64       // failures per counted attempt that trip it; default 0.5
+	MinRequests  uint32        // counted attempts in Window before it may trip; default 20
+	Window       time.Duration // the rolling window of counts; default 10 s
+	OpenTimeout  time.Duration // how long it stays open; default 30 s
+	Probes       uint32        // attempts let through half-open; default 1
+	// MaxWait bounds how long one call waits, in all, for an open breaker;
+	// default 30 s. A negative MaxWait never waits.
+	MaxWait time.Duration
+	// PerKey keeps one breaker per key (WithKey, or the Transport's request
+	// key, by default the host); at most 1024 are kept, the idlest dropped.
+	PerKey bool
+}
+
+// DefaultBreaker holds the defaults of Breaker's zero fields.
+var DefaultBreaker = Breaker{
+	FailureRatio: 0.5,
+	MinRequests:  20,
+	Window:       10 * time.Second,
+	OpenTimeout:  30 * time.Second,
+	Probes:       1,
+	MaxWait:      30 * time.Second,
+}
+
+// BreakerState is the state of a circuit breaker.
+type BreakerState uint8
+
+// The states of a circuit breaker.
+const (
+	BreakerClosed BreakerState = iota
+	BreakerHalfOpen
+	BreakerOpen
+)
+
+// String returns "closed", "half_open" or "open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerHalfOpen:
+		return "half_open"
+	case BreakerOpen:
+		return "open"
+	}
+	return "unknown"
+}
+
+// MarshalText returns the state's name.
+func (s BreakerState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// BreakerChange reports a breaker's change of state to OnBreakerChange.
+type BreakerChange struct {
+	Key      string // the breaker's key; empty for a single breaker
+	From, To BreakerState
+	Time     time.Time
+}
+
+// WithBreaker puts a circuit breaker in front of the attempts; see Breaker.
+func WithBreaker(b Breaker) Option {
+	return optionFunc(func(c *config) {
+		if err := b.validate(); err != nil {
+			c.optErrs = append(c.optErrs, err)
+			return
+		}
+		c.breakers = newBreakers(b.withDefaults())
+	})
+}
+
+// OnBreakerChange calls f on every change of a breaker's state. It runs on
+// the goroutine of the call that saw the change, after the breaker's lock is
+// released, so f may use the Retrier.
+func OnBreakerChange(f func(BreakerChange)) Option {
+	return optionFunc(func(c *config) { c.onBreaker = append(c.onBreaker, f) })
+}
+
+func (b Breaker) validate() error {
+	bad := func(field string, v any, rule string) error {
+		return fmt.Errorf("retry: option WithBreaker: %s = %v: %s", field, v, rule)
+	}
+	switch {
+	case b.FailureRatio < 0 || b.FailureRatio > 1 || b.FailureRatio != b.FailureRatio:
+		return bad("FailureRatio", b.FailureRatio, "must be in [0, 1]")
+	case b.Window < 0:
+		return bad("Window", b.Window, "must be >= 0")
+	case b.OpenTimeout < 0:
+		return bad("OpenTimeout", b.OpenTimeout, "must be >= 0")
+	}
+	return nil
+}
+
+func (b Breaker) withDefaults() Breaker {
+	d := DefaultBreaker
+	if b.FailureRatio == 0 {
+		b.FailureRatio = d.FailureRatio
+	}
+	if b.MinRequests == 0 {
+		b.MinRequests = d.MinRequests
+	}
+	if b.Window == 0 {
+		b.Window = d.Window
+	}
+	if b.OpenTimeout == 0 {
+		b.OpenTimeout = d.OpenTimeout
+	}
+	if b.Probes == 0 {
+		b.Probes = d.Probes
+	}
+	if b.MaxWait == 0 {
+		b.MaxWait = d.MaxWait
+	}
+	return b
+}
+
+// breakers is the breaker, or the breakers per key, of a Retrier.
+type breakers struct {
+	spec    Breaker
+	single  *breaker
+	keys    *keyed[*breaker]
+	pending atomic.Int32 // state changes not yet delivered
+	mu      sync.Mutex
+	changes []BreakerChange
+	waits   atomic.Int64 // times a call waited for an open breaker
+	denied  atomic.Int64 // calls stopped by an open breaker
+}
+
+func newBreakers(b Breaker) *breakers {
+	bs := &breakers{spec: b}
+	if b.PerKey {
+		bs.keys = newKeyed[*breaker](maxKeys)
+	} else {
+		bs.single = bs.newBreaker("")
+	}
+	return bs
+}
+
+// breaker is one gobreaker circuit breaker and the time it last opened,
+// which gobreaker does not expose.
+type breaker struct {
+	cb     *gobreaker.CircuitBreaker[struct{}]
+	opened atomic.Int64 // unix nanoseconds
+}
+
+// Outcomes reported to gobreaker by the attempt function.
+var (
+	errBreakerFailure  = errors.New("failure")
+	errBreakerExcluded = errors.New("excluded")
+)
+
+func (bs *breakers) newBreaker(key string) *breaker {
+	b := &breaker{}
+	spec := bs.spec
+	b.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         key,
+		MaxRequests:  spec.Probes,
+		Interval:     spec.Window,
+		BucketPeriod: spec.Window / 10,
+		Timeout:      spec.OpenTimeout,
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			counted := n.Requests - n.TotalExclusions
+			return counted >= spec.MinRequests && float64(n.TotalFailures) >= spec.FailureRatio*float64(counted)
+		},
+		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			// Under gobreaker's lock: record only; calls deliver the event.
+			now := time.Now()
+			if to == gobreaker.StateOpen {
+				b.opened.Store(now.UnixNano())
+			}
+			bs.mu.Lock()
+			bs.changes = append(bs.changes, BreakerChange{Key: key, From: stateOf(from), To: stateOf(to), Time: now})
+			bs.mu.Unlock()
+			bs.pending.Add(1)
+		},
+	})
+	return b
+}
+
+func stateOf(s gobreaker.State) BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}
+
+func (bs *breakers) get(key string, now time.Time) *breaker {
+	if bs.single != nil {
+		return bs.single
+	}
+	return bs.keys.get(key, now, func() *breaker { return bs.newBreaker(key) })
+}
+
+// run runs attempt through the breaker. ran is false when the breaker
+// rejected it; wait is then how long until it may let a probe through.
+func (b *breaker) run(spec *Breaker, attempt func() error) (ran bool, wait time.Duration) {
+	_, err := b.cb.Execute(func() (struct{}, error) { return struct{}{}, attempt() })
+	switch err {
+	case gobreaker.ErrOpenState:
+		left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
+		return false, max(left, time.Millisecond)
+	case gobreaker.ErrTooManyRequests:
+		// Half-open, its probes in flight: look again shortly.
+		return false, min(max(spec.OpenTimeout/10, 10*time.Millisecond), time.Second)
+	}
+	return true, 0
+}
+
+// flush delivers the recorded state changes to hooks, outside any lock.
+func (bs *breakers) flush(hooks []func(BreakerChange)) {
+	if bs.pending.Load() == 0 {
+		return
+	}
+	bs.mu.Lock()
+	changes := bs.changes
+	bs.changes = nil
+	bs.pending.Store(0)
+	bs.mu.Unlock()
+	for _, ch := range changes {
+		for _, h := range hooks {
+			h(ch)
+		}
+	}
+}
+
+// states returns the state of every breaker, by key.
+func (bs *breakers) states() map[string]BreakerState {
+	out := make(map[string]BreakerState)
+	if bs.single != nil {
+		out[""] = stateOf(bs.single.cb.State())
+		return out
+	}
+	bs.keys.each(func(key string, b *breaker) { out[key] = stateOf(b.cb.State()) })
+	return out
+}
+
+// breakerError is the failure of a call stopped by an open breaker.
+type breakerError struct{ wait time.Duration }
+
+func (e *breakerError) Error() string {
+	return "retry: circuit breaker is open for another " + e.wait.Round(time.Millisecond).String()
+}
+
+func (e *breakerError) ErrorType() string { return TypeBreakerOpen }
+
+// Is makes errors.Is(err, gobreaker.ErrOpenState) hold.
+func (e *breakerError) Is(target error) bool { return target == gobreaker.ErrOpenState }
+
+// rateLimitError is the failure of a call whose rate-limit wait cannot fit.
+type rateLimitError struct{}
+
+func (rateLimitError) Error() string     { return "retry: rate limit wait would pass the deadline" }
+func (rateLimitError) ErrorType() string { return TypeRateLimited }
+
+// budgetError marks the type of a call stopped by the retry budget; the
+// call's error keeps the last failure.

@@ -1,0 +1,469 @@
+package retry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Built-in error types. TypeOf returns one of these, a type named by the
+// error itself through an ErrorType method, an "http.<class>.<code>" type for
+// a StatusError, or TypeUnknown.
+const (
+	TypeUnknown              = "error"
+	TypeCanceled             = "context.canceled"
+	TypeDeadlineExceeded     = "context.deadline_exceeded"
+	TypeAttemptTimeout       = "timeout.attempt"
+	TypeNetTimeout           = "net.timeout"
+	TypeConnectionRefused    = "net.connection_refused"
+	TypeConnectionReset      = "net.connection_reset"
+	TypeDNSNotFound          = "net.dns.not_found"
+	TypeDNSTemporary         = "net.dns.temporary"
+	TypeDNS                  = "net.dns.error"
+	TypeNet                  = "net.error"
+	TypeEOF                  = "net.eof"
+	TypeHTTP2RefusedStream   = "http2.refused_stream"
+	TypeHTTP2GoAway          = "http2.goaway"
+	TypeBadConn              = "sql.bad_conn"
+	TypeTLSCertificate       = "tls.certificate"
+	TypeTLSHandshake         = "tls.handshake"
+	TypeRequestInvalid       = "request.invalid"
+	TypeTooManyRedirects     = "redirect.too_many"
+	TypeBodyNotReplayable    = "body.not_replayable"
+	TypeBreakerOpen          = "breaker.open"
+	TypeRateLimited          = "ratelimit.local"
+	TypeBudgetExhausted      = "budget.exhausted"
+	typeHTTPPrefix           = "http."
+	typeContextPrefixPattern = "context.*"
+)
+
+// TypeOf returns the dot-namespaced type of err, used to match the policy's
+// non_retryable_errors and reported in events.
+//
+// An error anywhere in err's chain with a method ErrorType() string names its
+// own type; the outermost such error wins. Otherwise the chain is matched
+// against the built-in types (context, network, DNS, TLS, HTTP/2, SQL driver,
+// HTTP status), the most specific one found anywhere in the chain winning.
+// Anything else is TypeUnknown ("error"), which is retried by default.
+// TypeOf(nil) is "". TypeOf does not allocate.
+func TypeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return inspect(err).typ
+}
+
+// maxNodes bounds the walk of an error chain: a cyclic chain, or joins of
+// joins sharing their causes, end the walk instead of running forever.
+const maxNodes = 1024
+
+// Priorities of built-in types when several appear in one chain.
+const (
+	prioNone = iota
+	prioNetOp
+	prioTimeout
+	prioRedirect
+	prioEOF
+	prioDeadline
+	prioErrno
+	prioDNS
+	prioSpecific
+	prioContext
+)
+
+// outcome is what one walk of a failed attempt's error chain tells the engine.
+type outcome struct {
+	typ       string        // the error's type
+	named     string        // the outermost ErrorType, if any
+	builtin   string        // the best built-in type found
+	prio      int           // the priority of builtin
+	verdict   verdict       // the first explicit verdict (retry, discard, dead letter, fail)
+	permanent bool          // Permanent somewhere in the chain
+	hint      time.Duration // the outermost server-directed delay, or 0
+}
+
+// inspect classifies err and collects its verdicts and server hint in one
+// walk of its chain, without allocating.
+func inspect(err error) outcome {
+	var o outcome
+	budget := maxNodes
+	o.visit(err, &budget)
+	switch {
+	case o.named != "":
+		o.typ = o.named
+	case o.builtin != "":
+		o.typ = o.builtin
+	default:
+		o.typ = TypeUnknown
+	}
+	return o
+}
+
+// visit walks err's chain depth-first, in the order errors.As uses, visiting
+// at most *budget errors.
+func (o *outcome) visit(err error, budget *int) {
+	for ; err != nil && *budget > 0; *budget-- {
+		o.node(err)
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			*budget--
+			for _, e := range u.Unwrap() {
+				o.visit(e, budget)
+			}
+			return
+		default:
+			return
+		}
+	}
+}
+
+// node records what one error of the chain says.
+func (o *outcome) node(err error) {
+	switch e := err.(type) {
+	case *verdictError:
+		if e.v == verdictPermanent {
+			o.permanent = true
+		} else if o.verdict == verdictNone {
+			o.verdict = e.v
+		}
+		return
+	case *afterError:
+		if o.hint == 0 {
+			o.hint = max(e.d, 0)
+		}
+		return
+	case *StatusError:
+		if o.hint == 0 {
+			o.hint = max(e.RetryAfter, 0)
+		}
+	}
+	if o.named != "" {
+		return // the outermost named type wins; nothing deeper changes it
+	}
+	if t, ok := err.(interface{ ErrorType() string }); ok {
+		if o.named = t.ErrorType(); o.named != "" {
+			return
+		}
+	}
+	o.builtinType(builtinType(err))
+}
+
+func (o *outcome) builtinType(typ string, prio int) {
+	if prio > o.prio {
+		o.builtin, o.prio = typ, prio
+	}
+}
+
+// builtinType classifies one error of a chain, ignoring what it wraps.
+func builtinType(err error) (string, int) {
+	switch err {
+	case context.Canceled:
+		return TypeCanceled, prioContext
+	case context.DeadlineExceeded:
+		return TypeDeadlineExceeded, prioContext
+	case driver.ErrBadConn:
+		return TypeBadConn, prioSpecific
+	case os.ErrDeadlineExceeded:
+		return TypeNetTimeout, prioDeadline
+	case io.EOF, io.ErrUnexpectedEOF:
+		return TypeEOF, prioEOF
+	}
+	switch e := err.(type) {
+	case syscall.Errno:
+		switch e {
+		case syscall.ECONNREFUSED:
+			return TypeConnectionRefused, prioErrno
+		case syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE:
+			return TypeConnectionReset, prioErrno
+		}
+	case *net.DNSError:
+		switch {
+		case e.IsNotFound:
+			return TypeDNSNotFound, prioDNS
+		case e.IsTimeout || e.IsTemporary:
+			return TypeDNSTemporary, prioDNS
+		}
+		return TypeDNS, prioDNS
+	case *tls.CertificateVerificationError, x509.UnknownAuthorityError, x509.HostnameError,
+		x509.CertificateInvalidError, x509.SystemRootsError,
+		*x509.UnknownAuthorityError, *x509.HostnameError, *x509.CertificateInvalidError:
+		return TypeTLSCertificate, prioSpecific
+	case tls.RecordHeaderError, tls.AlertError, *tls.AlertError:
+		return TypeTLSHandshake, prioSpecific
+	case *url.Error:
+		if isRedirectLimit(e) {
+			return TypeTooManyRedirects, prioRedirect
+		}
+	}
+	if t := reflectedType(err); t != "" {
+		return t, prioSpecific
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return TypeNetTimeout, prioTimeout
+	}
+	if _, ok := err.(*net.OpError); ok {
+		return TypeNet, prioNetOp
+	}
+	return "", prioNone
+}
+
+// http2GoAwayMessage is the text of net/http's unexported error for a request
+// cut off by a graceful GOAWAY; the request was never processed.
+const http2GoAwayMessage = "http2: Transport received Server's graceful shutdown GOAWAY"
+
+// http2RefusedStream is the HTTP/2 REFUSED_STREAM error code (RFC 9113, 7).
+const http2RefusedStream = 0x7
+
+// reflectedType recognises the unexported error types of net/http (its bundled
+// HTTP/2 client and request validation) and the exported ones of
+// golang.org/x/net/http2 by their type identity, without importing them.
+func reflectedType(err error) string {
+	t := reflect.TypeOf(err)
+	v := reflect.ValueOf(err)
+	if t.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return ""
+		}
+		t, v = t.Elem(), v.Elem()
+	}
+	switch t.PkgPath() {
+	case "errors":
+		if reflect.TypeOf(err) == errorStringType {
+			return errorStringKind(err.Error())
+		}
+	case "net/http", "golang.org/x/net/http2":
+		switch t.Name() {
+		case "http2StreamError", "StreamError":
+			if f := v.FieldByName("Code"); f.IsValid() && f.CanUint() && f.Uint() == http2RefusedStream {
+				return TypeHTTP2RefusedStream
+			}
+		case "http2GoAwayError", "GoAwayError":
+			return TypeHTTP2GoAway
+		case "badStringError":
+			return TypeRequestInvalid
+		}
+	}
+	return ""
+}
+
+// requestInvalidPrefixes are the messages of net/http's request validation,
+// which returns plain errors.New values: an unsupported scheme, a missing
+// host, an invalid method or header. Such a request fails the same way on
+// every attempt.
+var requestInvalidPrefixes = [...]string{
+	"unsupported protocol scheme ",
+	"http: no Host in request URL",
+	"net/http: nil Request.",
+	"net/http: invalid method ",
+	"net/http: invalid header ",
+	"net/http: invalid trailer ",
+}
+
+// errorStringKind types the plain errors.New values of net/http that carry no
+// type of their own.
+func errorStringKind(msg string) string {
+	if msg == http2GoAwayMessage {
+		return TypeHTTP2GoAway
+	}
+	for _, p := range requestInvalidPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return TypeRequestInvalid
+		}
+	}
+	return ""
+}
+
+// errorStringType is the type of errors.New's errors.
+var errorStringType = reflect.TypeOf(errors.New(""))
+
+// isRedirectLimit recognises the error of http.Client's default redirect
+// policy ("stopped after 10 redirects"), which has no type of its own.
+func isRedirectLimit(ue *url.Error) bool {
+	if ue.Err == nil || reflect.TypeOf(ue.Err) != errorStringType {
+		return false
+	}
+	n, ok := strings.CutPrefix(ue.Err.Error(), "stopped after ")
+	if !ok {
+		return false
+	}
+	n, ok = strings.CutSuffix(n, " redirects")
+	if !ok {
+		return false
+	}
+	_, convErr := strconv.Atoi(n)
+	return convErr == nil
+}
+
+// Match reports whether the error type typ matches pattern under the OJS rule:
+// an exact match, or a pattern "prefix.*" matching every type that starts with
+// "prefix." ("auth.*" matches "auth.forbidden" and "auth.token.expired" but
+// not "auth" nor "external.auth.failure").
+func Match(pattern, typ string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, ".*"); ok && prefix != "" {
+		return len(typ) > len(prefix)+1 && typ[len(prefix)] == '.' && strings.HasPrefix(typ, prefix)
+	}
+	return pattern == typ
+}
+
+// builtinNonRetryable reports whether typ is non-retryable by default:
+// context.*, tls.certificate, request.invalid, redirect.too_many,
+// body.not_replayable, every 4xx status except 408, 425 and 429, and the
+// 5xx statuses 501 and 505.
+func builtinNonRetryable(typ string) bool {
+	switch typ {
+	case TypeTLSCertificate, TypeRequestInvalid, TypeTooManyRedirects, TypeBodyNotReplayable:
+		return true
+	}
+	if Match(typeContextPrefixPattern, typ) {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(typ, typeHTTPPrefix); ok && len(rest) == len("4xx.404") {
+		code, err := strconv.Atoi(rest[4:])
+		if err != nil || rest[:4] != statusClass(code)+"." {
+			return false
+		}
+		return !retryableStatus(code)
+	}
+	return false
+}
+
+// retryableStatus reports whether an HTTP status is retried by default:
+// 408, 425, 429 and every 5xx except 501 and 505.
+func retryableStatus(code int) bool {
+	switch code {
+	case 408, 425, 429:
+		return true
+	case 501, 505:
+		return false
+	}
+	return code >= 500 && code <= 599
+}
+
+// StatusError is an HTTP response status seen as an error. TypeOf reports it
+// as "http.<class>.<code>", for example "http.5xx.503" or "http.4xx.429".
+// RetryAfter, when positive, is the server's requested delay; the engine
+// treats it like After.
+type StatusError struct {
+	StatusCode int
+	// RetryAfter is the delay the server asked for (Retry-After), or zero.
+	RetryAfter time.Duration
+}
+
+// Error returns a lowercase description of the status.
+func (e *StatusError) Error() string {
+	return "retry: http status " + strconv.Itoa(e.StatusCode)
+}
+
+// ErrorType returns "http.<class>.<code>".
+func (e *StatusError) ErrorType() string { return statusType(e.StatusCode) }
+
+var statusTypes = sync.OnceValue(func() []string {
+	t := make([]string, 600)
+	for code := 100; code < 600; code++ {
+		t[code] = typeHTTPPrefix + statusClass(code) + "." + strconv.Itoa(code)
+	}
+	return t
+})
+
+func statusType(code int) string {
+	if code >= 100 && code < 600 {
+		return statusTypes()[code]
+	}
+	return typeHTTPPrefix + "xxx." + strconv.Itoa(code)
+}
+
+func statusClass(code int) string {
+	if code < 100 || code > 599 {
+		return "xxx"
+	}
+	return string(rune('0'+code/100)) + "xx"
+}
+
+// A verdict is a handler's explicit instruction attached to an error.
+type verdict uint8
+
+const (
+	verdictNone verdict = iota
+	verdictRetry
+	verdictDiscard
+	verdictDeadLetter
+	verdictFail
+	verdictPermanent
+)
+
+// verdictError carries a verdict; it is transparent to errors.Is, errors.As
+// and TypeOf.
+type verdictError struct {
+	err error
+	v   verdict
+}
+
+func (e *verdictError) Error() string { return e.err.Error() }
+func (e *verdictError) Unwrap() error { return e.err }
+
+func withVerdict(err error, v verdict) error {
+	if err == nil {
+		return nil
+	}
+	return &verdictError{err: err, v: v}
+}
+
+// Permanent marks err as not worth retrying, the @DoNotRetry of Go: the call
+// stops at once and the error is routed by the policy's on_exhaustion (it
+// reaches the dead-letter sink when that is "dead_letter"). An explicit
+// verdict (Retryable, Discard, DeadLetter, Fail) in the same chain takes
+// precedence. Permanent(nil) is nil.
+func Permanent(err error) error { return withVerdict(err, verdictPermanent) }
+
+// Retryable is the RETRY verdict: err is transient whatever its type, so
+// Permanent, non_retryable_errors and the Decider's ShouldRetry are skipped.
+// The call is still bounded by the attempt limit, the deadline and the retry
+// budget. Retryable(nil) is nil.
+func Retryable(err error) error { return withVerdict(err, verdictRetry) }
+
+// Discard is the DISCARD verdict: stop now, no retry and no dead letter.
+// Discard(nil) is nil.
+func Discard(err error) error { return withVerdict(err, verdictDiscard) }
+
+// DeadLetter is the DEAD_LETTER verdict: stop now and send the failure to the
+// dead-letter sink whatever the policy's on_exhaustion. DeadLetter(nil) is nil.
+func DeadLetter(err error) error { return withVerdict(err, verdictDeadLetter) }
+
+// Fail is the FAIL verdict: a recognised permanent failure. Like Discard it
+// stops now and never reaches the dead-letter sink; the call ends with reason
+// "failed". Fail(nil) is nil.
+func Fail(err error) error { return withVerdict(err, verdictFail) }
+
+// afterError carries a server-directed delay.
+type afterError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *afterError) Error() string { return e.err.Error() }
+func (e *afterError) Unwrap() error { return e.err }
+
+// After attaches a server-directed delay to err, as an HTTP Retry-After does:
+// the next attempt waits at least d (never shortened, spread upward by at most
+// 10%, and at most one second, when the policy has jitter). A delay over the
+// maximum server delay stops the call at once. After(nil, d) is nil.
+func After(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &afterError{err: err, d: d}
+}

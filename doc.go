@@ -1,0 +1,62 @@
+// Package retry applies one retry policy engine inline: to any function with
+// Do and Run, and to loops that are not a single call with Attempts.
+//
+// A call runs its function until it succeeds or the engine decides to stop.
+// After each failure the engine classifies the error into a dot-namespaced
+// type (TypeOf), then decides in a fixed order, first answer winning:
+//
+//  1. the caller's context is done: stop (ReasonCanceled);
+//  2. an explicit verdict on the error: Discard, DeadLetter and Fail stop at
+//     once; Retryable says the error is transient whatever its type;
+//  3. Permanent: stop, routed by the policy's on_exhaustion;
+//  4. the type matches the policy's non_retryable_errors (exact, or
+//     "prefix.*"), or a built-in non-retryable type such as context.* or an
+//     HTTP 4xx: stop, routed by on_exhaustion;
+//  5. the attempts are used up: stop (ReasonExhausted);
+//  6. the Decider, if any, vetoes the retry;
+//  7. the wait: the Decider's delay, else the server's (After, Retry-After),
+//     else the policy's backoff with jitter. A wait that cannot fit the
+//     deadline is not slept: the call stops at once (ReasonDeadline).
+//
+// A failed call returns an *Error carrying the attempts, the Reason and the
+// last attempt's error; errors.Is and errors.As reach that error, the
+// context's cause and a failed dead-letter sink's error.
+//
+// # Policies
+//
+// A Policy is the Open Job Spec retry policy: attempts, initial and maximum
+// interval, coefficient, strategy (constant, linear, exponential, polynomial,
+// immediate), jitter, offset, non-retryable error types and what happens on
+// exhaustion. Zero fields take the OJS defaults, and ParsePolicy reads the
+// OJS JSON form:
+//
+//	p, err := retry.ParsePolicy([]byte(`{"max_attempts": 5, "initial_interval": "PT0.2S"}`))
+//	if err != nil {
+//		return err // names the field, the value and the rule
+//	}
+//	r := retry.New(retry.WithPolicy(p))
+//	body, err := retry.Do(ctx, fetch, r)
+//
+// # Errors with types
+//
+// An error names its own type with a method ErrorType() string; the policy's
+// non_retryable_errors match it:
+//
+//	type cardError struct{ reason string }
+//
+//	func (e cardError) Error() string     { return "card: " + e.reason }
+//	func (e cardError) ErrorType() string { return "payment.card_" + e.reason }
+//
+//	p := retry.Policy{NonRetryableErrors: []string{"payment.*"}}
+//
+// # Shared state and events
+//
+// A Retrier built once with New is safe for concurrent use and shares its
+// counters (Stats) and dead-letter alert window among its calls. Hooks
+// (OnRetry, OnFailure, OnDeadLetter) receive an Event whose Message is
+// sanitized; the dead-letter sink (WithDeadLetter) receives every record
+// routed to it, and its failure is never silent.
+//
+// Nothing is logged unless a hook does it, and a call that succeeds at once
+// allocates nothing and reads no clock.
+package retry

@@ -1,0 +1,216 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Event describes a failed attempt to the hooks and, as a dead-letter record,
+// to the sink.
+//
+// Err is the real error, for programs; Message is Err's text passed through
+// the sanitizer, and is what logs, metrics, records and tools should use.
+type Event struct {
+	Attempt int           // the attempt that failed, 1 for the first
+	Err     error         // the attempt's error
+	Message string        // Err's text, sanitized
+	Type    string        // TypeOf the error, or timeout.attempt
+	Delay   time.Duration // the wait before the next attempt (OnRetry)
+	Reason  Reason        // why the call stops; zero when a retry follows
+	Key     string        // the call's key (WithKey, or the Transport's key)
+	Method  string        // HTTP method, for the Transport
+	URL     string        // request URL without credentials, for the Transport
+	First   time.Time     // when the call's first failure happened
+	Time    time.Time     // when this failure happened
+	Payload any           // what a dead-letter record needs to replay the work
+}
+
+// event builds the Event of the current failure.
+func (c *call) event(o outcome, now time.Time) Event {
+	key := c.key
+	if key == "" {
+		key = c.cfg.key
+	}
+	return Event{
+		Attempt: c.attempt,
+		Err:     c.last,
+		Message: c.cfg.sanitize(c.last.Error()),
+		Type:    o.typ,
+		Key:     key,
+		Method:  c.method,
+		URL:     c.url,
+		First:   c.first,
+		Time:    now,
+		Payload: c.payload,
+	}
+}
+
+// ErrNoDeadLetterSink is joined into a call's error when a failure is routed
+// to dead letter but no sink was configured: the record would otherwise be
+// lost without a trace. It is counted in Stats.DeadLetterFailed.
+var ErrNoDeadLetterSink = errors.New("retry: no dead-letter sink configured")
+
+// deadLetter routes ev to the sink and raises the alert hooks, deduplicated.
+// It returns the routing failure, if any.
+func (c *call) deadLetter(ctx context.Context, ev Event) error {
+	cfg, st := c.cfg, c.cfg.state
+	var err error
+	if cfg.sink == nil {
+		err = ErrNoDeadLetterSink
+	} else {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.sinkTimeout)
+		err = callSink(sctx, cfg.sink, ev)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("retry: dead-letter sink: %w", err)
+		}
+	}
+	if err != nil {
+		st.deadLetterFailed.Add(1)
+	} else {
+		st.deadLettered.Add(1)
+	}
+	if len(cfg.onDeadLetter) > 0 {
+		if st.alerts.admit(ev.Key, ev.Type, ev.Message, ev.Time, cfg.dedupWindow) {
+			cfg.fire(cfg.onDeadLetter, ev)
+		} else {
+			st.alertsSuppressed.Add(1)
+		}
+	}
+	return err
+}
+
+// callSink calls the sink, turning a panic into an error: a record must not
+// be lost, nor the caller's goroutine, because the sink failed.
+func callSink(ctx context.Context, sink func(context.Context, Event) error, ev Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return sink(ctx, ev)
+}
+
+// Stats is a snapshot of a Retrier's counters. The JSON names follow the
+// lifecycle counters of job systems (attempts, failed, retried,
+// failed_permanently, dead_letter_failed).
+type Stats struct {
+	Calls             int64 `json:"calls"`              // calls that ran a first attempt
+	Attempts          int64 `json:"attempts"`           // attempts run, first ones included
+	Failed            int64 `json:"failed"`             // failed attempts, retried or not
+	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
+	FailedPermanently int64 `json:"failed_permanently"` // calls that ended in failure, whatever the reason
+	DeadLettered      int64 `json:"dead_lettered"`      // records the sink accepted
+	DeadLetterFailed  int64 `json:"dead_letter_failed"` // records lost: no sink, or the sink failed
+	AlertsSuppressed  int64 `json:"alerts_suppressed"`  // dead-letter alerts suppressed by the dedup window
+}
+
+// Stats returns a snapshot of r's counters. The default Retrier's are
+// reported for a nil r.
+func (r *Retrier) Stats() Stats {
+	st := r.config().state
+	calls := st.calls.load()
+	return Stats{
+		Calls:             calls,
+		Attempts:          calls + st.retryAttempts.Load(),
+		Failed:            st.failed.Load(),
+		Retried:           st.retried.Load(),
+		FailedPermanently: st.failedPermanently.Load(),
+		DeadLettered:      st.deadLettered.Load(),
+		DeadLetterFailed:  st.deadLetterFailed.Load(),
+		AlertsSuppressed:  st.alertsSuppressed.Load(),
+	}
+}
+
+// state is what the calls of one Retrier share.
+type state struct {
+	calls             stripedCounter
+	retryAttempts     atomic.Int64
+	failed            atomic.Int64
+	retried           atomic.Int64
+	failedPermanently atomic.Int64
+	deadLettered      atomic.Int64
+	deadLetterFailed  atomic.Int64
+	alertsSuppressed  atomic.Int64
+	alerts            alerts
+}
+
+func newState() *state { return &state{} }
+
+// stripes is the number of cells of a stripedCounter, a power of two.
+const stripes = 16
+
+// stripedCounter is a counter for the success path: each add lands on one of
+// several cache lines chosen at random, so goroutines on different cores
+// rarely share a line. Reads sum the cells.
+type stripedCounter struct {
+	cells [stripes]struct {
+		n atomic.Int64
+		_ [56]byte // pad to a 64-byte cache line
+	}
+}
+
+func (s *stripedCounter) add() {
+	s.cells[rand.Uint32()&(stripes-1)].n.Add(1)
+}
+
+func (s *stripedCounter) load() int64 {
+	var n int64
+	for i := range s.cells {
+		n += s.cells[i].n.Load()
+	}
+	return n
+}
+
+// maxAlerts bounds the dedup window's memory.
+const maxAlerts = 4096
+
+// alerts remembers recent dead-letter alerts for deduplication.
+type alerts struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	seen map[uint64]time.Time
+}
+
+// admit reports whether an alert for (key, typ, msg) at now should be raised,
+// and remembers it for window.
+func (a *alerts) admit(key, typ, msg string, now time.Time, window time.Duration) bool {
+	if window <= 0 {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seed = maphash.MakeSeed()
+		a.seen = make(map[uint64]time.Time)
+	}
+	var h maphash.Hash
+	h.SetSeed(a.seed)
+	h.WriteString(key)
+	h.WriteByte(0)
+	h.WriteString(typ)
+	h.WriteByte(0)
+	h.WriteString(msg)
+	sum := h.Sum64()
+	if t, ok := a.seen[sum]; ok && now.Sub(t) < window {
+		return false
+	}
+	if len(a.seen) >= maxAlerts {
+		for k, t := range a.seen {
+			if now.Sub(t) >= window {
+				delete(a.seen, k)
+			}
+		}
+		if len(a.seen) >= maxAlerts {
+			clear(a.seen) // a burst of distinct alerts: forget rather than grow
+		}
+	}
+	a.seen[sum] = now
+	return true
+}

@@ -1,0 +1,321 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// An Option configures a Retrier, a Transport or one call of Do, Run or
+// Attempts. A *Retrier is itself an Option.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// apply makes a *Retrier an Option: its configuration and shared state become
+// the base that the other options of the same call refine.
+func (r *Retrier) apply(c *config) {
+	if r != nil {
+		*c = r.cfg.clone()
+	}
+}
+
+// Decider is the RetryPolicy SPI: ShouldRetry can veto a retry after the
+// policy allowed it, and a non-zero Delay replaces the computed wait. attempt
+// is the number of attempts run so far (1 after the first failure).
+type Decider interface {
+	ShouldRetry(attempt int, err error) bool
+	Delay(attempt int) time.Duration
+}
+
+// Defaults of the options.
+const (
+	DefaultMaxServerDelay  = 5 * time.Minute
+	DefaultDedupWindow     = time.Hour
+	DefaultDeadLetterLimit = 10 * time.Second
+)
+
+// config is a resolved set of options.
+type config struct {
+	policy         Policy // with defaults
+	rawPolicy      Policy // as given, for validation
+	err            error  // configuration error
+	exact          map[string]struct{}
+	prefixes       []string
+	decider        Decider
+	attemptTimeout time.Duration
+	maxElapsed     time.Duration
+	maxServerDelay time.Duration
+	onRetry        []func(Event)
+	onFailure      []func(Event)
+	onDeadLetter   []func(Event)
+	sink           func(context.Context, Event) error
+	sinkTimeout    time.Duration
+	dedupWindow    time.Duration
+	sanitize       func(string) string
+	random         func() float64
+	key            string
+	state          *state
+	http           httpConfig // the Transport's own options
+	limiter        *limiter
+	breakers       *breakers
+	onBreaker      []func(BreakerChange)
+	budget         *budget
+	budgetSpec     Budget
+	budgetSet      bool
+	optErrs        []error
+}
+
+// build resolves opts over the defaults. A *Retrier among opts is applied
+// first, whatever its position, and shares its state.
+func (c *config) build(opts []Option) {
+	*c = config{
+		maxServerDelay: DefaultMaxServerDelay,
+		sinkTimeout:    DefaultDeadLetterLimit,
+		dedupWindow:    DefaultDedupWindow,
+		sanitize:       Sanitize,
+		random:         rand.Float64,
+	}
+	for _, o := range opts {
+		if r, ok := o.(*Retrier); ok && r != nil {
+			r.apply(c)
+		}
+	}
+	for _, o := range opts {
+		if _, ok := o.(*Retrier); !ok && o != nil {
+			o.apply(c)
+		}
+	}
+	shared := c.state != nil
+	if !shared {
+		c.state = newState()
+	}
+	switch {
+	case c.budgetSet && c.budgetSpec.Off:
+		c.budget = nil
+	case c.budgetSet:
+		c.budget = newBudget(c.budgetSpec, &c.state.calls)
+	case !shared:
+		c.budget = newBudget(DefaultBudget, &c.state.calls)
+	}
+	c.finish()
+}
+
+// clone copies c so that appending hooks to the copy never changes c.
+func (c *config) clone() config {
+	d := *c
+	d.onRetry = slices.Clip(d.onRetry)
+	d.onFailure = slices.Clip(d.onFailure)
+	d.onDeadLetter = slices.Clip(d.onDeadLetter)
+	d.onBreaker = slices.Clip(d.onBreaker)
+	d.budgetSet = false
+	d.optErrs = slices.Clip(d.optErrs)
+	return d
+}
+
+// finish validates the configuration and precomputes what calls need.
+func (c *config) finish() {
+	c.err = nil
+	if err := c.rawPolicy.Validate(); err != nil {
+		c.err = err
+		return
+	}
+	if len(c.optErrs) > 0 {
+		c.err = c.optErrs[0]
+		return
+	}
+	c.policy = c.rawPolicy.WithDefaults()
+	c.exact, c.prefixes = nil, nil
+	for _, p := range c.policy.NonRetryableErrors {
+		if prefix, ok := cutPattern(p); ok {
+			c.prefixes = append(c.prefixes, prefix)
+			continue
+		}
+		if c.exact == nil {
+			c.exact = make(map[string]struct{})
+		}
+		c.exact[p] = struct{}{}
+	}
+}
+
+// cutPattern returns the prefix of a "prefix.*" pattern.
+func cutPattern(p string) (string, bool) {
+	if len(p) > 2 && p[len(p)-2:] == ".*" {
+		return p[:len(p)-1], true // keep the dot: "auth." matches "auth.x"
+	}
+	return "", false
+}
+
+// nonRetryable reports whether typ is non-retryable under the policy's
+// patterns or by default.
+func (c *config) nonRetryable(typ string) bool {
+	if _, ok := c.exact[typ]; ok {
+		return true
+	}
+	for _, p := range c.prefixes {
+		if len(typ) > len(p) && typ[:len(p)] == p {
+			return true
+		}
+	}
+	return builtinNonRetryable(typ)
+}
+
+func (c *config) hooks() bool {
+	return len(c.onFailure) > 0 || len(c.onRetry) > 0 || len(c.onDeadLetter) > 0
+}
+
+func (c *config) fire(hooks []func(Event), ev Event) {
+	for _, h := range hooks {
+		h(ev)
+	}
+}
+
+func (c *config) invalid(option string, value any, rule string) {
+	c.optErrs = append(c.optErrs, fmt.Errorf("retry: option %s: value %v: %s", option, value, rule))
+}
+
+// WithPolicy sets the retry policy. Zero fields of p take their defaults, so a
+// literal such as Policy{MaxAttempts: 5} is the OJS default policy with five
+// attempts. An invalid policy makes every call return its validation error.
+func WithPolicy(p Policy) Option {
+	return optionFunc(func(c *config) { c.rawPolicy = p })
+}
+
+// WithDecider sets the RetryPolicy SPI consulted after the policy; see Decider.
+func WithDecider(d Decider) Option {
+	return optionFunc(func(c *config) { c.decider = d })
+}
+
+// WithAttemptTimeout bounds each attempt; an attempt that runs out of time
+// fails with type "timeout.attempt", which is retried. Zero means no bound.
+func WithAttemptTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.invalid("WithAttemptTimeout", d, "must be >= 0")
+		}
+		c.attemptTimeout = d
+	})
+}
+
+// WithMaxElapsed bounds the whole call, waits included: a wait that would end
+// past it is not slept and the call stops with ReasonDeadline. Zero means no
+// bound beyond the context's deadline.
+func WithMaxElapsed(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.invalid("WithMaxElapsed", d, "must be >= 0")
+		}
+		c.maxElapsed = d
+	})
+}
+
+// WithMaxServerDelay bounds the server-directed delays (Retry-After, After)
+// that the engine will honour; a longer one stops the call at once with
+// ReasonDeadline. The default is DefaultMaxServerDelay.
+func WithMaxServerDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.invalid("WithMaxServerDelay", d, "must be > 0")
+		}
+		c.maxServerDelay = d
+	})
+}
+
+// OnRetry adds a hook called before each wait, only when a retry will happen.
+// Hooks run synchronously on the calling goroutine, in the order given.
+func OnRetry(f func(Event)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onRetry = append(c.onRetry, f)
+		}
+	})
+}
+
+// OnFailure adds a hook called for every failed attempt, retried or not. On
+// the last one, Event.Reason says why the call stops.
+func OnFailure(f func(Event)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onFailure = append(c.onFailure, f)
+		}
+	})
+}
+
+// OnDeadLetter adds an alert hook called when a failure is routed to dead
+// letter. Repeated alerts for the same key, type and message within the dedup
+// window are suppressed (the sink still receives every record).
+func OnDeadLetter(f func(Event)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onDeadLetter = append(c.onDeadLetter, f)
+		}
+	})
+}
+
+// WithDeadLetter sets the dead-letter sink. It receives every failure routed
+// to dead letter (the DeadLetter verdict always; Permanent, non-retryable
+// types, exhaustion, deadline and budget stops when the policy's on_exhaustion
+// is dead_letter). Its context survives the caller's cancellation and is
+// bounded by WithDeadLetterTimeout. A sink error is counted in
+// Stats.DeadLetterFailed and joined into the call's error.
+func WithDeadLetter(sink func(context.Context, Event) error) Option {
+	return optionFunc(func(c *config) { c.sink = sink })
+}
+
+// WithDeadLetterTimeout bounds each call of the dead-letter sink; the default
+// is DefaultDeadLetterLimit.
+func WithDeadLetterTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.invalid("WithDeadLetterTimeout", d, "must be > 0")
+		}
+		c.sinkTimeout = d
+	})
+}
+
+// WithDedupWindow sets how long a dead-letter alert suppresses the same alert
+// (same key, type and message); the default is DefaultDedupWindow. Zero turns
+// suppression off.
+func WithDedupWindow(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.invalid("WithDedupWindow", d, "must be >= 0")
+		}
+		c.dedupWindow = d
+	})
+}
+
+// WithSanitizer replaces Sanitize for the messages of events and dead-letter
+// records. The caller still receives the real error.
+func WithSanitizer(f func(string) string) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			f = Sanitize
+		}
+		c.sanitize = f
+	})
+}
+
+// WithRandom sets the source of jitter, a function returning values in
+// [0, 1). It must be safe for concurrent use if the Retrier is shared; the
+// default is math/rand/v2's Float64.
+func WithRandom(f func() float64) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			f = rand.Float64
+		}
+		c.random = f
+	})
+}
+
+// WithKey names the dependency a call targets, for events, dead-letter
+// records and alert deduplication.
+func WithKey(key string) Option {
+	return optionFunc(func(c *config) { c.key = key })
+}

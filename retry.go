@@ -1,0 +1,676 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Do calls fn until it succeeds or the policy says stop, and returns fn's
+// value on success. On failure the error is an *Error whose Err is the last
+// attempt's error.
+//
+// With no options Do uses the process-wide default Retrier (OJS default policy).
+// With a *Retrier among the options, Do uses that Retrier's shared state
+// (counters, dedup window) and applies the other options to this call only;
+// with options but no Retrier, the call gets fresh state. An invalid
+// configuration is returned as an error without calling fn.
+func Do[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	return do(ctx, resolve(opts), fn)
+}
+
+// Run is Do for a function that returns only an error.
+func Run(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	return run(ctx, resolve(opts), fn)
+}
+
+// Retrier holds a resolved configuration and the state shared by every call
+// made through it: counters and the dead-letter alert window. Build it once
+// with New; it is safe for concurrent use and never changes afterwards.
+//
+// A *Retrier is itself an Option: Do(ctx, fn, r, more...) runs with r's
+// configuration and shared state, plus more for that call only.
+type Retrier struct {
+	cfg config
+}
+
+// New returns a Retrier configured by opts. Options are resolved once here.
+// A *Retrier among opts contributes its configuration and shares its state
+// with the new one. An invalid configuration does not panic: every call made
+// through the Retrier returns the configuration error without running fn.
+func New(opts ...Option) *Retrier {
+	r := &Retrier{}
+	r.cfg.build(opts)
+	return r
+}
+
+// Run calls fn under r's configuration; see Do.
+func (r *Retrier) Run(ctx context.Context, fn func(context.Context) error) error {
+	return run(ctx, r.config(), fn)
+}
+
+// Err reports the configuration error of r, or nil when r is usable.
+func (r *Retrier) Err() error { return r.config().err }
+
+// Policy returns the policy r applies, with defaults filled in.
+func (r *Retrier) Policy() Policy { return r.config().policy }
+
+// Attempts returns an iterator over attempt numbers for loops that are not a
+// single function call, such as reconnect loops. The loop body reports the
+// attempt's outcome by assigning *errp: the iteration ends when the body
+// leaves *errp nil (success) or breaks; otherwise the failure is classified
+// and, after the policy's wait, the next attempt is yielded. When the engine
+// stops the loop, *errp holds the *Error. A nil errp gives an empty sequence.
+//
+//	var err error
+//	for attempt := range r.Attempts(ctx, &err) {
+//		conn, err = dial(ctx, attempt)
+//	}
+func (r *Retrier) Attempts(ctx context.Context, errp *error) iter.Seq[int] {
+	return attempts(ctx, r.config(), errp)
+}
+
+// Attempts is Retrier.Attempts with per-call options; see Do for how options
+// are resolved.
+func Attempts(ctx context.Context, errp *error, opts ...Option) iter.Seq[int] {
+	return attempts(ctx, resolve(opts), errp)
+}
+
+// std is the Retrier used by Do, Run and Attempts without options.
+var std = New()
+
+// config returns r's configuration; a nil Retrier means the default one.
+func (r *Retrier) config() *config {
+	if r == nil {
+		return &std.cfg
+	}
+	return &r.cfg
+}
+
+// resolve returns the configuration for one call.
+func resolve(opts []Option) *config {
+	switch len(opts) {
+	case 0:
+		return &std.cfg
+	case 1:
+		if r, ok := opts[0].(*Retrier); ok {
+			return r.config()
+		}
+	}
+	c := new(config)
+	c.build(opts)
+	return c
+}
+
+var errNilFunc = errors.New("retry: fn is nil")
+
+func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if cfg.err != nil {
+		return zero, cfg.err
+	}
+	if fn == nil {
+		return zero, errNilFunc
+	}
+	c := call{cfg: cfg, key: cfg.key}
+	for {
+		if err := c.begin(ctx); err != nil {
+			c.stopTimer()
+			return zero, err
+		}
+		var v T
+		var err error
+		var timedOut bool
+		ran, stop := c.guard(ctx, func() error {
+			c.started()
+			actx, cancel := c.attemptContext(ctx)
+			v, err = invoke(&c, actx, fn)
+			timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
+			if cancel != nil {
+				cancel()
+			}
+			return c.breakerOutcome(ctx, err, timedOut)
+		})
+		if !ran {
+			if stop != nil {
+				c.stopTimer()
+				return zero, stop
+			}
+			continue
+		}
+		if err == nil {
+			c.stopTimer()
+			return v, nil
+		}
+		d, stop := c.fail(ctx, err, timedOut)
+		if stop == nil {
+			stop = c.sleep(ctx, d)
+		}
+		if stop != nil {
+			c.stopTimer()
+			return zero, stop
+		}
+	}
+}
+
+func run(ctx context.Context, cfg *config, fn func(context.Context) error) error {
+	if fn == nil {
+		if cfg.err != nil {
+			return cfg.err
+		}
+		return errNilFunc
+	}
+	_, err := do(ctx, cfg, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, fn(ctx)
+	})
+	return err
+}
+
+// invoke runs one attempt. A panic in fn is recorded as a failed attempt and
+// continues unrecovered, with its original stack.
+func invoke[T any](c *call, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			c.panicked()
+		}
+	}()
+	v, err = fn(ctx)
+	returned = true
+	return v, err
+}
+
+func attempts(ctx context.Context, cfg *config, errp *error) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if errp == nil {
+			return
+		}
+		if cfg.err != nil {
+			*errp = cfg.err
+			return
+		}
+		c := call{cfg: cfg, key: cfg.key}
+		defer c.stopTimer()
+		for {
+			if err := c.begin(ctx); err != nil {
+				*errp = err
+				return
+			}
+			more := true
+			ran, stop := c.guard(ctx, func() error {
+				c.started()
+				*errp = nil
+				more = yield(c.attempt)
+				return c.breakerOutcome(ctx, *errp, false)
+			})
+			if !ran {
+				if stop != nil {
+					*errp = stop
+					return
+				}
+				continue
+			}
+			err := *errp
+			if !more || err == nil {
+				return
+			}
+			d, stop := c.fail(ctx, err, false)
+			if stop == nil {
+				stop = c.sleep(ctx, d)
+			}
+			if stop != nil {
+				*errp = stop
+				return
+			}
+		}
+	}
+}
+
+// attemptKey is the context key of the attempt number.
+type attemptKey struct{}
+
+// AttemptFrom returns the number of the attempt whose context is ctx: 2 for
+// the first retry, and so on. The first attempt of a call runs with the
+// caller's own context (so the success path allocates nothing), and a context
+// that carries no attempt number gives 1.
+func AttemptFrom(ctx context.Context) int {
+	if n, ok := ctx.Value(attemptKey{}).(int); ok {
+		return n
+	}
+	return 1
+}
+
+// call is the state of one logical call: the driver's side of the engine.
+type call struct {
+	cfg     *config
+	attempt int           // attempts run so far
+	start   time.Time     // start of the call, read only when MaxElapsed is set
+	first   time.Time     // time of the first failure
+	prev    time.Duration // previous sampled delay, for decorrelated jitter
+	timer   *time.Timer   // one reusable timer per call
+	last    error         // the last attempt's error
+	key     string        // key for dedup and events
+	method  string        // HTTP method, for events
+	url     string        // sanitized URL, for events
+	payload any           // dead-letter payload
+	record  func() any    // builds the payload when a record is routed
+	nested  bool          // ctx already carried an attempt number
+
+	breakerWait time.Duration // time waited for open breakers
+}
+
+// begin runs steps 1 and 2 before an attempt: the context, then the rate
+// limiter, whose wait is not an attempt.
+func (c *call) begin(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return c.canceled(ctx)
+	}
+	if l := c.cfg.limiter; l != nil {
+		ok, err := l.wait(ctx, c, c.key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return c.refuse(ctx, ReasonRateLimited, TypeRateLimited, rateLimitError{})
+		}
+	}
+	return nil
+}
+
+// guard runs step 3 and then attempt, which starts the attempt and runs fn
+// (step 4) and returns its outcome for the breaker (step 5). When the breaker
+// is open the attempt is neither run nor counted: guard waits until the
+// breaker may let a probe through and returns ran == false, or returns the
+// error that stops the call when that wait cannot fit.
+func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop error) {
+	bs := c.cfg.breakers
+	if bs == nil {
+		attempt()
+		return true, nil
+	}
+	var now time.Time
+	if bs.keys != nil {
+		now = time.Now()
+	}
+	ran, wait := bs.get(c.key, now).run(&bs.spec, attempt)
+	bs.flush(c.cfg.onBreaker)
+	if ran {
+		return true, nil
+	}
+	c.breakerWait += wait
+	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(dl) {
+		fits = false
+	}
+	if !fits {
+		bs.denied.Add(1)
+		return false, c.refuse(ctx, ReasonBreakerOpen, TypeBreakerOpen, &breakerError{wait: wait})
+	}
+	bs.waits.Add(1)
+	return false, c.sleep(ctx, wait)
+}
+
+// refuse stops the call before an attempt: the breaker, the rate limiter or
+// the budget said no. The error keeps the last attempt's error, if any, and
+// is typed by what refused.
+func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
+	if c.last == nil {
+		c.last = err
+	}
+	o := inspect(c.last)
+	o.typ = typ
+	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, time.Now())
+}
+
+// breakerOutcome is what an attempt's error means to a circuit breaker:
+// nil for a success, errBreakerExcluded for the caller's own errors, which
+// must not trip it, errBreakerFailure otherwise.
+func (c *call) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
+	if err == nil || c.cfg.breakers == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return errBreakerExcluded
+	}
+	o := inspect(err)
+	if timedOut && strings.HasPrefix(o.typ, "context.") {
+		return errBreakerFailure
+	}
+	switch {
+	case o.verdict == verdictRetry:
+		return errBreakerFailure
+	case o.verdict != verdictNone, o.permanent, c.cfg.nonRetryable(o.typ):
+		return errBreakerExcluded
+	}
+	return errBreakerFailure
+}
+
+// started counts the attempt about to run.
+func (c *call) started() {
+	c.attempt++
+	st := c.cfg.state
+	if c.attempt == 1 {
+		st.calls.add()
+		if c.cfg.maxElapsed > 0 {
+			c.start = time.Now()
+		}
+	} else {
+		st.retryAttempts.Add(1)
+	}
+}
+
+// attemptContext returns the context for the current attempt: the caller's
+// own for the first attempt of an un-nested call (no allocation), otherwise
+// one carrying the attempt number, and a per-attempt timeout when set.
+func (c *call) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = c.numbered(ctx)
+	if t := c.cfg.attemptTimeout; t > 0 {
+		return context.WithTimeout(ctx, t)
+	}
+	return ctx, nil
+}
+
+// numbered returns ctx carrying the current attempt number, or ctx itself
+// for the first attempt of an un-nested call.
+func (c *call) numbered(ctx context.Context) context.Context {
+	if c.attempt == 1 {
+		c.nested = ctx.Value(attemptKey{}) != nil
+	}
+	if c.attempt > 1 || c.nested {
+		ctx = context.WithValue(ctx, attemptKey{}, c.attempt)
+	}
+	return ctx
+}
+
+func (c *call) panicked() {
+	st := c.cfg.state
+	st.failed.Add(1)
+	st.failedPermanently.Add(1)
+}
+
+func (c *call) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// fail runs steps 5 to 7 for a failed attempt: classify, decide, report. It
+// returns the wait before the next attempt, or the terminal error.
+func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duration, error) {
+	cfg := c.cfg
+	cfg.state.failed.Add(1)
+	c.last = err
+	o := inspect(err)
+	if timedOut && strings.HasPrefix(o.typ, "context.") {
+		o.typ = TypeAttemptTimeout
+	}
+	now := time.Now()
+	if c.first.IsZero() {
+		c.first = now
+	}
+	reason, route := c.decide(ctx, err, o)
+	if reason != reasonNone {
+		return 0, c.terminal(ctx, o, reason, route, now)
+	}
+	d, ok := c.delay(ctx, o, now)
+	if !ok {
+		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now)
+	}
+	if b := cfg.budget; b != nil && !b.allow(now) {
+		o.typ = TypeBudgetExhausted
+		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now)
+	}
+	cfg.state.retried.Add(1)
+	if cfg.hooks() {
+		ev := c.event(o, now)
+		ev.Delay = d
+		cfg.fire(cfg.onFailure, ev)
+		cfg.fire(cfg.onRetry, ev)
+	}
+	return d, nil
+}
+
+// decide runs steps 6.1 to 6.6. A zero reason means "retry"; route says
+// whether a terminal outcome goes to the dead-letter sink.
+func (c *call) decide(ctx context.Context, err error, o outcome) (reason Reason, route bool) {
+	cfg := c.cfg
+	exhaust := cfg.policy.OnExhaustion == ExhaustDeadLetter
+	if ctx.Err() != nil {
+		return ReasonCanceled, false
+	}
+	switch o.verdict {
+	case verdictDiscard:
+		return ReasonDiscarded, false
+	case verdictDeadLetter:
+		return ReasonDeadLettered, true
+	case verdictFail:
+		return ReasonFailed, false
+	}
+	transient := o.verdict == verdictRetry
+	if !transient && (o.permanent || cfg.nonRetryable(o.typ)) {
+		return ReasonNonRetryable, exhaust
+	}
+	if c.attempt >= cfg.policy.MaxAttempts {
+		return ReasonExhausted, exhaust
+	}
+	if !transient && cfg.decider != nil && !cfg.decider.ShouldRetry(c.attempt, err) {
+		return ReasonNonRetryable, exhaust
+	}
+	return reasonNone, false
+}
+
+// delay runs step 6.7: the wait before the next attempt, and whether it fits
+// the caller's deadline, MaxElapsed and MaxServerDelay.
+func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Duration, bool) {
+	cfg := c.cfg
+	var d time.Duration
+	if cfg.decider != nil {
+		d = max(cfg.decider.Delay(c.attempt), 0)
+	}
+	switch {
+	case d > 0:
+	case o.hint > 0:
+		if o.hint > cfg.maxServerDelay {
+			return 0, false
+		}
+		d = o.hint
+		if cfg.policy.Jitter.Kind != JitterNone {
+			spread := min(d/10, time.Second)
+			d += time.Duration(float64(spread) * unit(cfg.random()))
+		}
+	default:
+		d = cfg.policy.Sample(c.attempt, c.prev, cfg.random())
+		c.prev = d
+	}
+	if cfg.maxElapsed > 0 && now.Add(d).Sub(c.start) > cfg.maxElapsed {
+		return d, false
+	}
+	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
+		return d, false
+	}
+	return d, true
+}
+
+// unit clamps a random draw into [0, 1).
+func unit(u float64) float64 {
+	if !(u >= 0) {
+		return 0
+	}
+	if u >= 1 {
+		return 0.9999999999999999
+	}
+	return u
+}
+
+// sleep waits d with the call's reusable timer; a zero delay takes no timer.
+// The caller's context interrupts the wait.
+func (c *call) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if c.timer == nil {
+		c.timer = time.NewTimer(d)
+	} else {
+		c.timer.Reset(d)
+	}
+	select {
+	case <-c.timer.C:
+		return nil
+	case <-ctx.Done():
+		c.timer.Stop()
+		return c.canceled(ctx)
+	}
+}
+
+// canceled ends the call because the caller's context is done.
+func (c *call) canceled(ctx context.Context) error {
+	if c.attempt > 0 {
+		c.cfg.state.failedPermanently.Add(1)
+	}
+	return c.newError(ctx, ReasonCanceled)
+}
+
+func (c *call) newError(ctx context.Context, reason Reason) *Error {
+	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last}
+	if reason == ReasonCanceled {
+		cause := context.Cause(ctx)
+		if e.Err == nil {
+			e.Err = cause
+		} else if cause != nil {
+			e.cause = cause
+		}
+	}
+	return e
+}
+
+// terminal ends the call with reason: counters, events and dead-letter routing.
+func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route bool, now time.Time) error {
+	cfg := c.cfg
+	cfg.state.failedPermanently.Add(1)
+	e := c.newError(ctx, reason)
+	switch reason {
+	case ReasonBudget, ReasonBreakerOpen, ReasonRateLimited:
+		e.typ = o.typ
+	}
+	if !route && !cfg.hooks() {
+		return e
+	}
+	ev := c.event(o, now)
+	ev.Reason = reason
+	cfg.fire(cfg.onFailure, ev)
+	if route {
+		if ev.Payload == nil && c.record != nil {
+			ev.Payload = c.record()
+		}
+		e.sink = c.deadLetter(ctx, ev)
+	}
+	return e
+}
+
+// Reason says why a call stopped.
+type Reason uint8
+
+// The reasons a call stops. Reason.String gives their names.
+const (
+	reasonNone         Reason = iota
+	ReasonExhausted           // the attempts were used up
+	ReasonNonRetryable        // Permanent, a non-retryable type, or the Decider said no
+	ReasonDiscarded           // the Discard verdict
+	ReasonDeadLettered        // the DeadLetter verdict
+	ReasonFailed              // the Fail verdict
+	ReasonCanceled            // the caller's context ended
+	ReasonDeadline            // the next wait could not fit the deadline, MaxElapsed or MaxServerDelay
+	ReasonBudget              // the retry budget had no token
+	ReasonBreakerOpen         // the circuit breaker was open and its wait could not fit
+	ReasonRateLimited         // the rate limiter's wait could not fit the deadline
+)
+
+var reasonNames = [...]string{
+	reasonNone:         "",
+	ReasonExhausted:    "exhausted",
+	ReasonNonRetryable: "non_retryable",
+	ReasonDiscarded:    "discarded",
+	ReasonDeadLettered: "dead_lettered",
+	ReasonFailed:       "failed",
+	ReasonCanceled:     "canceled",
+	ReasonDeadline:     "deadline",
+	ReasonBudget:       "budget",
+	ReasonBreakerOpen:  "breaker_open",
+	ReasonRateLimited:  "rate_limited",
+}
+
+// String returns the reason's name, such as "exhausted"; "" for the zero Reason.
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// MarshalText encodes the reason as its name.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Error is the error of a call that did not succeed.
+//
+// Err is the last attempt's error (or the context's cause when no attempt
+// ran). Unwrap also yields the context's cause when the caller's context
+// ended, and the dead-letter sink's error when routing failed, so errors.Is
+// and errors.As reach all of them.
+type Error struct {
+	Attempts int    // attempts run
+	Reason   Reason // why the call stopped
+	Err      error  // the last attempt's error
+
+	cause error  // context cause, when distinct from Err
+	sink  error  // dead-letter routing failure
+	typ   string // the type of a stop by the breaker, limiter or budget
+}
+
+// ErrorType is "breaker.open", "ratelimit.local" or "budget.exhausted" for a
+// call stopped by the breaker, the rate limiter or the retry budget, so that
+// TypeOf reports what stopped it; otherwise it is empty and TypeOf looks at
+// Err.
+func (e *Error) ErrorType() string { return e.typ }
+
+// Error describes the stop, the attempts and the last error.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("retry: ")
+	b.WriteString(e.Reason.String())
+	b.WriteString(" after ")
+	b.WriteString(strconv.Itoa(e.Attempts))
+	if e.Attempts == 1 {
+		b.WriteString(" attempt")
+	} else {
+		b.WriteString(" attempts")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.cause != nil {
+		b.WriteString(" (")
+		b.WriteString(e.cause.Error())
+		b.WriteString(")")
+	}
+	if e.sink != nil {
+		b.WriteString("; ")
+		b.WriteString(e.sink.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the last error, the context's cause and the dead-letter
+// sink's error, those that are set.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	for _, err := range [...]error{e.Err, e.cause, e.sink} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

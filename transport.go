@@ -1,0 +1,697 @@
+package retry
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Transport is an http.RoundTripper that retries requests under the same
+// engine and options as Do. Build it with NewTransport; it is safe for
+// concurrent use, and all its requests share one state (counters, dedup
+// window, and whatever else its options hold).
+//
+// It keeps the RoundTripper contract: the caller's request is never modified;
+// the final response is returned with a nil error whatever its status (a 503
+// after the last attempt is a 503, body intact); the request body is closed
+// exactly once.
+//
+// Only requests that are safe to repeat are retried: GET, HEAD, OPTIONS,
+// TRACE, PUT and DELETE, and any request carrying an Idempotency-Key header.
+// Other methods are retried only when the failure proves the request was never
+// sent (connection refused, DNS failure, HTTP/2 refused stream or GOAWAY), or
+// when RetryNonIdempotent is given.
+type Transport struct {
+	base http.RoundTripper
+	cfg  config
+}
+
+// Defaults of the Transport's options.
+const (
+	DefaultMaxReplayBytes = 1 << 20 // 1 MiB
+	// drainLimit is how much of a response being retried is read so that its
+	// connection can be reused; a longer body closes the connection instead.
+	drainLimit = 4 << 10
+)
+
+// NewTransport returns a Transport that sends requests through base (nil means
+// http.DefaultTransport) under opts. Options are resolved once; a *Retrier
+// among them shares its state with the Transport.
+func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base}
+	t.cfg.build(opts)
+	return t
+}
+
+// Stats returns a snapshot of the Transport's counters.
+func (t *Transport) Stats() Stats { return (&Retrier{cfg: t.cfg}).Stats() }
+
+// CloseIdleConnections closes the idle connections of the base transport, if
+// it has that method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// WithMaxReplayBytes bounds how much of a request body without GetBody the
+// Transport keeps to send it again; a longer body is streamed once and the
+// request is not retried after it was read (type body.not_replayable). The
+// default is DefaultMaxReplayBytes; zero keeps nothing.
+func WithMaxReplayBytes(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxReplayBytes", n, "must be >= 0")
+		}
+		c.http.maxReplay = n
+		c.http.maxReplaySet = true
+	})
+}
+
+// WithIdempotencyKey makes the Transport add an Idempotency-Key header to
+// requests that have none: one random key per logical request, the same on
+// every attempt, which also makes the request retryable.
+func WithIdempotencyKey() Option {
+	return optionFunc(func(c *config) { c.http.idemKey = true })
+}
+
+// RetryNonIdempotent makes the Transport retry every method, POST and PATCH
+// included, as if each request were idempotent.
+func RetryNonIdempotent() Option {
+	return optionFunc(func(c *config) { c.http.allMethods = true })
+}
+
+// WithRequestKey sets the function naming the dependency a request targets,
+// for events and dead-letter records (and for breakers and limiters kept per
+// key). The default is the request's host.
+func WithRequestKey(f func(*http.Request) string) Option {
+	return optionFunc(func(c *config) { c.http.key = f })
+}
+
+// httpConfig holds the Transport's own options.
+type httpConfig struct {
+	maxReplay    int64
+	maxReplaySet bool
+	idemKey      bool
+	allMethods   bool
+	key          func(*http.Request) string
+}
+
+// idempotent reports whether req may be sent twice.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return len(req.Header["Idempotency-Key"]) > 0 || len(req.Header["X-Idempotency-Key"]) > 0
+}
+
+// neverSent reports whether a failure of type typ proves that the request
+// never reached the server, so that any method may be retried.
+func neverSent(typ string) bool {
+	switch typ {
+	case TypeConnectionRefused, TypeDNSNotFound, TypeDNSTemporary, TypeDNS,
+		TypeHTTP2RefusedStream, TypeHTTP2GoAway:
+		return true
+	}
+	return false
+}
+
+var errNilRequest = errors.New("retry: nil request or request URL")
+
+// requestInvalid is a request the Transport cannot send.
+type requestInvalid struct{ err error }
+
+func (e *requestInvalid) Error() string     { return e.err.Error() }
+func (e *requestInvalid) Unwrap() error     { return e.err }
+func (e *requestInvalid) ErrorType() string { return TypeRequestInvalid }
+
+// notReplayable stops a retry whose request body cannot be sent again.
+type notReplayable struct{ err error }
+
+func (e *notReplayable) Error() string {
+	return "retry: request body was read and cannot be replayed: " + e.err.Error()
+}
+func (e *notReplayable) Unwrap() error     { return e.err }
+func (e *notReplayable) ErrorType() string { return TypeBodyNotReplayable }
+
+// RoundTrip sends req, retrying it under the Transport's policy. It returns
+// the last response with a nil error whatever its status, or, when no attempt
+// produced a response, a *Error whose Err is the last transport error.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil || req.URL == nil {
+		if req != nil {
+			closeBody(req)
+		}
+		return nil, &requestInvalid{errNilRequest}
+	}
+	cfg := &t.cfg
+	if cfg.err != nil {
+		closeBody(req)
+		return nil, cfg.err
+	}
+	ctx := req.Context()
+	rt := roundTrip{t: t, req: req, idempotent: cfg.http.allMethods || idempotent(req)}
+	if cfg.http.idemKey && len(req.Header["Idempotency-Key"]) == 0 {
+		rt.idemKey = newIdempotencyKey()
+		rt.idempotent = true
+	}
+	defer rt.finish()
+	c := call{cfg: cfg, key: t.key(req)}
+	defer c.stopTimer()
+	for {
+		if err := c.begin(ctx); err != nil {
+			return nil, err
+		}
+		var (
+			resp     *http.Response
+			err      error
+			actx     context.Context
+			cancel   context.CancelFunc
+			timedOut bool
+		)
+		ran, stop := c.guard(ctx, func() error {
+			c.started()
+			var timer *time.Timer
+			actx, cancel, timer = rt.attemptContext(c.numbered(ctx))
+			resp, err = rt.send(actx, c.attempt)
+			if timer != nil && !timer.Stop() && err == nil {
+				// The timeout struck as the headers arrived: the body is cut.
+				resp.Body.Close()
+				resp, err = nil, context.Cause(actx)
+			}
+			timedOut = err != nil && actx.Err() != nil && ctx.Err() == nil
+			if err != nil {
+				return c.breakerOutcome(ctx, err, timedOut)
+			}
+			if serverFailure(resp.StatusCode) {
+				return errBreakerFailure
+			}
+			return nil
+		})
+		if !ran {
+			if stop != nil {
+				return nil, stop
+			}
+			continue
+		}
+		failure := err
+		if err == nil {
+			if !retryableStatus(resp.StatusCode) {
+				return deliver(resp, cancel), nil
+			}
+			failure = &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
+		}
+		if c.url == "" {
+			c.method, c.url = methodOf(req), SanitizeURL(req.URL)
+			// A copy for the dead-letter record, so that rt itself stays on
+			// the stack of the success path; what it reads is set by now.
+			snap := new(roundTrip)
+			*snap = rt
+			c.record = snap.record
+		}
+		if b := rt.blocked(failure); b != nil {
+			failure = b
+		}
+		d, stop := c.fail(ctx, failure, timedOut)
+		if stop != nil {
+			if resp != nil {
+				return deliver(resp, cancel), nil
+			}
+			release(cancel)
+			return nil, stop
+		}
+		if resp != nil {
+			drain(resp.Body)
+		}
+		release(cancel)
+		if stop = c.sleep(ctx, d); stop != nil {
+			return nil, stop
+		}
+	}
+}
+
+// serverFailure reports whether a status counts as a failure for a circuit
+// breaker: the server's errors and its requests to slow down.
+func serverFailure(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests ||
+		code >= 500 && code != http.StatusNotImplemented && code != http.StatusHTTPVersionNotSupported
+}
+
+func (t *Transport) key(req *http.Request) string {
+	switch {
+	case t.cfg.http.key != nil:
+		return t.cfg.http.key(req)
+	case t.cfg.key != "":
+		return t.cfg.key
+	}
+	return req.URL.Host
+}
+
+func methodOf(req *http.Request) string {
+	if req.Method == "" {
+		return http.MethodGet
+	}
+	return req.Method
+}
+
+func release(cancel context.CancelFunc) {
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// roundTrip is the state of one logical request across its attempts.
+type roundTrip struct {
+	t          *Transport
+	req        *http.Request
+	idempotent bool
+	idemKey    string
+	body       *replayBody // the body source when req has a body and no GetBody
+	bodyOwned  bool        // the caller's body was handed on; someone else closes it
+}
+
+// attemptContext returns the context of one attempt. A per-attempt timeout
+// bounds the wait for the response headers only: its timer is stopped once
+// they arrive, and the context is canceled when the response body is closed,
+// so a timeout never cuts short the body of the response returned.
+func (rt *roundTrip) attemptContext(ctx context.Context) (context.Context, context.CancelFunc, *time.Timer) {
+	d := rt.t.cfg.attemptTimeout
+	if d <= 0 {
+		return ctx, nil, nil
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
+	return actx, func() { cancel(context.Canceled) }, timer
+}
+
+// errAttemptTimeout is the cause of an attempt's context when its time ran out.
+var errAttemptTimeout = fmt.Errorf("retry: attempt timed out: %w", context.DeadlineExceeded)
+
+// send runs one attempt with the attempt's context.
+func (rt *roundTrip) send(ctx context.Context, n int) (*http.Response, error) {
+	out, err := rt.request(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.t.base.RoundTrip(out)
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errNoResponse
+	}
+	return resp, nil
+}
+
+var errNoResponse = errors.New("retry: base transport returned neither a response nor an error")
+
+// request builds the request of attempt n without touching the caller's.
+func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) {
+	req := rt.req
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if !hasBody && rt.idemKey == "" && ctx == req.Context() {
+		return req, nil // nothing to change: the caller's own request
+	}
+	out := req.WithContext(ctx) // a shallow copy
+	if rt.idemKey != "" {
+		out.Header = req.Header.Clone()
+		if out.Header == nil {
+			out.Header = make(http.Header, 1)
+		}
+		out.Header.Set("Idempotency-Key", rt.idemKey)
+	}
+	if !hasBody {
+		return out, nil
+	}
+	switch {
+	case req.GetBody != nil && n == 1:
+		rt.bodyOwned = true
+		out.Body = req.Body
+	case req.GetBody != nil:
+		b, err := req.GetBody()
+		if err != nil {
+			return nil, &notReplayable{fmt.Errorf("GetBody: %w", err)}
+		}
+		out.Body = b
+	default:
+		if rt.body == nil {
+			rt.bodyOwned = true
+			rt.body = newReplayBody(req.Body, rt.t.maxReplay())
+		}
+		b, err := rt.body.attempt(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out.Body = b
+	}
+	return out, nil
+}
+
+func (t *Transport) maxReplay() int64 {
+	if t.cfg.http.maxReplaySet {
+		return t.cfg.http.maxReplay
+	}
+	return DefaultMaxReplayBytes
+}
+
+// blocked returns the error that stops a retry the request itself forbids
+// (a method that is not idempotent, a body that cannot be replayed), or nil.
+func (rt *roundTrip) blocked(failure error) error {
+	if !rt.idempotent && !neverSent(inspect(failure).typ) {
+		return Permanent(failure)
+	}
+	if rt.body != nil && !rt.body.replayable() {
+		return &notReplayable{failure}
+	}
+	return nil
+}
+
+// finish closes the caller's body if no attempt took it over, and releases
+// the replay buffer.
+func (rt *roundTrip) finish() {
+	if !rt.bodyOwned {
+		closeBody(rt.req)
+	}
+	if rt.body != nil {
+		rt.body.release()
+	}
+}
+
+// record is the dead-letter payload of the request: enough to send it again
+// through the caller's own client, which re-applies credentials.
+func (rt *roundTrip) record() any {
+	req := rt.req
+	r := &RequestRecord{
+		Method: methodOf(req),
+		URL:    SanitizeURL(req.URL),
+		Header: SafeHeader(req.Header),
+	}
+	if rt.idemKey != "" {
+		r.Header.Set("Idempotency-Key", rt.idemKey)
+	}
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+	case req.GetBody != nil:
+		if b, err := req.GetBody(); err == nil {
+			r.Body, r.BodyComplete = readUpTo(b, rt.t.maxReplay())
+			b.Close()
+		}
+	case rt.body != nil:
+		r.Body, r.BodyComplete = rt.body.snapshot()
+	}
+	return r
+}
+
+// RequestRecord is the Payload of a Transport's dead-letter record: the
+// request without its credentials. Authorization, cookies and other secret
+// headers are left out (see SafeHeader), so replaying it through the
+// caller's own client re-applies them.
+type RequestRecord struct {
+	Method string
+	URL    string // without userinfo, secret query values redacted
+	Header http.Header
+	// Body is the request body when it could be kept (GetBody, or a body no
+	// longer than the replay limit); BodyComplete says it is whole.
+	Body         []byte
+	BodyComplete bool
+}
+
+func readUpTo(r io.Reader, limit int64) ([]byte, bool) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil || int64(len(b)) > limit {
+		return nil, false
+	}
+	return b, true
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body.Close()
+	}
+}
+
+// deliver returns the final response; the attempt's context is released when
+// its body is closed, so a per-attempt timeout never cuts the body short.
+func deliver(resp *http.Response, cancel context.CancelFunc) *http.Response {
+	if cancel != nil {
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	}
+	return resp
+}
+
+// drain reads a little of a response being retried and closes it, so that
+// its connection can be reused.
+func drain(body io.ReadCloser) {
+	io.CopyN(io.Discard, body, drainLimit)
+	body.Close()
+}
+
+// cancelOnClose releases an attempt's context when the response body closes.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP-date
+// (RFC 9110, 10.2.3). It returns 0 when the header is absent or invalid.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	d, ok := ParseRetryAfter(v, now)
+	if !ok {
+		return 0
+	}
+	return d
+}
+
+// ParseRetryAfter parses the value of a Retry-After header, delay-seconds or
+// an HTTP-date, into a delay from now. A date in the past is a zero delay.
+// ok is false for a value that is neither.
+func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
+				return maxDuration, true
+			}
+			return 0, false
+		}
+		if secs > uint64(maxDuration/time.Second) {
+			return maxDuration, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
+
+func newIdempotencyKey() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// replayBody keeps what was read of a request body that has no GetBody, up to
+// a limit, so that the body can be sent again. The body is never read ahead:
+// it is copied while the base transport streams it. The caller's body is
+// closed exactly once: by release when no attempt holds it, otherwise when the
+// last attempt's body is closed by the base transport.
+type replayBody struct {
+	mu       sync.Mutex
+	src      io.ReadCloser
+	limit    int64
+	buf      []byte
+	overflow bool  // more than limit bytes were read
+	eof      bool  // src is exhausted
+	srcErr   error // a read error of src, sticky
+	released bool  // the round trip is over
+	closed   bool  // src was closed
+	cur      *attemptBody
+}
+
+func newReplayBody(src io.ReadCloser, limit int64) *replayBody {
+	return &replayBody{src: src, limit: limit}
+}
+
+// replayable reports whether the body can be sent again.
+func (b *replayBody) replayable() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.overflow && b.srcErr == nil
+}
+
+// snapshot returns the bytes kept, and whether they are the whole body.
+func (b *replayBody) snapshot() ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.overflow {
+		return nil, false
+	}
+	return bytes.Clone(b.buf), b.eof
+}
+
+// attempt returns the body for one attempt. It first waits until the base
+// transport has closed the previous attempt's body, so that two attempts
+// never read the source at once.
+func (b *replayBody) attempt(ctx context.Context) (io.ReadCloser, error) {
+	b.mu.Lock()
+	prev := b.cur
+	b.mu.Unlock()
+	if prev != nil {
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.overflow || b.srcErr != nil {
+		return nil, &notReplayable{errBodyOverLimit}
+	}
+	b.cur = &attemptBody{b: b, done: make(chan struct{})}
+	return b.cur, nil
+}
+
+var errBodyOverLimit = errors.New("request body is longer than the replay limit")
+
+// release ends the round trip: the source is closed now if no attempt holds
+// it, or when the attempt holding it closes.
+func (b *replayBody) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.released = true
+	if b.cur == nil || b.cur.closed {
+		b.closeSrc()
+	}
+}
+
+func (b *replayBody) closeSrc() {
+	if !b.closed {
+		b.closed = true
+		b.src.Close()
+		b.buf = nil
+	}
+}
+
+// attemptBody is the body of one attempt: what was kept, then the rest of the
+// source, kept in turn while it fits the limit. The source is read without
+// the lock held, so that a Close from another goroutine can interrupt a
+// blocked read; done closes once the attempt is closed and no read of it is
+// in flight, so two attempts never read the source at once.
+type attemptBody struct {
+	b       *replayBody
+	off     int
+	done    chan struct{}
+	closed  bool
+	reading bool
+}
+
+func (a *attemptBody) Read(p []byte) (int, error) {
+	b := a.b
+	b.mu.Lock()
+	switch {
+	case a.closed:
+		b.mu.Unlock()
+		return 0, errReadAfterClose
+	case a.off < len(b.buf):
+		n := copy(p, b.buf[a.off:])
+		a.off += n
+		b.mu.Unlock()
+		return n, nil
+	case b.eof:
+		b.mu.Unlock()
+		return 0, io.EOF
+	case b.srcErr != nil:
+		err := b.srcErr
+		b.mu.Unlock()
+		return 0, err
+	}
+	a.reading = true
+	b.mu.Unlock()
+
+	n, err := b.src.Read(p)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a.reading = false
+	if n > 0 && !b.overflow {
+		if int64(len(b.buf)+n) > b.limit {
+			b.overflow = true
+			b.buf = nil
+		} else {
+			b.buf = append(b.buf, p[:n]...)
+			a.off = len(b.buf)
+		}
+	}
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.srcErr = err
+	}
+	if a.closed {
+		a.finish()
+	}
+	return n, err
+}
+
+var errReadAfterClose = errors.New("retry: read of a closed request body")
+
+func (a *attemptBody) Close() error {
+	b := a.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	if b.released && b.cur == a {
+		b.closeSrc() // interrupts a read in flight
+	}
+	if !a.reading {
+		a.finish()
+	}
+	return nil
+}
+
+// finish signals that the attempt is over; b.mu is held.
+func (a *attemptBody) finish() {
+	close(a.done)
+	if a.b.released && a.b.cur == a {
+		a.b.closeSrc()
+	}
+}
