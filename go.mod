@@ -3,7 +3,7 @@ module github.com/steadyhq/retry
 go 1.25.0
 
 require (
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0
+	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.15.0
 )

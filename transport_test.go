@@ -797,4 +797,3 @@ func FuzzParseRetryAfter(f *testing.F) {
 
 // discardLog keeps the TLS server's handshake errors out of the test output.
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
-
