@@ -37,6 +37,7 @@ func Sanitize(s string) string {
 	if len(s) > maxScan {
 		s = s[:maxScan]
 	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = redactHeaderLines(s)
 	s = redactSchemes(s)
 	s = redactAt(s)
@@ -45,8 +46,7 @@ func Sanitize(s string) string {
 	return bound(s)
 }
 
-// bound cuts s to MaxMessage bytes at a rune boundary and makes it valid
-// UTF-8.
+// bound cuts valid UTF-8 s to MaxMessage bytes at a rune boundary.
 func bound(s string) string {
 	if len(s) > MaxMessage {
 		const more = "...(truncated)"
@@ -56,7 +56,7 @@ func bound(s string) string {
 		}
 		s = s[:cut] + more
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return s
 }
 
 // SanitizeURL returns u as a string without its userinfo, with the values
@@ -242,7 +242,7 @@ func redactKeyValues(s string) string {
 		} else {
 			ve = valueEnd(s, vs)
 		}
-		if ve == vs || s[vs:ve] == Redacted {
+		if ve == vs || strings.HasPrefix(s[vs:], Redacted) {
 			continue
 		}
 		b.WriteString(s[last:vs])
@@ -290,7 +290,7 @@ func redactHeaderLines(s string) string {
 		} else {
 			ve += vs
 		}
-		if ve == vs || s[vs:ve] == Redacted {
+		if ve == vs || strings.HasPrefix(s[vs:], Redacted) {
 			continue
 		}
 		b.WriteString(s[last:vs])
@@ -332,7 +332,7 @@ func redactSchemes(s string) string {
 			ve++
 		}
 		// A credential is one long run; "token expired" is prose.
-		if ve-vs < 8 || s[vs:ve] == Redacted {
+		if ve-vs < 8 || strings.HasPrefix(s[vs:], Redacted) {
 			continue
 		}
 		b.WriteString(s[last:vs])
@@ -365,6 +365,9 @@ func redactAt(s string) string {
 		if s[i] != '@' {
 			continue
 		}
+		if strings.HasSuffix(s[:i], Redacted) {
+			continue
+		}
 		ts := i
 		for ts > last && !tokenBoundary(s[ts-1]) {
 			ts--
@@ -376,10 +379,14 @@ func redactAt(s string) string {
 		url := false
 		if k := strings.LastIndex(s[ts:i], "://"); k >= 0 {
 			start, url = ts+k+3, true
+			if p := strings.LastIndexAny(s[start:i], "/?#&="); p >= 0 {
+				// The '@' is in the path or query, not in the userinfo.
+				start, url = start+p+1, false
+			}
 		}
 		info := s[start:i]
 		switch {
-		case info == "" || info == Redacted:
+		case info == "":
 			continue
 		case url || strings.ContainsAny(info, ":/"):
 			// URL userinfo, or a DSN's user:password or user/password.
@@ -391,10 +398,7 @@ func redactAt(s string) string {
 				continue
 			}
 			b.WriteString(s[last:start])
-			r, size := utf8.DecodeRuneInString(info)
-			if r == utf8.RuneError {
-				size = 1
-			}
+			_, size := utf8.DecodeRuneInString(info)
 			b.WriteString(info[:size])
 			b.WriteString("***")
 			last = i

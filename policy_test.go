@@ -1,0 +1,714 @@
+package retry_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+)
+
+const day = 24 * time.Hour
+
+// seedCase is a policy built in Go and the same policy in JSON, with the
+// delays (without jitter) its system documents before retries 1, 2, ...
+// and at selected later retries.
+type seedCase struct {
+	name   string
+	policy retry.Policy
+	json   string
+	want   []time.Duration       // before retries 1, 2, 3, ...
+	at     map[int]time.Duration // before selected retries
+}
+
+func secs(s ...float64) []time.Duration {
+	out := make([]time.Duration, len(s))
+	for i, v := range s {
+		out[i] = time.Duration(math.Round(v * float64(time.Second)))
+	}
+	return out
+}
+
+// ratchet maps Ratchet's EXPONENTIAL backoff: maxRetries N is N+1 attempts,
+// coefficient 2, capped at min(24 h, base·2^20), no jitter.
+func ratchet(base time.Duration, maxRetries int) retry.Policy {
+	return retry.Policy{
+		MaxAttempts:        maxRetries + 1,
+		InitialInterval:    base,
+		BackoffCoefficient: 2,
+		MaxInterval:        min(day, base<<20),
+		Jitter:             retry.NoJitter,
+	}
+}
+
+// zizq maps Zizq's t = B + a^E + a·rand(0..J): polynomial with I = 1 s,
+// C = E, offset B, additive jitter J, no effective cap.
+func zizq(limit int, b time.Duration, e float64, j time.Duration) retry.Policy {
+	p := retry.Policy{
+		MaxAttempts:        limit + 1,
+		InitialInterval:    time.Second,
+		Backoff:            retry.Polynomial,
+		BackoffCoefficient: e,
+		Offset:             b,
+		MaxInterval:        36500 * day,
+		Jitter:             retry.Jitter{Kind: retry.JitterAdditive, Amount: j},
+	}
+	if j == 0 {
+		p.Jitter = retry.NoJitter
+	}
+	return p
+}
+
+// daycry maps Daycry's exponential strategy: first retry = base, ±15%.
+func daycry(base, maxDelay time.Duration, m float64) retry.Policy {
+	return retry.Policy{
+		InitialInterval:    base,
+		BackoffCoefficient: m,
+		MaxInterval:        maxDelay,
+		Jitter:             retry.Jitter{Kind: retry.JitterPercent, Factor: 0.15},
+	}
+}
+
+var seedCases = []seedCase{
+	{
+		name:   "ratchet exponential 1s",
+		policy: ratchet(time.Second, 25),
+		json:   `{"max_attempts": 26, "initial_interval": "PT1S", "backoff_coefficient": 2, "max_interval": "P1D", "jitter": false}`,
+		want:   secs(1, 2, 4, 8),
+		at: map[int]time.Duration{
+			10: 512 * time.Second,   // ≈ 8.5 min
+			15: 16384 * time.Second, // ≈ 4.5 h
+			17: 65536 * time.Second, // ≈ 18.2 h
+			18: day, 19: day, 20: day, 21: day, 25: day, 1000: day, math.MaxInt32: day,
+		},
+	},
+	{
+		name:   "ratchet exponential 10ms: the exponent cap binds before 24 h",
+		policy: ratchet(10*time.Millisecond, 30),
+		json:   `{"max_attempts": 31, "initial_interval": "10ms", "max_interval": 10485760, "jitter": false}`,
+		want:   secs(0.01, 0.02, 0.04),
+		at:     map[int]time.Duration{21: 10 * time.Millisecond << 20, 22: 10 * time.Millisecond << 20, math.MaxInt32: 10 * time.Millisecond << 20},
+	},
+	{
+		name:   "ratchet NONE",
+		policy: retry.Policy{MaxAttempts: 4, Backoff: retry.Immediate, Jitter: retry.NoJitter},
+		json:   `{"max_attempts": 4, "backoff_strategy": "immediate", "jitter": false}`,
+		want:   secs(0, 0, 0),
+	},
+	{
+		name:   "ratchet FIXED 5s",
+		policy: retry.Policy{MaxAttempts: 4, Backoff: retry.Constant, InitialInterval: 5 * time.Second, Jitter: retry.NoJitter},
+		json:   `{"max_attempts": 4, "backoff_strategy": "fixed", "initial_interval": "PT5S", "jitter": false}`,
+		want:   secs(5, 5, 5),
+	},
+	{
+		name:   "ojs exponential defaults",
+		policy: retry.Policy{MaxAttempts: 11},
+		json:   `{"retry": {"max_attempts": 11, "initial_interval": "PT1S", "backoff_coefficient": 2.0, "max_interval": "PT5M", "jitter": true}}`,
+		want:   secs(1, 2, 4, 8, 16, 32, 64, 128, 256, 300),
+	},
+	{
+		name:   "ojs polynomial 1s C=4",
+		policy: retry.Policy{Backoff: retry.Polynomial, BackoffCoefficient: 4},
+		json:   `{"backoff_strategy": "polynomial", "backoff_coefficient": 4}`,
+		want:   secs(1, 16, 81, 256, 300),
+	},
+	{
+		name:   "ojs polynomial 15s C=4 1h (payment processing)",
+		policy: retry.Policy{MaxAttempts: 25, InitialInterval: 15 * time.Second, Backoff: retry.Polynomial, BackoffCoefficient: 4, MaxInterval: time.Hour},
+		json:   `{"retry": {"max_attempts": 25, "initial_interval": "PT15S", "backoff_strategy": "polynomial", "backoff_coefficient": 4.0, "max_interval": "PT1H"}}`,
+		want:   secs(15, 240, 1215, 3600, 3600),
+	},
+	{
+		name:   "ojs constant by coefficient 1 (polling)",
+		policy: retry.Policy{MaxAttempts: 60, InitialInterval: 10 * time.Second, BackoffCoefficient: 1, MaxInterval: 10 * time.Second, Jitter: retry.NoJitter},
+		json:   `{"retry": {"max_attempts": 60, "initial_interval": "PT10S", "backoff_coefficient": 1.0, "max_interval": "PT10S", "jitter": false}}`,
+		want:   secs(10, 10, 10, 10),
+		at:     map[int]time.Duration{59: 10 * time.Second},
+	},
+	{
+		name:   "ojs none strategy is constant",
+		policy: retry.Policy{Backoff: retry.Constant, InitialInterval: 2 * time.Second},
+		json:   `{"backoff_strategy": "none", "initial_interval": "PT2S"}`,
+		want:   secs(2, 2, 2),
+	},
+	{
+		name:   "ojs linear",
+		policy: retry.Policy{Backoff: retry.Linear},
+		json:   `{"backoff_strategy": "linear"}`,
+		want:   secs(1, 2, 3, 4),
+		at:     map[int]time.Duration{300: 5 * time.Minute, math.MaxInt32: 5 * time.Minute},
+	},
+	{
+		name:   "daycry base 2 m 3 max 20",
+		policy: daycry(2*time.Second, 20*time.Second, 3),
+		json:   `{"initial_interval": 2000, "backoff_coefficient": 3, "max_interval": 20000, "jitter": {"kind": "percent", "factor": 0.15}}`,
+		want:   secs(2, 6, 18, 20),
+	},
+	{
+		name:   "daycry base 3 m 4 max 10",
+		policy: daycry(3*time.Second, 10*time.Second, 4),
+		json:   `{"initial_interval": "3s", "backoff_coefficient": 4, "max_interval": "10s", "jitter": {"kind": "percent"}}`,
+		want:   secs(3, 10, 10),
+	},
+	{
+		name:   "daycry base 5 m 2 max 300",
+		policy: daycry(5*time.Second, 300*time.Second, 2),
+		json:   `{"initial_interval": "PT5S", "max_interval": "PT300S", "jitter": {"kind": "percent", "factor": 0.15}}`,
+		want:   secs(5, 10, 20, 40),
+	},
+	{
+		name:   "daycry none is immediate",
+		policy: retry.Policy{Backoff: retry.Immediate, Jitter: retry.Jitter{Kind: retry.JitterPercent}},
+		json:   `{"backoff_strategy": "immediate", "jitter": {"kind": "percent"}}`,
+		want:   secs(0, 0),
+	},
+	{
+		name:   "zizq E=2 B=100ms J=0",
+		policy: zizq(25, 100*time.Millisecond, 2, 0),
+		json:   `{"max_attempts": 26, "initial_interval": "PT1S", "backoff_strategy": "polynomial", "backoff_coefficient": 2, "delay_offset": "PT0.1S", "max_interval": "P36500D", "jitter": false}`,
+		want:   secs(1.1, 4.1, 9.1, 16.1),
+	},
+	{
+		name:   "zizq defaults 25 / 15s / 4 / 30s",
+		policy: zizq(25, 15*time.Second, 4, 30*time.Second),
+		json:   `{"max_attempts": 26, "initial_interval": 1000, "backoff_strategy": "polynomial", "backoff_coefficient": 4, "delay_offset": "15s", "max_interval": "P36500D", "jitter": {"kind": "additive", "amount": "PT30S"}}`,
+		want:   secs(16, 31, 96, 271),
+		at:     map[int]time.Duration{25: (15 + 390625) * time.Second},
+	},
+}
+
+// TestSeedSystems reproduces each seed system's table with the policy built
+// in Go and parsed from JSON.
+func TestSeedSystems(t *testing.T) {
+	for _, tc := range seedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.policy.Validate(); err != nil {
+				t.Fatalf("Go policy invalid: %v", err)
+			}
+			parsed, err := retry.ParsePolicy([]byte(tc.json))
+			if err != nil {
+				t.Fatalf("JSON policy: %v", err)
+			}
+			if !equalPolicies(parsed, tc.policy.WithDefaults()) {
+				t.Errorf("JSON policy %+v\n   Go policy %+v", parsed, tc.policy.WithDefaults())
+			}
+			for name, p := range map[string]retry.Policy{"go": tc.policy, "json": parsed} {
+				for i, want := range tc.want {
+					if got := p.Delay(i + 1); got != want {
+						t.Errorf("%s: Delay(%d) = %v, want %v", name, i+1, got, want)
+					}
+				}
+				for n, want := range tc.at {
+					if got := p.Delay(n); got != want {
+						t.Errorf("%s: Delay(%d) = %v, want %v", name, n, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func equalPolicies(a, b retry.Policy) bool {
+	ja, errA := a.MarshalJSON()
+	jb, errB := b.MarshalJSON()
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// TestRatchetFormula compares the exponential mapping with Ratchet's own
+// computation, transcribed: base · (1 << min(n−1, 20)), capped at 24 h.
+func TestRatchetFormula(t *testing.T) {
+	for _, base := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 250 * time.Millisecond, time.Second, 5 * time.Second, time.Minute, time.Hour} {
+		p := ratchet(base, 100)
+		for n := 1; n <= 100; n++ {
+			want := min(base*time.Duration(int64(1)<<min(n-1, 20)), day)
+			if got := p.Delay(n); got != want {
+				t.Fatalf("base %v: Delay(%d) = %v, Ratchet gives %v", base, n, got, want)
+			}
+		}
+	}
+}
+
+// TestZizqTotal: the defaults add up to about 24.9 days, 2,154,020 s
+// without jitter, and the jitter adds at most 30 s · n per retry.
+func TestZizqTotal(t *testing.T) {
+	p := zizq(25, 15*time.Second, 4, 30*time.Second)
+	var low, high, mean time.Duration
+	for n := 1; n <= 25; n++ {
+		low += p.Sample(n, 0, 0)
+		high += p.Sample(n, 0, math.Nextafter(1, 0))
+		mean += p.Delay(n) + time.Duration(n)*15*time.Second
+	}
+	if low != 2154020*time.Second {
+		t.Errorf("total without jitter %v (%d s), want 2,154,020 s", low, low/time.Second)
+	}
+	if maxJitter := 30 * time.Second * (25 * 26 / 2); high-low < maxJitter-time.Second || high-low > maxJitter {
+		t.Errorf("jitter adds %v in all, want just under %v", high-low, maxJitter)
+	}
+	if days := mean.Hours() / 24; days < 24.9 || days > 25.0 {
+		t.Errorf("mean total %.2f days, want about 24.9", days)
+	}
+}
+
+// TestOJSJitterBounds: a 10 s delay with OJS jitter lands in [5 s, 15 s),
+// and the cap applies again after jitter.
+func TestOJSJitterBounds(t *testing.T) {
+	p := retry.Policy{InitialInterval: 10 * time.Second}
+	tests := []struct {
+		u    float64
+		want time.Duration
+	}{
+		{0, 5 * time.Second},
+		{0.5, 10 * time.Second},
+		{0.75, 12500 * time.Millisecond},
+		{math.Nextafter(1, 0), 15 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := p.Sample(1, 0, tt.u); got.Round(time.Microsecond) != tt.want {
+			t.Errorf("Sample(1, u=%v) = %v, want %v", tt.u, got, tt.want)
+		}
+	}
+	capped := retry.Policy{InitialInterval: 10 * time.Second, MaxInterval: 12 * time.Second}
+	if got := capped.Sample(1, 0, 0.9); got != 12*time.Second {
+		t.Errorf("jitter above the cap gave %v, want the cap 12s", got)
+	}
+}
+
+// TestJitterDistribution draws 10,000 samples of each kind: every one stays
+// within the kind's bounds and under the final cap, and the mean is within
+// 2% of the expected value.
+func TestJitterDistribution(t *testing.T) {
+	base := retry.Policy{InitialInterval: time.Second, MaxInterval: time.Hour, Backoff: retry.Exponential}
+	with := func(j retry.Jitter) retry.Policy { p := base; p.Jitter = j; return p }
+	const n = 4 // d = 8 s
+	d := 8 * time.Second
+	tests := []struct {
+		name     string
+		p        retry.Policy
+		prev     time.Duration
+		lo, hi   time.Duration // [lo, hi)
+		wantMean time.Duration
+	}{
+		{"none", with(retry.NoJitter), 0, d, d + 1, d},
+		{"proportional 0.5", with(retry.Jitter{}), 0, d / 2, d * 3 / 2, d},
+		{"proportional 0.2", with(retry.Jitter{Kind: retry.JitterProportional, Factor: 0.2}), 0, d * 8 / 10, d * 12 / 10, d},
+		{"percent 0.15", with(retry.Jitter{Kind: retry.JitterPercent}), 0, d * 85 / 100, d * 115 / 100, d},
+		{"additive 500ms", with(retry.Jitter{Kind: retry.JitterAdditive, Amount: 500 * time.Millisecond}), 0, d, d + n*500*time.Millisecond, d + n*250*time.Millisecond},
+		{"full", with(retry.Jitter{Kind: retry.JitterFull}), 0, 0, d, d / 2},
+		{"equal", with(retry.Jitter{Kind: retry.JitterEqual}), 0, d / 2, d, d * 3 / 4},
+		{"decorrelated first", with(retry.Jitter{Kind: retry.JitterDecorrelated}), 0, time.Second, 3 * time.Second, 2 * time.Second},
+		{"decorrelated after 4s", with(retry.Jitter{Kind: retry.JitterDecorrelated}), 4 * time.Second, time.Second, 12 * time.Second, 6500 * time.Millisecond},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sum float64
+			for range 10000 {
+				got := tt.p.Sample(n, tt.prev, rng.Float64())
+				if got < tt.lo || got >= tt.hi {
+					t.Fatalf("sample %v outside [%v, %v)", got, tt.lo, tt.hi)
+				}
+				sum += float64(got)
+			}
+			mean := sum / 10000
+			if dev := math.Abs(mean-float64(tt.wantMean)) / float64(tt.wantMean); dev > 0.02 {
+				t.Errorf("mean %v, want %v ±2%% (off by %.2f%%)", time.Duration(mean), tt.wantMean, 100*dev)
+			}
+		})
+		t.Run(tt.name+" under the cap", func(t *testing.T) {
+			p := tt.p
+			p.MaxInterval = 9 * time.Second
+			for range 10000 {
+				if got := p.Sample(n, tt.prev, rng.Float64()); got > p.MaxInterval || got < 0 {
+					t.Fatalf("sample %v above the cap %v", got, p.MaxInterval)
+				}
+			}
+		})
+	}
+}
+
+// monotonePolicies span the strategies, coefficients near 1 and huge, tiny
+// and huge intervals, offsets and caps.
+var monotonePolicies = []retry.Policy{
+	{},
+	{Backoff: retry.Constant},
+	{Backoff: retry.Linear, InitialInterval: time.Nanosecond, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Linear, InitialInterval: time.Hour, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Exponential, BackoffCoefficient: 1.000000001, InitialInterval: time.Nanosecond, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Exponential, BackoffCoefficient: 1.0000000001, InitialInterval: time.Second, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Exponential, BackoffCoefficient: 1.5, InitialInterval: time.Nanosecond, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Exponential, BackoffCoefficient: 1e300, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Exponential, BackoffCoefficient: 3, Offset: 1<<62 - 1, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Polynomial, BackoffCoefficient: 1, InitialInterval: time.Nanosecond, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Polynomial, BackoffCoefficient: 1.0001, InitialInterval: time.Nanosecond, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Polynomial, BackoffCoefficient: 2.5, InitialInterval: time.Nanosecond, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Polynomial, BackoffCoefficient: 4, InitialInterval: 15 * time.Second, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Polynomial, BackoffCoefficient: 1e9, MaxInterval: 1<<63 - 1},
+	{Backoff: retry.Immediate, Offset: time.Second},
+}
+
+// checkpoints are retry numbers up to math.MaxInt32 and beyond.
+func checkpoints() []int {
+	var ns []int
+	for n := 1; n <= 2000; n++ {
+		ns = append(ns, n)
+	}
+	for n := 2048; n > 0 && n < math.MaxInt; n *= 2 {
+		ns = append(ns, n-1, n, n+1)
+	}
+	ns = append(ns, math.MaxInt32-1, math.MaxInt32, math.MaxInt-1, math.MaxInt)
+	slices.Sort(ns)
+	return ns
+}
+
+// TestDelayMonotone: Delay never overflows, goes negative or above the cap,
+// and never decreases with n.
+func TestDelayMonotone(t *testing.T) {
+	ns := checkpoints()
+	for i, p := range monotonePolicies {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			checkMonotone(t, p, ns)
+		})
+	}
+}
+
+func checkMonotone(t *testing.T, p retry.Policy, ns []int) {
+	t.Helper()
+	cap := p.WithDefaults().MaxInterval
+	prev := time.Duration(0)
+	prevN := 0
+	for _, n := range ns {
+		d := p.Delay(n)
+		switch {
+		case d < 0 || d > cap:
+			t.Fatalf("%+v: Delay(%d) = %v outside [0, %v]", p, n, d, cap)
+		case d < prev && n <= math.MaxInt32:
+			t.Fatalf("%+v: Delay(%d) = %v < Delay(%d) = %v", p, n, d, prevN, prev)
+		}
+		for _, u := range []float64{0, 0.5, math.Nextafter(1, 0)} {
+			if s := p.Sample(n, d, u); s < 0 || s > cap {
+				t.Fatalf("%+v: Sample(%d, u=%v) = %v outside [0, %v]", p, n, u, s, cap)
+			}
+		}
+		prev, prevN = d, n
+	}
+}
+
+// FuzzDelay checks Delay and Sample over random valid policies.
+func FuzzDelay(f *testing.F) {
+	f.Add(uint8(3), int64(time.Second), int64(5*time.Minute), int64(0), 2.0, uint8(1), 10, 20, 0.5)
+	f.Add(uint8(4), int64(time.Nanosecond), int64(1<<63-1), int64(0), 1.000000001, uint8(6), math.MaxInt32-1, math.MaxInt32, 0.99)
+	f.Add(uint8(2), int64(time.Hour), int64(1<<63-1), int64(1<<62), 1e300, uint8(7), 1, math.MaxInt, 0.0)
+	f.Fuzz(func(t *testing.T, strategy uint8, initial, maxInt, offset int64, coef float64, jitter uint8, n1, n2 int, u float64) {
+		p := retry.Policy{
+			Backoff:            retry.Strategy(strategy % 6),
+			InitialInterval:    time.Duration(initial),
+			MaxInterval:        time.Duration(maxInt),
+			Offset:             time.Duration(offset),
+			BackoffCoefficient: coef,
+			Jitter:             retry.Jitter{Kind: retry.JitterKind(jitter % 8)},
+		}
+		if p.Jitter.Kind == retry.JitterAdditive {
+			p.Jitter.Amount = time.Duration(initial)
+		}
+		if p.Validate() != nil {
+			return
+		}
+		if n1 > n2 {
+			n1, n2 = n2, n1
+		}
+		cap := p.WithDefaults().MaxInterval
+		d1, d2 := p.Delay(n1), p.Delay(n2)
+		if d1 < 0 || d2 > cap || (n1 >= 1 && n2 <= math.MaxInt32 && d1 > d2) {
+			t.Fatalf("%+v: Delay(%d) = %v, Delay(%d) = %v, cap %v", p, n1, d1, n2, d2, cap)
+		}
+		if s := p.Sample(n2, d1, u); s < 0 || s > cap {
+			t.Fatalf("%+v: Sample(%d, %v, %v) = %v outside [0, %v]", p, n2, d1, u, s, cap)
+		}
+	})
+}
+
+// TestPolicyValidation: each bad policy, in Go or JSON, is rejected with an
+// error naming the field, the value and the rule.
+func TestPolicyValidation(t *testing.T) {
+	goCases := []struct {
+		name  string
+		p     retry.Policy
+		field string
+		value string
+	}{
+		{"negative attempts", retry.Policy{MaxAttempts: -1}, "max_attempts", "-1"},
+		{"negative initial interval", retry.Policy{InitialInterval: -time.Second}, "initial_interval", "-1s"},
+		{"negative max interval", retry.Policy{MaxInterval: -time.Second}, "max_interval", "-1s"},
+		{"max below initial", retry.Policy{InitialInterval: time.Minute, MaxInterval: time.Second}, "max_interval", "1s"},
+		{"negative offset", retry.Policy{Offset: -1}, "delay_offset", "-1ns"},
+		{"coefficient below 1", retry.Policy{BackoffCoefficient: 0.5}, "backoff_coefficient", "0.5"},
+		{"negative coefficient", retry.Policy{BackoffCoefficient: -2}, "backoff_coefficient", "-2"},
+		{"NaN coefficient", retry.Policy{BackoffCoefficient: math.NaN()}, "backoff_coefficient", "NaN"},
+		{"infinite coefficient", retry.Policy{BackoffCoefficient: math.Inf(1)}, "backoff_coefficient", "+Inf"},
+		{"unknown strategy", retry.Policy{Backoff: 9}, "backoff_strategy", "strategy(9)"},
+		{"unknown jitter kind", retry.Policy{Jitter: retry.Jitter{Kind: 12}}, "jitter.kind", "jitter(12)"},
+		{"jitter factor above 1", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 1.5}}, "jitter.factor", "1.5"},
+		{"negative jitter factor", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterPercent, Factor: -0.1}}, "jitter.factor", "-0.1"},
+		{"factor on full jitter", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull, Factor: 0.3}}, "jitter.factor", "0.3"},
+		{"additive without amount", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterAdditive}}, "jitter.amount", "0s"},
+		{"amount on equal jitter", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterEqual, Amount: time.Second}}, "jitter.amount", "1s"},
+		{"unknown exhaustion", retry.Policy{OnExhaustion: 7}, "on_exhaustion", "exhaustion(7)"},
+		{"empty pattern", retry.Policy{NonRetryableErrors: []string{"a", ""}}, "non_retryable_errors[1]", `""`},
+		{"bare star", retry.Policy{NonRetryableErrors: []string{"*"}}, "non_retryable_errors[0]", `"*"`},
+		{"star inside", retry.Policy{NonRetryableErrors: []string{"auth*"}}, "non_retryable_errors[0]", `"auth*"`},
+		{"pattern with space", retry.Policy{NonRetryableErrors: []string{"auth failed"}}, "non_retryable_errors[0]", `"auth failed"`},
+		{"empty part", retry.Policy{NonRetryableErrors: []string{"auth..token"}}, "non_retryable_errors[0]", `"auth..token"`},
+	}
+	for _, tc := range goCases {
+		t.Run("go/"+tc.name, func(t *testing.T) {
+			checkPolicyError(t, tc.p.Validate(), tc.field, tc.value)
+		})
+	}
+	jsonCases := []struct {
+		name, json, field, value string
+	}{
+		{"unknown field", `{"max_attempt": 3}`, "max_attempt", "3"},
+		{"unknown field in wrapper", `{"retry": {"maxAttempts": 3}}`, "maxAttempts", "3"},
+		{"unknown jitter field", `{"jitter": {"kind": "full", "spread": 1}}`, "jitter.spread", "1"},
+		{"repeated field", `{"max_attempts": 3, "max_attempts": 4}`, "max_attempts", "4"},
+		{"negative attempts", `{"max_attempts": -1}`, "max_attempts", "-1"},
+		{"fractional attempts", `{"max_attempts": 2.5}`, "max_attempts", "2.5"},
+		{"attempts as string", `{"max_attempts": "3"}`, "max_attempts", `"3"`},
+		{"bad duration", `{"initial_interval": "1 second"}`, "initial_interval", `"1 second"`},
+		{"ISO months", `{"max_interval": "P1M"}`, "max_interval", `"P1M"`},
+		{"negative duration", `{"initial_interval": "-1s"}`, "initial_interval", `"-1s"`},
+		{"zero initial interval", `{"initial_interval": "PT0S"}`, "initial_interval", `"PT0S"`},
+		{"zero max interval", `{"max_interval": 0}`, "max_interval", "0"},
+		{"fractional milliseconds", `{"initial_interval": 1.5}`, "initial_interval", "1.5"},
+		{"max below initial", `{"initial_interval": "PT10S", "max_interval": "PT5S"}`, "max_interval", "5s"},
+		{"coefficient below 1", `{"backoff_coefficient": 0.9}`, "backoff_coefficient", "0.9"},
+		{"coefficient as string", `{"backoff_coefficient": "2"}`, "backoff_coefficient", `"2"`},
+		{"unknown strategy", `{"backoff_strategy": "fibonacci"}`, "backoff_strategy", `"fibonacci"`},
+		{"jitter as number", `{"jitter": 0.5}`, "jitter", "0.5"},
+		{"unknown jitter kind", `{"jitter": {"kind": "gaussian"}}`, "jitter.kind", `"gaussian"`},
+		{"jitter factor zero", `{"jitter": {"kind": "proportional", "factor": 0}}`, "jitter.factor", "0"},
+		{"additive without amount", `{"jitter": {"kind": "additive"}}`, "jitter.amount", "0s"},
+		{"patterns not an array", `{"non_retryable_errors": "auth.*"}`, "non_retryable_errors", `"auth.*"`},
+		{"bad pattern", `{"non_retryable_errors": ["auth.*", "*.timeout"]}`, "non_retryable_errors[1]", `"*.timeout"`},
+		{"unknown exhaustion", `{"on_exhaustion": "retry_forever"}`, "on_exhaustion", `"retry_forever"`},
+		{"not an object", `[1, 2]`, "(policy)", "[1, 2]"},
+		{"wrapper not an object", `{"retry": 5}`, "retry", "5"},
+		{"trailing data", `{"max_attempts": 3} {}`, "(policy)", `{"max_attempts": 3} {}`},
+		{"broken JSON", `{"max_attempts": 3`, "(policy)", `{"max_attempts": 3`},
+	}
+	for _, tc := range jsonCases {
+		t.Run("json/"+tc.name, func(t *testing.T) {
+			_, err := retry.ParsePolicy([]byte(tc.json))
+			checkPolicyError(t, err, tc.field, tc.value)
+		})
+	}
+}
+
+func checkPolicyError(t *testing.T, err error, field, value string) {
+	t.Helper()
+	var pe *retry.PolicyError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want a *PolicyError", err)
+	}
+	if pe.Field != field || pe.Value != value || pe.Rule == "" {
+		t.Errorf("error %q: field %q value %q rule %q; want field %q value %q and a rule", err, pe.Field, pe.Value, pe.Rule, field, value)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "retry: ") || !strings.Contains(msg, field) || !strings.Contains(msg, value) || !strings.Contains(msg, pe.Rule) {
+		t.Errorf("message %q does not name the field, the value and the rule", msg)
+	}
+}
+
+// TestPolicyJSON covers partial merge, the wrapper, aliases and round trips.
+func TestPolicyJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+		want retry.Policy
+	}{
+		{"empty is the defaults", `{}`, retry.DefaultPolicy()},
+		{"empty wrapper is the defaults", `{"retry": {}}`, retry.DefaultPolicy()},
+		{"null fields are the defaults", `{"max_attempts": null, "jitter": null}`, retry.DefaultPolicy()},
+		{"partial", `{"max_attempts": 10}`, retry.Policy{MaxAttempts: 10}},
+		{"zero attempts is one", `{"max_attempts": 0}`, retry.Policy{MaxAttempts: 1}},
+		{"long initial raises the default cap", `{"initial_interval": "PT10M"}`, retry.Policy{InitialInterval: 10 * time.Minute, MaxInterval: 10 * time.Minute}},
+		{"integer milliseconds", `{"initial_interval": 250}`, retry.Policy{InitialInterval: 250 * time.Millisecond}},
+		{"go duration", `{"initial_interval": "1m30s"}`, retry.Policy{InitialInterval: 90 * time.Second}},
+		{"jitter false", `{"jitter": false}`, retry.Policy{Jitter: retry.NoJitter}},
+		{"jitter object", `{"jitter": {"kind": "full"}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull}}},
+		{"jitter kind defaults to proportional", `{"jitter": {"factor": 0.25}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 0.25}}},
+		{"dead letter", `{"on_exhaustion": "dead_letter", "non_retryable_errors": ["auth.*"]}`,
+			retry.Policy{OnExhaustion: retry.ExhaustDeadLetter, NonRetryableErrors: []string{"auth.*"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := retry.ParsePolicy([]byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalPolicies(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want.WithDefaults())
+			}
+			roundTrip(t, got)
+		})
+	}
+	t.Run("canonical form", func(t *testing.T) {
+		b, err := retry.DefaultPolicy().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const want = `{"max_attempts":3,"initial_interval":"PT1S","backoff_coefficient":2,"max_interval":"PT5M","backoff_strategy":"exponential","jitter":true,"non_retryable_errors":[],"on_exhaustion":"discard"}`
+		if string(b) != want {
+			t.Errorf("got  %s\nwant %s", b, want)
+		}
+	})
+	t.Run("seed policies round-trip", func(t *testing.T) {
+		for _, tc := range seedCases {
+			roundTrip(t, tc.policy)
+		}
+	})
+	t.Run("invalid policy does not marshal", func(t *testing.T) {
+		if _, err := (retry.Policy{MaxAttempts: -1}).MarshalJSON(); err == nil {
+			t.Error("want an error")
+		}
+	})
+}
+
+// roundTrip checks that p marshals to JSON that parses back to p, and that
+// the canonical form is stable.
+func roundTrip(t *testing.T, p retry.Policy) {
+	t.Helper()
+	b, err := p.MarshalJSON()
+	if err != nil {
+		t.Fatalf("marshal %+v: %v", p, err)
+	}
+	q, err := retry.ParsePolicy(b)
+	if err != nil {
+		t.Fatalf("parse %s: %v", b, err)
+	}
+	b2, err := q.MarshalJSON()
+	if err != nil || string(b) != string(b2) {
+		t.Fatalf("round trip changed %s into %s (%v)", b, b2, err)
+	}
+	for n := 1; n <= 30; n++ {
+		if p.Delay(n) != q.Delay(n) || p.Sample(n, time.Second, 0.3) != q.Sample(n, time.Second, 0.3) {
+			t.Fatalf("round trip of %s changed the delay before retry %d", b, n)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	good := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"PT1S", time.Second},
+		{"PT0.5S", 500 * time.Millisecond},
+		{"PT0,5S", 500 * time.Millisecond},
+		{"PT0.001S", time.Millisecond},
+		{"PT0.000000001S", time.Nanosecond},
+		{"PT0.0000000015S", 2 * time.Nanosecond},
+		{"PT1H", time.Hour},
+		{"PT1H30M", 90 * time.Minute},
+		{"PT1.5H", 90 * time.Minute},
+		{"P1D", day},
+		{"P1DT12H", 36 * time.Hour},
+		{"P2W", 14 * day},
+		{"pt5m", 5 * time.Minute},
+		{"PT0S", 0},
+		{"1.5s", 1500 * time.Millisecond},
+		{"250ms", 250 * time.Millisecond},
+		{"1h2m3s", time.Hour + 2*time.Minute + 3*time.Second},
+		{"1500", 1500 * time.Millisecond},
+		{"0", 0},
+		{"PT2562047H47M16.854775807S", 1<<63 - 1},
+	}
+	for _, tt := range good {
+		got, err := retry.ParseDuration(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	bad := []string{"", "P", "PT", "P1Y", "P1M", "PT1D", "P1H", "PT1S1M", "PT1M1M", "P1DT", "PTS", "PT1..5S", "PT.S",
+		"-PT1S", "-1s", "1 s", "s", "PT2562047H47M16.854775808S", "P106752D", "99999999999999999999", "9223372036855", "PT1,5.5S", "PTT1S"}
+	for _, in := range bad {
+		if d, err := retry.ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, want an error", in, d)
+		}
+	}
+	for _, d := range []time.Duration{0, 1, time.Millisecond, 1500 * time.Millisecond, 90 * time.Minute, 36*time.Hour + 1, 1<<63 - 1} {
+		s := retry.FormatDuration(d)
+		if got, err := retry.ParseDuration(s); err != nil || got != d {
+			t.Errorf("FormatDuration(%v) = %q parses back as %v, %v", d, s, got, err)
+		}
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"PT1S", "PT0.5S", "P1DT2H3M4.5S", "P2W", "1.5s", "250", "-1s", "P1Y", "PT0,000000001S", "PT999999999999999999999H"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := retry.ParseDuration(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "retry: ") {
+				t.Fatalf("error %q lacks the prefix", err)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v, negative", s, d)
+		}
+		iso := retry.FormatDuration(d)
+		if back, err := retry.ParseDuration(iso); err != nil || back != d {
+			t.Fatalf("%q → %v → %q → %v, %v", s, d, iso, back, err)
+		}
+	})
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, tc := range seedCases {
+		f.Add(tc.json)
+	}
+	f.Add(`{"retry": {"max_attempts": 0, "jitter": {"kind": "decorrelated"}, "on_exhaustion": "dead_letter", "non_retryable_errors": ["a.*", "b"]}}`)
+	f.Add(`{"jitter": {"kind": "additive", "amount": 1}, "delay_offset": "P1W"}`)
+	f.Add(`{"max_attempts": 1e3}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := retry.ParsePolicy([]byte(s))
+		if err != nil {
+			var pe *retry.PolicyError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T) is not a *PolicyError", err, err)
+			}
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("parsed policy invalid: %v", err)
+		}
+		b, err := p.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := retry.ParsePolicy(b)
+		if err != nil {
+			t.Fatalf("canonical %s does not parse: %v", b, err)
+		}
+		b2, _ := q.MarshalJSON()
+		if string(b) != string(b2) {
+			t.Fatalf("round trip %s → %s", b, b2)
+		}
+		for _, n := range []int{1, 2, 10, math.MaxInt32} {
+			if d := p.Delay(n); d < 0 || d > p.MaxInterval || d != q.Delay(n) {
+				t.Fatalf("Delay(%d) = %v / %v with cap %v", n, d, q.Delay(n), p.MaxInterval)
+			}
+		}
+	})
+}
