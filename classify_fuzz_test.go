@@ -48,7 +48,7 @@ func FuzzTypeOf(f *testing.F) {
 		if len(ops) > 200 {
 			ops = ops[:200]
 		}
-		err, named := chain(ops, name)
+		named, err := chain(ops, name)
 		got := retry.TypeOf(err)
 		if got != retry.TypeOf(err) {
 			t.Fatal("TypeOf is not deterministic")
@@ -65,7 +65,7 @@ func FuzzTypeOf(f *testing.F) {
 
 // chain builds an error from ops; it returns the outermost named type, as
 // far as the construction guarantees one.
-func chain(ops []byte, name string) (error, string) {
+func chain(ops []byte, name string) (string, error) {
 	err := error(errors.New("root"))
 	named := ""
 	for _, op := range ops {
@@ -103,5 +103,5 @@ func chain(ops []byte, name string) (error, string) {
 			named = "" // replaced the chain
 		}
 	}
-	return err, named
+	return named, err
 }

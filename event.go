@@ -109,14 +109,30 @@ type Stats struct {
 	DeadLettered      int64 `json:"dead_lettered"`      // records the sink accepted
 	DeadLetterFailed  int64 `json:"dead_letter_failed"` // records lost: no sink, or the sink failed
 	AlertsSuppressed  int64 `json:"alerts_suppressed"`  // dead-letter alerts suppressed by the dedup window
+
+	// Breakers is the state of each circuit breaker by key ("" for a
+	// single breaker); nil without WithBreaker.
+	Breakers      map[string]BreakerState `json:"breakers,omitempty"`
+	BreakerWaits  int64                   `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed
+	BreakerDenied int64                   `json:"breaker_denied"` // calls stopped by an open breaker
+
+	// BudgetBalance is the number of retries the retry budget would grant
+	// now; -1 when the budget is off.
+	BudgetBalance float64 `json:"budget_balance"`
+	BudgetDenied  int64   `json:"budget_denied"` // retries the budget refused
+
+	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
+	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
 }
 
 // Stats returns a snapshot of r's counters. The default Retrier's are
 // reported for a nil r.
-func (r *Retrier) Stats() Stats {
-	st := r.config().state
+func (r *Retrier) Stats() Stats { return r.config().stats() }
+
+func (c *config) stats() Stats {
+	st := c.state
 	calls := st.calls.load()
-	return Stats{
+	s := Stats{
 		Calls:             calls,
 		Attempts:          calls + st.retryAttempts.Load(),
 		Failed:            st.failed.Load(),
@@ -125,7 +141,22 @@ func (r *Retrier) Stats() Stats {
 		DeadLettered:      st.deadLettered.Load(),
 		DeadLetterFailed:  st.deadLetterFailed.Load(),
 		AlertsSuppressed:  st.alertsSuppressed.Load(),
+		BudgetBalance:     -1,
 	}
+	if bs := c.breakers; bs != nil {
+		s.Breakers = bs.states()
+		s.BreakerWaits = bs.waits.Load()
+		s.BreakerDenied = bs.denied.Load()
+	}
+	if b := c.budget; b != nil {
+		s.BudgetBalance = b.available(time.Now())
+		s.BudgetDenied = b.denied.Load()
+	}
+	if l := c.limiter; l != nil {
+		s.LimiterWaits = l.waits.Load()
+		s.LimiterDenied = l.denied.Load()
+	}
+	return s
 }
 
 // state is what the calls of one Retrier share.

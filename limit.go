@@ -145,6 +145,11 @@ type budget struct {
 	mu     sync.Mutex
 	ring   [budgetBuckets]budgetBucket
 	denied atomic.Int64
+	// seen and seenCall are when the budget last read the call counter, and
+	// what it read: the calls since then happened after seen, so a new
+	// slice counts them when seen is within the window.
+	seen     time.Time
+	seenCall int64
 }
 
 // budgetBucket is one slice of the window: when it began, the call counter
@@ -162,7 +167,13 @@ func newBudget(b Budget, calls *stripedCounter) *budget {
 	if b.Window == 0 {
 		b.Window = DefaultBudget.Window
 	}
-	return &budget{spec: b, calls: calls, slice: max(b.Window/budgetBuckets, time.Millisecond)}
+	return &budget{
+		spec:     b,
+		calls:    calls,
+		slice:    max(b.Window/budgetBuckets, time.Millisecond),
+		seen:     time.Now(),
+		seenCall: calls.load(),
+	}
 }
 
 // allow takes a retry token at now, if the window has one.
@@ -185,8 +196,13 @@ func (b *budget) balance(now time.Time, calls int64) (granted int64, avail float
 	s := now.UnixNano()/int64(b.slice) + 1
 	cur := &b.ring[b.index(now)]
 	if cur.start != s {
-		*cur = budgetBucket{start: s, calls: calls}
+		base := calls
+		if since := now.Sub(b.seen); since >= 0 && since <= b.spec.Window {
+			base = b.seenCall
+		}
+		*cur = budgetBucket{start: s, calls: base}
 	}
+	b.seen, b.seenCall = now, calls
 	oldest := calls
 	for i := range b.ring {
 		bk := &b.ring[i]
@@ -203,7 +219,7 @@ func (b *budget) index(now time.Time) int {
 	return int((now.UnixNano() / int64(b.slice)) % budgetBuckets)
 }
 
-// Balance returns the retries the budget would grant now.
+// available returns the retries the budget would grant now.
 func (b *budget) available(now time.Time) float64 {
 	calls := b.calls.load()
 	b.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -477,8 +479,15 @@ func TestStats(t *testing.T) {
 		_ = r.Run(t.Context(), script(&calls, errTransient)) // 2 attempts, 1 retry
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		_ = r.Run(t.Context(), func(context.Context) error { return nil })
+		got := r.Stats()
+		// The default budget: 15% of 3 first attempts plus 2/s over 10 s,
+		// less the 3 retries granted.
+		if math.Abs(got.BudgetBalance-(0.15*3+20-3)) > 1e-9 {
+			t.Errorf("budget balance %v, want 17.45", got.BudgetBalance)
+		}
+		got.BudgetBalance = 0
 		want := retry.Stats{Calls: 3, Attempts: 6, Failed: 4, Retried: 3, FailedPermanently: 1}
-		if got := r.Stats(); got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("stats = %+v, want %+v", got, want)
 		}
 	})

@@ -56,7 +56,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 }
 
 // Stats returns a snapshot of the Transport's counters.
-func (t *Transport) Stats() Stats { return (&Retrier{cfg: t.cfg}).Stats() }
+func (t *Transport) Stats() Stats { return t.cfg.stats() }
 
 // CloseIdleConnections closes the idle connections of the base transport, if
 // it has that method.
