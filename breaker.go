@@ -225,8 +225,10 @@ func (b *breaker) run(spec *Breaker, attempt func() error) (ran bool, wait time.
 	_, err := b.cb.Execute(func() (struct{}, error) { return struct{}{}, attempt() })
 	switch err {
 	case gobreaker.ErrOpenState:
+		// gobreaker lets a probe through once its clock is past the
+		// expiry, not at it: wait one nanosecond beyond.
 		left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
-		return false, max(left, time.Millisecond)
+		return false, max(left+1, time.Nanosecond)
 	case gobreaker.ErrTooManyRequests:
 		// Half-open, its probes in flight: look again shortly.
 		return false, min(max(spec.OpenTimeout/10, 10*time.Millisecond), time.Second)

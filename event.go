@@ -120,6 +120,8 @@ type Stats struct {
 	// now; -1 when the budget is off.
 	BudgetBalance float64 `json:"budget_balance"`
 	BudgetDenied  int64   `json:"budget_denied"` // retries the budget refused
+	// Budgets is the balance of each key's budget with Budget.PerKey.
+	Budgets map[string]float64 `json:"budgets,omitempty"`
 
 	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
 	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
@@ -151,6 +153,14 @@ func (c *config) stats() Stats {
 	if b := c.budget; b != nil {
 		s.BudgetBalance = b.available(time.Now())
 		s.BudgetDenied = b.denied.Load()
+	}
+	if kb := c.keyBudgets; kb != nil {
+		now := time.Now()
+		s.Budgets = make(map[string]float64)
+		kb.each(func(key string, b *budget) {
+			s.Budgets[key] = b.available(now)
+			s.BudgetDenied += b.denied.Load()
+		})
 	}
 	if l := c.limiter; l != nil {
 		s.LimiterWaits = l.waits.Load()

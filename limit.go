@@ -104,6 +104,11 @@ type Budget struct {
 	Ratio   float64       // retries per first attempt; default 0.15
 	Reserve float64       // retries per second always allowed; default 2
 	Window  time.Duration // the sliding window; default 10 s
+	// PerKey keeps one budget per key (WithKey, or the Transport's request
+	// key, by default the host), so that one failing dependency cannot
+	// spend the retries of the others; at most 1024 keys are kept, the
+	// idlest dropped.
+	PerKey bool
 	// Off disables the budget.
 	Off bool
 }

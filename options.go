@@ -66,7 +66,9 @@ type config struct {
 	limiter        *limiter
 	breakers       *breakers
 	onBreaker      []func(BreakerChange)
-	budget         *budget
+	budget         *budget         // the Retrier's retry budget
+	keyBudgets     *keyed[*budget] // or one per key
+	newKeyBudget   func() *budget  // makes a key's budget
 	budgetSpec     Budget
 	budgetSet      bool
 	optErrs        []error
@@ -98,9 +100,13 @@ func (c *config) build(opts []Option) {
 	}
 	switch {
 	case c.budgetSet && c.budgetSpec.Off:
-		c.budget = nil
+		c.budget, c.keyBudgets = nil, nil
+	case c.budgetSet && c.budgetSpec.PerKey:
+		spec := c.budgetSpec
+		c.budget, c.keyBudgets = nil, newKeyed[*budget](maxKeys)
+		c.newKeyBudget = func() *budget { return newBudget(spec, new(stripedCounter)) }
 	case c.budgetSet:
-		c.budget = newBudget(c.budgetSpec, &c.state.calls)
+		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls), nil
 	case !shared:
 		c.budget = newBudget(DefaultBudget, &c.state.calls)
 	}

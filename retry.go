@@ -354,6 +354,9 @@ func (c *call) started() {
 	st := c.cfg.state
 	if c.attempt == 1 {
 		st.calls.add()
+		if c.cfg.keyBudgets != nil {
+			c.budget(time.Now()).calls.add()
+		}
 		if c.cfg.maxElapsed > 0 {
 			c.start = time.Now()
 		}
@@ -383,6 +386,15 @@ func (c *call) numbered(ctx context.Context) context.Context {
 		ctx = context.WithValue(ctx, attemptKey{}, c.attempt)
 	}
 	return ctx
+}
+
+// budget returns the retry budget of the call: the Retrier's, its key's,
+// or nil when the budget is off.
+func (c *call) budget(now time.Time) *budget {
+	if kb := c.cfg.keyBudgets; kb != nil {
+		return kb.get(c.key, now, c.cfg.newKeyBudget)
+	}
+	return c.cfg.budget
 }
 
 func (c *call) panicked() {
@@ -419,7 +431,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if !ok {
 		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now)
 	}
-	if b := cfg.budget; b != nil && !b.allow(now) {
+	if b := c.budget(now); b != nil && !b.allow(now) {
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now)
 	}

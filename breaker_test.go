@@ -1,0 +1,290 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/steadyhq/retry"
+)
+
+// tripOnFirst is a breaker that opens on the first counted failure.
+var tripOnFirst = retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second}
+
+func stateOf(r *retry.Retrier, key string) retry.BreakerState {
+	return r.Stats().Breakers[key]
+}
+
+// TestBreakerOpensAfterVolume: the breaker opens once MinRequests counted
+// attempts saw FailureRatio failures, not before.
+func TestBreakerOpensAfterVolume(t *testing.T) {
+	tests := []struct {
+		name     string
+		spec     retry.Breaker
+		outcomes []bool // true: the attempt fails
+		want     retry.BreakerState
+	}{
+		{"below the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true}, retry.BreakerClosed},
+		{"at the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true, true}, retry.BreakerOpen},
+		{"ratio not reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, []bool{true, false, true, false, true, false}, retry.BreakerClosed},
+		{"ratio reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, []bool{false, true, false, true}, retry.BreakerOpen},
+		{"defaults: 20 requests at 50%", retry.Breaker{}, append(make([]bool, 10), repeatBool(true, 10)...), retry.BreakerOpen},
+		{"defaults: 19 requests do not trip", retry.Breaker{}, repeatBool(true, 19), retry.BreakerClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tt.spec))
+				for _, fail := range tt.outcomes {
+					_ = r.Run(t.Context(), func(context.Context) error {
+						if fail {
+							return errTransient
+						}
+						return nil
+					})
+				}
+				if got := stateOf(r, ""); got != tt.want {
+					t.Fatalf("state %v, want %v", got, tt.want)
+				}
+			})
+		})
+	}
+}
+
+func repeatBool(v bool, n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// TestBreakerDoesNotConsumeAttempts: a 3-attempt call that meets an open
+// breaker twice still gets 3 real attempts, waiting out each open period.
+func TestBreakerDoesNotConsumeAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var changes []string
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+			retry.WithBreaker(tripOnFirst),
+			retry.OnBreakerChange(func(c retry.BreakerChange) { changes = append(changes, c.From.String()+">"+c.To.String()) }),
+		)
+		var seen []int
+		start := time.Now()
+		err := r.Run(t.Context(), func(ctx context.Context) error {
+			seen = append(seen, retry.AttemptFrom(ctx))
+			if len(seen) < 3 {
+				return errTransient
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("err = %v, want success on the third attempt", err)
+		}
+		if fmt.Sprint(seen) != "[1 2 3]" {
+			t.Errorf("attempts seen %v, want [1 2 3]", seen)
+		}
+		// Each failure opens the breaker for 1 s; the waits are exact to
+		// the nanosecond (gobreaker reopens just past its expiry).
+		if elapsed := time.Since(start); elapsed < 2*time.Second || elapsed > 2*time.Second+10 {
+			t.Errorf("elapsed %v, want 2s of open breaker", elapsed)
+		}
+		s := r.Stats()
+		if s.Attempts != 3 || s.BreakerWaits != 2 || s.BreakerDenied != 0 {
+			t.Errorf("stats %+v: want 3 attempts and 2 breaker waits", s)
+		}
+		want := "closed>open open>half_open half_open>open open>half_open half_open>closed"
+		if got := strings.Join(changes, " "); got != want {
+			t.Errorf("changes %q, want %q", got, want)
+		}
+	})
+}
+
+// TestBreakerOpenWait: the wait for an open breaker is taken when it fits
+// the deadline and MaxWait, and otherwise the call stops at once.
+func TestBreakerOpenWait(t *testing.T) {
+	tests := []struct {
+		name     string
+		spec     retry.Breaker
+		timeout  time.Duration // of the second call's context; 0 for none
+		reason   retry.Reason  // zero: success
+		elapsed  time.Duration
+		attempts int // of the second call
+	}{
+		{"fits: waits the exact remaining open time", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, time.Minute, 0, 10 * time.Second, 1},
+		{"past the deadline: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 5 * time.Second, retry.ReasonBreakerOpen, 0, 0},
+		{"deadline at the reopening instant: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 10 * time.Second, retry.ReasonBreakerOpen, 0, 0},
+		{"past MaxWait: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: 3 * time.Second}, 0, retry.ReasonBreakerOpen, 0, 0},
+		{"negative MaxWait never waits", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second, MaxWait: -1}, 0, retry.ReasonBreakerOpen, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tt.spec))
+				_ = r.Run(t.Context(), func(context.Context) error { return errTransient }) // opens it
+				ctx := t.Context()
+				if tt.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+					defer cancel()
+				}
+				start := time.Now()
+				calls := 0
+				err := r.Run(ctx, func(context.Context) error { calls++; return nil })
+				if elapsed := time.Since(start); elapsed < tt.elapsed || elapsed > tt.elapsed+10 {
+					t.Errorf("elapsed %v, want %v", elapsed, tt.elapsed)
+				}
+				if calls != tt.attempts {
+					t.Errorf("fn ran %d times, want %d", calls, tt.attempts)
+				}
+				if tt.reason == 0 {
+					if err != nil {
+						t.Fatalf("err = %v, want success", err)
+					}
+					return
+				}
+				var re *retry.Error
+				if !errors.As(err, &re) || re.Reason != tt.reason || re.Attempts != 0 {
+					t.Fatalf("err = %v, want %v after 0 attempts", err, tt.reason)
+				}
+				if retry.TypeOf(err) != retry.TypeBreakerOpen || !errors.Is(err, gobreaker.ErrOpenState) {
+					t.Errorf("TypeOf = %q, errors.Is(ErrOpenState) = %v", retry.TypeOf(err), errors.Is(err, gobreaker.ErrOpenState))
+				}
+				if s := r.Stats(); s.BreakerDenied != 1 {
+					t.Errorf("BreakerDenied = %d, want 1", s.BreakerDenied)
+				}
+			})
+		})
+	}
+}
+
+// TestBreakerKeepsLastError: a call stopped by an open breaker after real
+// attempts keeps the last attempt's error.
+func TestBreakerKeepsLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour}))
+		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || re.Attempts != 1 || !errors.Is(err, errTransient) {
+			t.Fatalf("err = %v, want breaker_open after 1 attempt with the last error", err)
+		}
+		if retry.TypeOf(err) != retry.TypeBreakerOpen {
+			t.Errorf("TypeOf = %q", retry.TypeOf(err))
+		}
+	})
+}
+
+// TestBreakerExcludesCallerErrors: the caller's own errors never trip it.
+func TestBreakerExcludesCallerErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		err  func(cancel context.CancelFunc) error
+	}{
+		{"4xx", func(context.CancelFunc) error { return &retry.StatusError{StatusCode: 404} }},
+		{"validation", func(context.CancelFunc) error { return typed{"validation.payload_invalid"} }},
+		{"permanent", func(context.CancelFunc) error { return retry.Permanent(errTransient) }},
+		{"discard", func(context.CancelFunc) error { return retry.Discard(errTransient) }},
+		{"context canceled by the caller", func(cancel context.CancelFunc) error { cancel(); return context.Canceled }},
+		{"non-retryable type", func(context.CancelFunc) error { return typed{"auth.forbidden"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, NonRetryableErrors: []string{"auth.*", "validation.*"}}),
+					retry.WithBreaker(tripOnFirst))
+				for range 5 {
+					ctx, cancel := context.WithCancel(t.Context())
+					_ = r.Run(ctx, func(context.Context) error { return tt.err(cancel) })
+					cancel()
+				}
+				if got := stateOf(r, ""); got != retry.BreakerClosed {
+					t.Fatalf("state %v after caller errors, want closed", got)
+				}
+				_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+				if got := stateOf(r, ""); got != retry.BreakerOpen {
+					t.Fatalf("state %v after a real failure, want open", got)
+				}
+			})
+		})
+	}
+}
+
+// TestBreakerPerKey: one key's failures do not open another key's breaker,
+// and the number of keys is bounded.
+func TestBreakerPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spec := tripOnFirst
+		spec.PerKey = true
+		spec.MaxWait = -1
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec))
+		_ = retry.Run(t.Context(), func(context.Context) error { return errTransient }, r, retry.WithKey("a"))
+		calls := 0
+		err := retry.Run(t.Context(), func(context.Context) error { calls++; return nil }, r, retry.WithKey("b"))
+		if err != nil || calls != 1 {
+			t.Fatalf("key b: err %v, calls %d", err, calls)
+		}
+		err = retry.Run(t.Context(), func(context.Context) error { calls++; return nil }, r, retry.WithKey("a"))
+		if retry.TypeOf(err) != retry.TypeBreakerOpen {
+			t.Fatalf("key a: err %v, want its breaker open", err)
+		}
+		if s := stateOf(r, "a"); s != retry.BreakerOpen {
+			t.Errorf("a is %v", s)
+		}
+		for i := range 3000 {
+			time.Sleep(time.Second) // let LRU stamps differ
+			_ = retry.Run(t.Context(), func(context.Context) error { return nil }, r, retry.WithKey(fmt.Sprint("k", i)))
+		}
+		if n := len(r.Stats().Breakers); n > 1024 {
+			t.Errorf("%d breakers kept, want at most 1024", n)
+		}
+	})
+}
+
+// TestBreakerHookMayUseRetrier: state changes are delivered outside
+// gobreaker's lock, so a hook can read the Retrier's state.
+func TestBreakerHookMayUseRetrier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r *retry.Retrier
+		var states []retry.BreakerState
+		r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tripOnFirst),
+			retry.OnBreakerChange(func(retry.BreakerChange) { states = append(states, stateOf(r, "")) }))
+		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+		if len(states) != 1 || states[0] != retry.BreakerOpen {
+			t.Fatalf("hook saw %v", states)
+		}
+	})
+}
+
+// TestBreakerPanic: a panic in fn counts as a failure and is re-panicked.
+func TestBreakerPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tripOnFirst))
+		func() {
+			defer func() {
+				if p := recover(); p != "boom" {
+					t.Errorf("recovered %v, want boom", p)
+				}
+			}()
+			_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
+		}()
+		if got := stateOf(r, ""); got != retry.BreakerOpen {
+			t.Fatalf("state %v after a panic, want open", got)
+		}
+	})
+}
+
+func TestBreakerBadSettings(t *testing.T) {
+	for _, b := range []retry.Breaker{{FailureRatio: 1.5}, {FailureRatio: -0.1}, {Window: -time.Second}, {OpenTimeout: -1}} {
+		err := retry.New(retry.WithBreaker(b)).Err()
+		if err == nil || !strings.Contains(err.Error(), "WithBreaker") {
+			t.Errorf("%+v: err = %v", b, err)
+		}
+	}
+}
