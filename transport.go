@@ -196,8 +196,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				return c.breakerOutcome(ctx, err, timedOut)
 			}
-			if serverFailure(resp.StatusCode) {
+			switch code := resp.StatusCode; {
+			case serverFailure(code):
 				return errBreakerFailure
+			case code >= 400:
+				return errBreakerExcluded // the caller's error, not the server's
 			}
 			return nil
 		})

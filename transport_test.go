@@ -797,3 +797,91 @@ func FuzzParseRetryAfter(f *testing.F) {
 
 // discardLog keeps the TLS server's handshake errors out of the test output.
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// TestTransportBreaker: a per-host breaker opened by a host's 5xx storm
+// stops further requests to it at once, without reaching the server, while
+// other hosts and 4xx answers are unaffected.
+func TestTransportBreaker(t *testing.T) {
+	down := newScripted(t, step{status: 503})
+	up := newScripted(t, step{status: 404}, step{status: 200})
+	tr := retry.NewTransport(newBase(t), fast(1),
+		retry.WithBreaker(retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: time.Hour, PerKey: true}))
+	get := func(url string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", url, nil)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	for range 3 {
+		if resp, err := get(down.URL); err != nil || resp.StatusCode != 503 {
+			t.Fatalf("while closed: %v, %v", resp, err)
+		}
+	}
+	_, err := get(down.URL)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || re.Attempts != 0 || retry.TypeOf(err) != retry.TypeBreakerOpen {
+		t.Fatalf("after the storm: %v, want breaker_open after 0 attempts", err)
+	}
+	if n := len(down.requests()); n != 3 {
+		t.Errorf("the failing server saw %d requests, want 3", n)
+	}
+	for range 5 { // a 404 is the caller's error: it never trips the breaker
+		if _, err := get(up.URL); err != nil {
+			t.Fatalf("other host: %v", err)
+		}
+	}
+	s := tr.Stats()
+	if s.Breakers[strings.TrimPrefix(down.URL, "http://")] != retry.BreakerOpen ||
+		s.Breakers[strings.TrimPrefix(up.URL, "http://")] != retry.BreakerClosed || s.BreakerDenied != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestTransportRateLimitAndBudget: attempts through the Transport are paced
+// by the limiter, and the budget stops retries, returning the last response.
+func TestTransportRateLimitAndBudget(t *testing.T) {
+	t.Run("rate limit", func(t *testing.T) {
+		srv := newScripted(t, step{status: 200})
+		tr := retry.NewTransport(newBase(t), retry.WithRateLimit(100, 1))
+		start := time.Now()
+		for range 5 {
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if elapsed := time.Since(start); elapsed < 35*time.Millisecond {
+			t.Errorf("5 requests at 100/s burst 1 took %v, want at least 40ms", elapsed)
+		}
+		if s := tr.Stats(); s.LimiterWaits < 4 {
+			t.Errorf("limiter waits %d, want 4", s.LimiterWaits)
+		}
+	})
+	t.Run("budget", func(t *testing.T) {
+		srv := newScripted(t, step{status: 503, body: "down"})
+		tr := retry.NewTransport(newBase(t), fast(3), retry.WithBudget(retry.Budget{Reserve: 0.1, Window: time.Minute}))
+		attempts := 0
+		for range 4 {
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil || resp.StatusCode != 503 {
+				t.Fatalf("%v, %v: want the 503 itself", resp, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "down" {
+				t.Errorf("body %q", b)
+			}
+			attempts = len(srv.requests())
+		}
+		// A budget of 6 retries a minute: three requests take 2 retries
+		// each, and the fourth is stopped after its first attempt.
+		if s := tr.Stats(); attempts != 10 || s.BudgetDenied != 1 {
+			t.Errorf("%d attempts, %d denied; want 10 and 1", attempts, s.BudgetDenied)
+		}
+	})
+}
