@@ -1,6 +1,9 @@
-// Command flaky runs the same workload twice against a flaky HTTP server on
-// loopback: once with plain calls and once through retry.Do, and prints what
-// each saw. It needs no setup and ends in a few seconds.
+// Command flaky drives the same workload twice against a flaky HTTP server
+// on loopback, once with a plain http.Client and once with retry.Transport,
+// and prints what each saw: first under transient faults (503s, 429s with
+// Retry-After, connection resets), then during a full outage, where the
+// retry budget and the circuit breaker keep retries from multiplying the
+// load. It needs no setup and ends in a few seconds.
 //
 //	go run ./examples/flaky
 package main
@@ -14,7 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +26,7 @@ import (
 )
 
 const (
-	requests = 300
+	requests = 400 // per phase
 	workers  = 8
 )
 
@@ -34,89 +37,67 @@ func main() {
 	}
 }
 
-// server fails about a third of its requests: 503s, 429s with Retry-After,
-// and a few 400s that no retry can fix.
-type server struct{ hits atomic.Int64 }
+// server fails a share of its requests; in an outage it fails them all.
+type server struct {
+	hits   atomic.Int64
+	outage atomic.Bool
+}
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.hits.Add(1)
+	if s.outage.Load() {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+		return
+	}
 	switch n := rand.IntN(100); {
-	case n < 20:
+	case n < 7:
 		http.Error(w, "busy", http.StatusServiceUnavailable)
-	case n < 30:
-		w.Header().Set("Retry-After", "0")
+	case n < 9:
+		w.Header().Set("Retry-After", "1")
 		http.Error(w, "slow down", http.StatusTooManyRequests)
-	case n < 32:
-		http.Error(w, "bad request", http.StatusBadRequest)
+	case n < 11:
+		// A connection reset: the request may or may not have been seen.
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 	default:
 		io.WriteString(w, "ok")
 	}
-}
-
-// get performs one GET and turns a failed status into a typed error that
-// carries the server's Retry-After.
-func get(ctx context.Context, c *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", retry.Permanent(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode >= 400 {
-		se := &retry.StatusError{StatusCode: resp.StatusCode}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
-			se.RetryAfter = time.Duration(s) * time.Second
-		}
-		return "", se
-	}
-	return string(body), nil
 }
 
 type result struct {
 	ok, failed int64
 	hits       int64
 	elapsed    time.Duration
-	reasons    map[string]int
+	why        map[string]int
 }
 
-func workload(srv *server, url string, call func(context.Context) (string, error)) result {
+// workload sends requests GETs from workers goroutines, each with a 3 s
+// deadline, and tallies the outcomes.
+func workload(srv *server, client *http.Client, url string) result {
 	before := srv.hits.Load()
 	start := time.Now()
 	var mu sync.Mutex
-	res := result{reasons: map[string]int{}}
-	jobs := make(chan int)
+	res := result{why: map[string]int{}}
+	jobs := make(chan struct{})
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for range jobs {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := call(ctx)
-				cancel()
+				why := get(client, url)
 				mu.Lock()
-				if err == nil {
+				if why == "" {
 					res.ok++
 				} else {
 					res.failed++
-					var re *retry.Error
-					if errors.As(err, &re) {
-						res.reasons[re.Reason.String()+" "+retry.TypeOf(re.Err)]++
-					} else {
-						res.reasons["no retry "+retry.TypeOf(err)]++
-					}
+					res.why[why]++
 				}
 				mu.Unlock()
 			}
 		})
 	}
-	for i := range requests {
-		jobs <- i
+	for range requests {
+		jobs <- struct{}{}
 	}
 	close(jobs)
 	wg.Wait()
@@ -125,42 +106,87 @@ func workload(srv *server, url string, call func(context.Context) (string, error
 	return res
 }
 
+// get performs one GET; it returns "" on success, or why it failed.
+func get(client *http.Client, url string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var re *retry.Error
+		if errors.As(err, &re) {
+			return re.Reason.String() + " " + retry.TypeOf(err)
+		}
+		return retry.TypeOf(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return retry.TypeOf(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("status %d", resp.StatusCode)
+	}
+	return ""
+}
+
 func run() error {
 	srv := &server{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	client := ts.Client()
+	plainClient := &http.Client{Transport: ts.Client().Transport}
 
-	plain := workload(srv, ts.URL, func(ctx context.Context) (string, error) {
-		return get(ctx, client, ts.URL)
-	})
+	// One Transport for the whole run: five attempts, exponential backoff
+	// from 20 ms with jitter, a per-host circuit breaker that fails fast
+	// rather than wait more than 250 ms for the host to recover, and the
+	// default retry budget (15% of requests plus 2 retries a second).
+	rt := retry.NewTransport(ts.Client().Transport,
+		retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: 20 * time.Millisecond, MaxInterval: 500 * time.Millisecond}),
+		retry.WithBreaker(retry.Breaker{PerKey: true, OpenTimeout: 2 * time.Second, MaxWait: 250 * time.Millisecond}),
+	)
+	retryClient := &http.Client{Transport: rt}
 
-	r := retry.New(retry.WithPolicy(retry.Policy{
-		MaxAttempts:     5,
-		InitialInterval: 10 * time.Millisecond,
-		MaxInterval:     200 * time.Millisecond,
-	}))
-	retried := workload(srv, ts.URL, func(ctx context.Context) (string, error) {
-		return retry.Do(ctx, func(ctx context.Context) (string, error) {
-			return get(ctx, client, ts.URL)
-		}, r)
-	})
+	fmt.Printf("%d GETs per phase from %d workers against a flaky server on %s\n", requests, workers, ts.Listener.Addr())
 
-	fmt.Printf("%d requests from %d workers against a flaky server on %s\n\n", requests, workers, ts.Listener.Addr())
-	fmt.Printf("%-22s %12s %12s\n", "", "plain", "retry.Do")
-	row := func(name string, a, b any) { fmt.Printf("%-22s %12v %12v\n", name, a, b) }
-	row("succeeded", pct(plain.ok), pct(retried.ok))
-	row("failed", plain.failed, retried.failed)
-	row("server hits", plain.hits, retried.hits)
-	row("elapsed", plain.elapsed.Round(time.Millisecond), retried.elapsed.Round(time.Millisecond))
-	fmt.Println("\nfailures with retry.Do, by reason and type:")
-	for k, n := range retried.reasons {
-		fmt.Printf("  %-40s %d\n", k, n)
-	}
-	s := r.Stats()
-	fmt.Printf("\nstats: attempts %d, failed %d, retried %d, failed permanently %d\n",
-		s.Attempts, s.Failed, s.Retried, s.FailedPermanently)
+	fmt.Println("\nphase 1: transient faults (7% 503, 2% 429 with Retry-After: 1, 2% connection resets)")
+	report(workload(srv, plainClient, ts.URL), workload(srv, retryClient, ts.URL))
+
+	srv.outage.Store(true)
+	fmt.Println("\nphase 2: outage (every request answered 503)")
+	report(workload(srv, plainClient, ts.URL), workload(srv, retryClient, ts.URL))
+
+	s := rt.Stats()
+	fmt.Printf("\nretry.Transport stats: attempts %d, retried %d, failed permanently %d, budget denied %d, breaker waits %d, breaker denied %d\n",
+		s.Attempts, s.Retried, s.FailedPermanently, s.BudgetDenied, s.BreakerWaits, s.BreakerDenied)
 	return nil
+}
+
+func report(plain, retried result) {
+	fmt.Printf("  %-26s %14s %18s\n", "", "plain client", "retry.Transport")
+	row := func(name string, a, b any) { fmt.Printf("  %-26s %14v %18v\n", name, a, b) }
+	row("succeeded", pct(plain.ok), pct(retried.ok))
+	row("server hits (load)", plain.hits, retried.hits)
+	row("hits per request", fmt.Sprintf("%.2f", float64(plain.hits)/requests), fmt.Sprintf("%.2f", float64(retried.hits)/requests))
+	row("elapsed", plain.elapsed.Round(time.Millisecond), retried.elapsed.Round(time.Millisecond))
+	for _, side := range []struct {
+		name string
+		r    result
+	}{{"plain client", plain}, {"retry.Transport", retried}} {
+		if len(side.r.why) == 0 {
+			continue
+		}
+		fmt.Printf("  failures with the %s:\n", side.name)
+		keys := make([]string, 0, len(side.r.why))
+		for k := range side.r.why {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Printf("    %-40s %5d\n", k, side.r.why[k])
+		}
+	}
 }
 
 func pct(n int64) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/requests) }
