@@ -128,3 +128,51 @@ func ExampleAttempts() {
 	// connected on attempt 3
 	// <nil>
 }
+
+// While a circuit breaker is open the attempt is neither run nor counted:
+// the call waits for the breaker to let a probe through, so a three-attempt
+// call that meets an open breaker twice still gets three real attempts.
+func ExampleWithBreaker() {
+	r := retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+		// Opens on the first failure, for 20 ms.
+		retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 20 * time.Millisecond}),
+		retry.OnBreakerChange(func(c retry.BreakerChange) { fmt.Println("breaker", c.From, "->", c.To) }),
+	)
+	err := r.Run(context.Background(), func(ctx context.Context) error {
+		n := retry.AttemptFrom(ctx)
+		fmt.Println("attempt", n)
+		if n < 3 {
+			return errors.New("upstream unavailable")
+		}
+		return nil
+	})
+	s := r.Stats()
+	fmt.Println(err, s.Attempts, s.BreakerWaits)
+	// Output:
+	// attempt 1
+	// breaker closed -> open
+	// breaker open -> half_open
+	// attempt 2
+	// breaker half_open -> open
+	// breaker open -> half_open
+	// attempt 3
+	// breaker half_open -> closed
+	// <nil> 3 2
+}
+
+// A retry budget bounds the retries to a share of the calls: here 10%, so
+// 100 calls that all fail make 110 attempts instead of 300, and every call
+// has one retry denied.
+func ExampleWithBudget() {
+	r := retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+		retry.WithBudget(retry.Budget{Ratio: 0.1, Window: time.Minute}),
+	)
+	for range 100 {
+		_ = r.Run(context.Background(), func(context.Context) error { return errors.New("outage") })
+	}
+	s := r.Stats()
+	fmt.Println(s.Calls, s.Attempts, s.BudgetDenied)
+	// Output: 100 110 100
+}

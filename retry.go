@@ -295,7 +295,12 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 	if bs.keys != nil {
 		now = time.Now()
 	}
-	ran, wait := bs.get(c.key, now).run(&bs.spec, attempt)
+	ran, wait := bs.get(c.key, now).run(&bs.spec, func() error {
+		// A change made as the attempt was let through (open to half-open)
+		// is delivered before it runs, outside gobreaker's lock.
+		bs.flush(c.cfg.onBreaker)
+		return attempt()
+	})
 	bs.flush(c.cfg.onBreaker)
 	if ran {
 		return true, nil
