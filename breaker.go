@@ -97,7 +97,11 @@ func WithBreaker(b Breaker) Option {
 // the goroutine of the call that saw the change, after the breaker's lock is
 // released, so f may use the Retrier.
 func OnBreakerChange(f func(BreakerChange)) Option {
-	return optionFunc(func(c *config) { c.onBreaker = append(c.onBreaker, f) })
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onBreaker = append(c.onBreaker, f)
+		}
+	})
 }
 
 func (b Breaker) validate() error {

@@ -56,8 +56,7 @@ func (c *call) event(o outcome, now time.Time) Event {
 // lost without a trace. It is counted in Stats.DeadLetterFailed.
 var ErrNoDeadLetterSink = errors.New("retry: no dead-letter sink configured")
 
-// deadLetter routes ev to the sink and raises the alert hooks, deduplicated.
-// It returns the routing failure, if any.
+// deadLetter routes ev to the sink and returns the routing failure, if any.
 func (c *call) deadLetter(ctx context.Context, ev Event) error {
 	cfg, st := c.cfg, c.cfg.state
 	var err error
@@ -76,14 +75,21 @@ func (c *call) deadLetter(ctx context.Context, ev Event) error {
 	} else {
 		st.deadLettered.Add(1)
 	}
-	if len(cfg.onDeadLetter) > 0 {
-		if st.alerts.admit(ev.Key, ev.Type, ev.Message, ev.Time, cfg.dedupWindow) {
-			cfg.fire(cfg.onDeadLetter, ev)
-		} else {
-			st.alertsSuppressed.Add(1)
-		}
-	}
 	return err
+}
+
+// alert raises the OnDeadLetter hooks for ev, unless the same alert was
+// raised within the dedup window.
+func (c *call) alert(ev Event) {
+	cfg, st := c.cfg, c.cfg.state
+	if len(cfg.onDeadLetter) == 0 {
+		return
+	}
+	if st.alerts.admit(ev.Key, ev.Type, ev.Message, ev.Time, cfg.dedupWindow) {
+		cfg.fire(cfg.onDeadLetter, ev)
+	} else {
+		st.alertsSuppressed.Add(1)
+	}
 }
 
 // callSink calls the sink, turning a panic into an error: a record must not
@@ -105,7 +111,7 @@ type Stats struct {
 	Attempts          int64 `json:"attempts"`           // attempts run, first ones included
 	Failed            int64 `json:"failed"`             // failed attempts, retried or not
 	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
-	FailedPermanently int64 `json:"failed_permanently"` // calls that ended in failure, whatever the reason
+	FailedPermanently int64 `json:"failed_permanently"` // calls that ran an attempt and ended in failure, whatever the reason
 	DeadLettered      int64 `json:"dead_lettered"`      // records the sink accepted
 	DeadLetterFailed  int64 `json:"dead_letter_failed"` // records lost: no sink, or the sink failed
 	AlertsSuppressed  int64 `json:"alerts_suppressed"`  // dead-letter alerts suppressed by the dedup window

@@ -65,7 +65,8 @@ func (l *limiter) bucket(key string, now time.Time) *rate.Limiter {
 }
 
 // wait takes a token for one attempt, sleeping until it is due. It reports
-// false, having returned the token, when the wait cannot fit ctx's deadline;
+// false, having returned the token, when the wait cannot fit ctx's deadline
+// or the call's MaxElapsed;
 // a context ended during the wait gives its error.
 func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
 	now := time.Now()
@@ -79,7 +80,7 @@ func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
 		return false, nil
 	}
 	d := r.DelayFrom(now)
-	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
+	if !c.fits(ctx, now, d) {
 		r.CancelAt(now)
 		l.denied.Add(1)
 		return false, nil

@@ -22,7 +22,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // the base that the other options of the same call refine.
 func (r *Retrier) apply(c *config) {
 	if r != nil {
-		*c = r.cfg.clone()
+		*c = r.config().clone()
 	}
 }
 
@@ -266,8 +266,8 @@ func OnDeadLetter(f func(Event)) Option {
 
 // WithDeadLetter sets the dead-letter sink. It receives every failure routed
 // to dead letter (the DeadLetter verdict always; Permanent, non-retryable
-// types, exhaustion, deadline and budget stops when the policy's on_exhaustion
-// is dead_letter). Its context survives the caller's cancellation and is
+// types, exhaustion, and deadline, budget, breaker and rate-limit stops after
+// at least one attempt, when the policy's on_exhaustion is dead_letter). Its context survives the caller's cancellation and is
 // bounded by WithDeadLetterTimeout. A sink error is counted in
 // Stats.DeadLetterFailed and joined into the call's error.
 func WithDeadLetter(sink func(context.Context, Event) error) Option {

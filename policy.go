@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"strconv"
@@ -74,7 +75,8 @@ func (k JitterKind) String() string {
 
 // Jitter says how a policy randomises its delays. The zero Jitter is the OJS
 // default, proportional with factor 0.5 (a delay d becomes one in
-// [d/2, 3d/2)); NoJitter turns jitter off.
+// [d/2, 3d/2)); a zero Kind with a Factor is proportional with that factor;
+// NoJitter turns jitter off.
 //
 // Factor applies to JitterProportional (default 0.5) and JitterPercent
 // (default 0.15) and must lie in (0, 1]. Amount is the J of JitterAdditive
@@ -99,7 +101,7 @@ const (
 func (j Jitter) withDefaults() Jitter {
 	switch j.Kind {
 	case 0:
-		return Jitter{Kind: JitterProportional, Factor: DefaultJitterFactor}
+		return Jitter{Kind: JitterProportional, Factor: cmp.Or(j.Factor, DefaultJitterFactor)}
 	case JitterProportional:
 		if j.Factor == 0 {
 			j.Factor = DefaultJitterFactor
@@ -243,8 +245,8 @@ func policyErr(field string, value any, rule string) *PolicyError {
 // *PolicyError; zero fields are valid (they take their defaults).
 func (p Policy) Validate() error {
 	switch {
-	case p.MaxAttempts < 0:
-		return policyErr("max_attempts", p.MaxAttempts, "must be >= 0 (0 and 1 both mean one attempt)")
+	case p.MaxAttempts < 0 || p.MaxAttempts > math.MaxInt32:
+		return policyErr("max_attempts", p.MaxAttempts, "must be in [0, 2147483647] (0 and 1 both mean one attempt)")
 	case p.InitialInterval < 0:
 		return policyErr("initial_interval", p.InitialInterval, "must be > 0 (use the immediate strategy for retries without delay)")
 	case p.MaxInterval < 0:

@@ -27,12 +27,16 @@ func ParsePolicy(data []byte) (Policy, error) {
 	if err := p.UnmarshalJSON(data); err != nil {
 		return Policy{}, err
 	}
-	return p, nil
+	return p.WithDefaults(), nil
 }
 
 // UnmarshalJSON reads p from the OJS JSON form; see ParsePolicy. Whatever p
-// held before is replaced: omitted fields take the defaults.
+// held before is replaced: omitted fields take the defaults. A JSON null
+// leaves p as it was.
 func (p *Policy) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil // the json.Unmarshaler convention: null changes nothing
+	}
 	fields, err := jsonObject(data, "")
 	if err != nil {
 		return err

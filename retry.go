@@ -28,8 +28,11 @@ func Run(ctx context.Context, fn func(context.Context) error, opts ...Option) er
 }
 
 // Retrier holds a resolved configuration and the state shared by every call
-// made through it: counters and the dead-letter alert window. Build it once
-// with New; it is safe for concurrent use and never changes afterwards.
+// made through it: counters, the dead-letter alert window, the retry budget,
+// breakers and rate limiters. Build it once with New; it is safe for
+// concurrent use and never changes afterwards. The zero Retrier, like a nil
+// *Retrier, is the process-wide default one that Do and Run use without
+// options.
 //
 // A *Retrier is itself an Option: Do(ctx, fn, r, more...) runs with r's
 // configuration and shared state, plus more for that call only.
@@ -80,11 +83,14 @@ func Attempts(ctx context.Context, errp *error, opts ...Option) iter.Seq[int] {
 }
 
 // std is the Retrier used by Do, Run and Attempts without options.
-var std = New()
+var std *Retrier
 
-// config returns r's configuration; a nil Retrier means the default one.
+func init() { std = New() }
+
+// config returns r's configuration; a nil or zero Retrier means the
+// default one.
 func (r *Retrier) config() *config {
-	if r == nil {
+	if r == nil || r.cfg.state == nil {
 		return &std.cfg
 	}
 	return &r.cfg
@@ -127,11 +133,11 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		ran, stop := c.guard(ctx, func() error {
 			c.started()
 			actx, cancel := c.attemptContext(ctx)
+			if cancel != nil {
+				defer cancel() // also when fn panics
+			}
 			v, err = invoke(&c, actx, fn)
 			timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
-			if cancel != nil {
-				cancel()
-			}
 			return c.breakerOutcome(ctx, err, timedOut)
 		})
 		if !ran {
@@ -268,6 +274,9 @@ func (c *call) begin(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return c.canceled(ctx)
 	}
+	if c.cfg.maxElapsed > 0 && c.start.IsZero() {
+		c.start = time.Now() // MaxElapsed counts the waits before the first attempt too
+	}
 	if l := c.cfg.limiter; l != nil {
 		ok, err := l.wait(ctx, c, c.key)
 		if err != nil {
@@ -306,10 +315,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 		return true, nil
 	}
 	c.breakerWait += wait
-	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(dl) {
-		fits = false
-	}
+	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait && c.fits(ctx, time.Now(), wait)
 	if !fits {
 		bs.denied.Add(1)
 		return false, c.refuse(ctx, ReasonBreakerOpen, TypeBreakerOpen, &breakerError{wait: wait})
@@ -321,13 +327,18 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 // refuse stops the call before an attempt: the breaker, the rate limiter or
 // the budget said no. The error keeps the last attempt's error, if any, and
 // is typed by what refused.
+//
+// A refusal is not a failed attempt: it fires no OnFailure. Before any
+// attempt ran it is only the returned error (counted in Stats as a breaker
+// or limiter denial); after one, it ends the call like exhaustion, routed by
+// the policy's on_exhaustion with the last failure.
 func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
-	if c.last == nil {
-		c.last = err
+	if c.attempt == 0 {
+		return &Error{Reason: reason, Err: err, typ: typ}
 	}
 	o := inspect(c.last)
 	o.typ = typ
-	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, time.Now())
+	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, time.Now(), false)
 }
 
 // breakerOutcome is what an attempt's error means to a circuit breaker:
@@ -361,9 +372,6 @@ func (c *call) started() {
 		st.calls.add()
 		if c.cfg.keyBudgets != nil {
 			c.budget(time.Now()).calls.add()
-		}
-		if c.cfg.maxElapsed > 0 {
-			c.start = time.Now()
 		}
 	} else {
 		st.retryAttempts.Add(1)
@@ -430,15 +438,15 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	}
 	reason, route := c.decide(ctx, err, o)
 	if reason != reasonNone {
-		return 0, c.terminal(ctx, o, reason, route, now)
+		return 0, c.terminal(ctx, o, reason, route, now, true)
 	}
 	d, ok := c.delay(ctx, o, now)
 	if !ok {
-		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now)
+		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
 	if b := c.budget(now); b != nil && !b.allow(now) {
 		o.typ = TypeBudgetExhausted
-		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now)
+		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
 	cfg.state.retried.Add(1)
 	if cfg.hooks() {
@@ -495,20 +503,26 @@ func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Durati
 		}
 		d = o.hint
 		if cfg.policy.Jitter.Kind != JitterNone {
-			spread := min(d/10, time.Second)
-			d += time.Duration(float64(spread) * unit(cfg.random()))
+			spread := time.Duration(float64(min(d/10, time.Second)) * unit(cfg.random()))
+			d = min(d, maxDuration-spread) + spread // saturate, never wrap
 		}
 	default:
 		d = cfg.policy.Sample(c.attempt, c.prev, cfg.random())
 		c.prev = d
 	}
-	if cfg.maxElapsed > 0 && now.Add(d).Sub(c.start) > cfg.maxElapsed {
-		return d, false
+	return d, c.fits(ctx, now, d)
+}
+
+// fits reports whether a wait of d from now ends before the caller's
+// deadline and within MaxElapsed of the call's start.
+func (c *call) fits(ctx context.Context, now time.Time, d time.Duration) bool {
+	if m := c.cfg.maxElapsed; m > 0 && (d > m || now.Sub(c.start) > m-d) {
+		return false
 	}
-	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
-		return d, false
+	if dl, ok := ctx.Deadline(); ok && (d >= maxDuration/2 || !now.Add(d).Before(dl)) {
+		return false
 	}
-	return d, true
+	return true
 }
 
 // unit clamps a random draw into [0, 1).
@@ -563,8 +577,11 @@ func (c *call) newError(ctx context.Context, reason Reason) *Error {
 	return e
 }
 
-// terminal ends the call with reason: counters, events and dead-letter routing.
-func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route bool, now time.Time) error {
+// terminal ends the call with reason: counters, events and dead-letter
+// routing. failed says the call's last attempt has just failed, so that
+// OnFailure reports it. The record goes to the sink before any hook runs,
+// so that a panicking hook cannot lose it.
+func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route bool, now time.Time, failed bool) error {
 	cfg := c.cfg
 	cfg.state.failedPermanently.Add(1)
 	e := c.newError(ctx, reason)
@@ -572,17 +589,22 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	case ReasonBudget, ReasonBreakerOpen, ReasonRateLimited:
 		e.typ = o.typ
 	}
-	if !route && !cfg.hooks() {
+	if !route && (!failed || len(cfg.onFailure) == 0) {
 		return e
 	}
 	ev := c.event(o, now)
 	ev.Reason = reason
-	cfg.fire(cfg.onFailure, ev)
 	if route {
 		if ev.Payload == nil && c.record != nil {
 			ev.Payload = c.record()
 		}
 		e.sink = c.deadLetter(ctx, ev)
+	}
+	if failed {
+		cfg.fire(cfg.onFailure, ev)
+	}
+	if route {
+		c.alert(ev)
 	}
 	return e
 }

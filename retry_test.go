@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -715,4 +716,118 @@ func TestSuccessAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocs per call, want 0", name, a)
 		}
 	}
+}
+
+// TestRefusals: a breaker or limiter refusal is not a failed attempt. Before
+// any attempt it is only the returned error; after one, the call ends like
+// exhaustion, routed by on_exhaustion, without a second OnFailure.
+func TestRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		open := retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour}
+		r := retry.New(append(rec.options(),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
+			retry.WithBreaker(open))...)
+		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || re.Attempts != 1 {
+			t.Fatalf("err = %v", err)
+		}
+		if len(rec.failures) != 1 || len(rec.records) != 1 || rec.records[0].Reason != retry.ReasonBreakerOpen || !errors.Is(rec.records[0].Err, errTransient) {
+			t.Fatalf("failures %d, records %+v: want one of each, the record with the last error", len(rec.failures), rec.records)
+		}
+		// Refused before any attempt: no event, no record, not a failed call.
+		err = r.Run(t.Context(), ok)
+		if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || re.Attempts != 0 {
+			t.Fatalf("err = %v", err)
+		}
+		if len(rec.failures) != 1 || len(rec.records) != 1 {
+			t.Errorf("a refusal before any attempt fired %d failures and %d records", len(rec.failures)-1, len(rec.records)-1)
+		}
+		if s := r.Stats(); s.FailedPermanently != 1 || s.Calls != 1 || s.BreakerDenied != 2 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+}
+
+// TestEdgeInputs: odd but legal input neither panics nor misbehaves.
+func TestEdgeInputs(t *testing.T) {
+	t.Run("nil breaker hook", func(t *testing.T) {
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.OnBreakerChange(nil),
+			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1}))
+		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+	})
+	t.Run("zero Retrier is the default one", func(t *testing.T) {
+		var r retry.Retrier
+		if err := r.Run(t.Context(), ok); err != nil {
+			t.Fatal(err)
+		}
+		if err := retry.Run(t.Context(), ok, &r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a huge server delay saturates instead of wrapping", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+			defer cancel()
+			calls := 0
+			err := retry.Run(ctx, func(context.Context) error {
+				calls++
+				return retry.After(errTransient, 1<<63-1-time.Millisecond)
+			}, retry.WithMaxServerDelay(1<<63-1))
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || calls != 1 {
+				t.Fatalf("err = %v after %d calls, want deadline after 1", err, calls)
+			}
+		})
+	})
+	t.Run("MaxElapsed bounds breaker waits", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+				retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 20 * time.Second}))
+			_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+			start := time.Now()
+			err := retry.Run(t.Context(), ok, r, retry.WithMaxElapsed(time.Second))
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || time.Since(start) != 0 {
+				t.Fatalf("err = %v after %v, want breaker_open at once", err, time.Since(start))
+			}
+		})
+	})
+	t.Run("a panicking hook does not lose the dead-letter record", func(t *testing.T) {
+		records := 0
+		r := retry.New(
+			retry.WithDeadLetter(func(context.Context, retry.Event) error { records++; return nil }),
+			retry.OnFailure(func(retry.Event) { panic("hook") }))
+		func() {
+			defer func() { _ = recover() }()
+			_ = r.Run(t.Context(), func(context.Context) error { return retry.DeadLetter(errTransient) })
+		}()
+		if records != 1 {
+			t.Fatalf("records = %d, want 1", records)
+		}
+	})
+	t.Run("a jitter factor without a kind is proportional", func(t *testing.T) {
+		p := retry.Policy{Jitter: retry.Jitter{Factor: 0.1}}
+		if got := p.Sample(1, 0, 0); got != 900*time.Millisecond {
+			t.Fatalf("Sample = %v, want 900ms", got)
+		}
+	})
+	t.Run("max_attempts beyond 32 bits is invalid", func(t *testing.T) {
+		if err := (retry.Policy{MaxAttempts: 1 << 40}).Validate(); err == nil {
+			t.Fatal("want an error")
+		}
+	})
+	t.Run("a null policy in a config struct changes nothing", func(t *testing.T) {
+		var cfg struct {
+			Retry retry.Policy `json:"retry"`
+		}
+		cfg.Retry.MaxAttempts = 7
+		if err := json.Unmarshal([]byte(`{"retry": null}`), &cfg); err != nil || cfg.Retry.MaxAttempts != 7 {
+			t.Fatalf("err %v, policy %+v", err, cfg.Retry)
+		}
+		if err := json.Unmarshal([]byte(`{"retry": {"max_attempts": 2}}`), &cfg); err != nil || cfg.Retry.MaxAttempts != 2 || cfg.Retry.InitialInterval != time.Second {
+			t.Fatalf("err %v, policy %+v", err, cfg.Retry)
+		}
+	})
 }
