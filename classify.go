@@ -35,7 +35,8 @@ const (
 	TypeNet                  = "net.error"
 	TypeEOF                  = "net.eof"
 	TypeHTTP2RefusedStream   = "http2.refused_stream"
-	TypeHTTP2GoAway          = "http2.goaway"
+	TypeHTTP2GoAway          = "http2.goaway"        // a graceful GOAWAY before the stream was sent: never processed
+	TypeHTTP2GoAwayClosed    = "http2.goaway_closed" // the server sent GOAWAY and closed: the stream may have been processed
 	TypeBadConn              = "sql.bad_conn"
 	TypeTLSCertificate       = "tls.certificate"
 	TypeTLSHandshake         = "tls.handshake"
@@ -252,7 +253,9 @@ func reflectedType(err error) string {
 				return TypeHTTP2RefusedStream
 			}
 		case "http2GoAwayError", "GoAwayError":
-			return TypeHTTP2GoAway
+			// Given to streams the server said it received: they may
+			// have been processed, unlike the graceful-GOAWAY error.
+			return TypeHTTP2GoAwayClosed
 		case "badStringError":
 			return TypeRequestInvalid
 		}

@@ -115,7 +115,16 @@ func idempotent(req *http.Request) bool {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return len(req.Header["Idempotency-Key"]) > 0 || len(req.Header["X-Idempotency-Key"]) > 0
+	return hasIdempotencyKey(req.Header)
+}
+
+// hasIdempotencyKey reports whether h carries an idempotency key. As in
+// net/http, a key present with a nil value marks the request idempotent
+// without sending the header.
+func hasIdempotencyKey(h http.Header) bool {
+	_, ok := h["Idempotency-Key"]
+	_, xok := h["X-Idempotency-Key"]
+	return ok || xok
 }
 
 // neverSent reports whether a failure of type typ proves that the request
@@ -123,7 +132,7 @@ func idempotent(req *http.Request) bool {
 func neverSent(typ string) bool {
 	switch typ {
 	case TypeConnectionRefused, TypeDNSNotFound, TypeDNSTemporary, TypeDNS,
-		TypeHTTP2RefusedStream, TypeHTTP2GoAway:
+		TypeHTTP2RefusedStream, TypeHTTP2GoAway: // not TypeHTTP2GoAwayClosed
 		return true
 	}
 	return false
@@ -164,7 +173,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	rt := roundTrip{t: t, req: req, idempotent: cfg.http.allMethods || idempotent(req)}
-	if cfg.http.idemKey && len(req.Header["Idempotency-Key"]) == 0 {
+	if cfg.http.idemKey && !hasIdempotencyKey(req.Header) {
 		rt.idemKey = newIdempotencyKey()
 		rt.idempotent = true
 	}
@@ -189,7 +198,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp, err = rt.send(actx, c.attempt)
 			if timer != nil && !timer.Stop() && err == nil {
 				// The timeout struck as the headers arrived: the body is cut.
+				// The timer's cancel may still be on its way: wait for it.
 				resp.Body.Close()
+				<-actx.Done()
 				resp, err = nil, context.Cause(actx)
 			}
 			timedOut = err != nil && actx.Err() != nil && ctx.Err() == nil
@@ -225,7 +236,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			*snap = rt
 			c.record = snap.record
 		}
-		if b := rt.blocked(failure); b != nil {
+		if b := rt.blocked(ctx, failure, c.attempt < cfg.policy.MaxAttempts); b != nil {
 			failure = b
 		}
 		d, stop := c.fail(ctx, failure, timedOut)
@@ -282,8 +293,9 @@ type roundTrip struct {
 	req        *http.Request
 	idempotent bool
 	idemKey    string
-	body       *replayBody // the body source when req has a body and no GetBody
-	bodyOwned  bool        // the caller's body was handed on; someone else closes it
+	body       *replayBody   // the body source when req has a body and no GetBody
+	next       io.ReadCloser // the next attempt's body, from GetBody
+	bodyOwned  bool          // the caller's body was handed on; someone else closes it
 }
 
 // attemptContext returns the context of one attempt. A per-attempt timeout
@@ -347,9 +359,13 @@ func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) 
 		rt.bodyOwned = true
 		out.Body = req.Body
 	case req.GetBody != nil:
-		b, err := req.GetBody()
-		if err != nil {
-			return nil, &notReplayable{fmt.Errorf("GetBody: %w", err)}
+		b := rt.next
+		rt.next = nil
+		if b == nil {
+			var err error
+			if b, err = req.GetBody(); err != nil {
+				return nil, &notReplayable{fmt.Errorf("GetBody: %w", err)}
+			}
 		}
 		out.Body = b
 	default:
@@ -375,21 +391,52 @@ func (t *Transport) maxReplay() int64 {
 
 // blocked returns the error that stops a retry the request itself forbids
 // (a method that is not idempotent, a body that cannot be replayed), or nil.
-func (rt *roundTrip) blocked(failure error) error {
+// When more attempts may follow it also gets the next body from GetBody, so
+// that a GetBody failure stops the call with the response in hand rather
+// than after it was discarded.
+func (rt *roundTrip) blocked(ctx context.Context, failure error, more bool) error {
+	req := rt.req
 	if !rt.idempotent && !neverSent(inspect(failure).typ) {
 		return Permanent(failure)
 	}
-	if rt.body != nil && !rt.body.replayable() {
-		return &notReplayable{failure}
+	if !more {
+		return nil
+	}
+	if rt.body != nil {
+		// The base may still be sending this attempt's body (net/http
+		// writes it while the response comes back): see how it ends
+		// before promising a retry, unless its length is known to fit.
+		fits := req.ContentLength > 0 && req.ContentLength <= rt.t.maxReplay()
+		if !fits {
+			rt.body.settle(ctx, bodySettleLimit)
+		}
+		if !rt.body.replayable(fits) {
+			return &notReplayable{failure}
+		}
+	}
+	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody && rt.next == nil {
+		b, err := req.GetBody()
+		if err != nil {
+			return &notReplayable{errors.Join(failure, fmt.Errorf("GetBody: %w", err))}
+		}
+		rt.next = b
 	}
 	return nil
 }
+
+// bodySettleLimit bounds the wait for the base transport to finish with a
+// request body of unknown length before deciding whether it can be sent
+// again; a body still streaming then is not retried.
+const bodySettleLimit = time.Second
 
 // finish closes the caller's body if no attempt took it over, and releases
 // the replay buffer.
 func (rt *roundTrip) finish() {
 	if !rt.bodyOwned {
 		closeBody(rt.req)
+	}
+	if rt.next != nil {
+		rt.next.Close()
 	}
 	if rt.body != nil {
 		rt.body.release()
@@ -453,17 +500,29 @@ func closeBody(req *http.Request) {
 // its body is closed, so a per-attempt timeout never cuts the body short.
 func deliver(resp *http.Response, cancel context.CancelFunc) *http.Response {
 	if cancel != nil {
-		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		c := cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		if w, ok := resp.Body.(io.Writer); ok {
+			// A 101 Switching Protocols body is also the connection's writer.
+			resp.Body = &cancelOnCloseWriter{c, w}
+		} else {
+			resp.Body = &c
+		}
 	}
 	return resp
 }
 
 // drain reads a little of a response being retried and closes it, so that
-// its connection can be reused.
+// its connection can be reused. A body that stalls is closed after
+// drainTimeout, giving up the connection rather than the caller's time.
 func drain(body io.ReadCloser) {
+	t := time.AfterFunc(drainTimeout, func() { body.Close() })
 	io.CopyN(io.Discard, body, drainLimit)
+	t.Stop()
 	body.Close()
 }
+
+// drainTimeout bounds the drain of a response being retried.
+const drainTimeout = 200 * time.Millisecond
 
 // cancelOnClose releases an attempt's context when the response body closes.
 type cancelOnClose struct {
@@ -476,6 +535,14 @@ func (b *cancelOnClose) Close() error {
 	b.cancel()
 	return err
 }
+
+// cancelOnCloseWriter is cancelOnClose for a body that is also a writer.
+type cancelOnCloseWriter struct {
+	cancelOnClose
+	w io.Writer
+}
+
+func (b *cancelOnCloseWriter) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // retryAfter parses a Retry-After header: delay-seconds or an HTTP-date
 // (RFC 9110, 10.2.3). It returns 0 when the header is absent or invalid.
@@ -549,11 +616,34 @@ func newReplayBody(src io.ReadCloser, limit int64) *replayBody {
 	return &replayBody{src: src, limit: limit}
 }
 
-// replayable reports whether the body can be sent again.
-func (b *replayBody) replayable() bool {
+// replayable reports whether the body can be sent again: nothing was lost,
+// and either the attempt holding the source is done with it or, when it is
+// still sending, the rest is known to fit.
+func (b *replayBody) replayable(restFits bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.overflow && b.srcErr == nil
+	if b.overflow || b.srcErr != nil {
+		return false
+	}
+	return b.eof || b.cur == nil || b.cur.isDone() || restFits
+}
+
+// settle waits, at most limit, until the attempt holding the source is done
+// with it.
+func (b *replayBody) settle(ctx context.Context, limit time.Duration) {
+	b.mu.Lock()
+	cur := b.cur
+	b.mu.Unlock()
+	if cur == nil || cur.isDone() {
+		return
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-cur.done:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // snapshot returns the bytes kept, and whether they are the whole body.
@@ -689,6 +779,16 @@ func (a *attemptBody) Close() error {
 		a.finish()
 	}
 	return nil
+}
+
+// isDone reports whether the attempt is over.
+func (a *attemptBody) isDone() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // finish signals that the attempt is over; b.mu is held.
