@@ -200,8 +200,7 @@ func valueEnd(s string, i int) int {
 // redactKeyValues redacts the values of secret keys written k=v, "k": "v",
 // k: v or k="v".
 func redactKeyValues(s string) string {
-	var b strings.Builder
-	last := 0
+	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c != '=' && c != ':' {
@@ -216,7 +215,7 @@ func redactKeyValues(s string) string {
 		for ks > 0 && isKeyByte(s[ks-1]) {
 			ks--
 		}
-		if ks == ke || ks < last || !secretKey(s[ks:ke]) {
+		if ks == ke || ks < r.last || !secretKey(s[ks:ke]) {
 			continue
 		}
 		if c == ':' && strings.HasPrefix(s[i:], "://") {
@@ -245,16 +244,10 @@ func redactKeyValues(s string) string {
 		if ve == vs || strings.HasPrefix(s[vs:], Redacted) {
 			continue
 		}
-		b.WriteString(s[last:vs])
-		b.WriteString(Redacted)
-		last = ve
+		r.replace(vs, ve, Redacted)
 		i = ve - 1
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return r.String()
 }
 
 // secretHeaderNames are header names whose whole line is redacted when they
@@ -264,8 +257,7 @@ var secretHeaderNames = [...]string{"proxy-authorization", "authorization", "set
 // redactHeaderLines redacts to the end of the line the value of a secret
 // header written "Name: value".
 func redactHeaderLines(s string) string {
-	var b strings.Builder
-	last := 0
+	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
 		if s[i] != ':' {
 			continue
@@ -277,7 +269,7 @@ func redactHeaderLines(s string) string {
 				break
 			}
 		}
-		if name == "" || i-len(name) < last {
+		if name == "" || i-len(name) < r.last {
 			continue
 		}
 		vs := i + 1
@@ -293,16 +285,10 @@ func redactHeaderLines(s string) string {
 		if ve == vs || strings.HasPrefix(s[vs:], Redacted) {
 			continue
 		}
-		b.WriteString(s[last:vs])
-		b.WriteString(Redacted)
-		last = ve
+		r.replace(vs, ve, Redacted)
 		i = ve - 1
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return r.String()
 }
 
 // authSchemes are credentials written "Scheme value".
@@ -310,8 +296,7 @@ var authSchemes = [...]string{"bearer", "basic", "token", "digest", "negotiate"}
 
 // redactSchemes redacts the credential after an authentication scheme.
 func redactSchemes(s string) string {
-	var b strings.Builder
-	last := 0
+	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
 		if s[i] != ' ' || i == 0 {
 			continue
@@ -323,7 +308,7 @@ func redactSchemes(s string) string {
 				break
 			}
 		}
-		if word == "" || i < last {
+		if word == "" || i < r.last {
 			continue
 		}
 		vs := i + 1
@@ -335,16 +320,10 @@ func redactSchemes(s string) string {
 		if ve-vs < 8 || strings.HasPrefix(s[vs:], Redacted) {
 			continue
 		}
-		b.WriteString(s[last:vs])
-		b.WriteString(Redacted)
-		last = ve
+		r.replace(vs, ve, Redacted)
 		i = ve - 1
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return r.String()
 }
 
 // tokenStart reports whether c ends a token when scanning back from '@'.
@@ -359,8 +338,7 @@ func tokenBoundary(c byte) bool {
 // redactAt handles every '@': URL and DSN credentials before it are
 // redacted, and email addresses are masked.
 func redactAt(s string) string {
-	var b strings.Builder
-	last := 0
+	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
 		if s[i] != '@' {
 			continue
@@ -369,7 +347,7 @@ func redactAt(s string) string {
 			continue
 		}
 		ts := i
-		for ts > last && !tokenBoundary(s[ts-1]) {
+		for ts > r.last && !tokenBoundary(s[ts-1]) {
 			ts--
 		}
 		if ts == i {
@@ -390,25 +368,16 @@ func redactAt(s string) string {
 			continue
 		case url || strings.ContainsAny(info, ":/"):
 			// URL userinfo, or a DSN's user:password or user/password.
-			b.WriteString(s[last:start])
-			b.WriteString(Redacted)
-			last = i
+			r.replace(start, i, Redacted)
 		case emailDomain(s[i+1:]):
 			if strings.HasSuffix(info, "***") && len(info) <= 4 {
 				continue
 			}
-			b.WriteString(s[last:start])
 			_, size := utf8.DecodeRuneInString(info)
-			b.WriteString(info[:size])
-			b.WriteString("***")
-			last = i
+			r.replace(start+size, i, "***")
 		}
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return r.String()
 }
 
 // emailDomain reports whether s starts with a domain name with a dot.
@@ -447,8 +416,7 @@ const minToken = 16
 
 // redactTokens redacts tokens of well-known credential formats.
 func redactTokens(s string) string {
-	var b strings.Builder
-	last := 0
+	r := redactor{s: s}
 	for i := 0; i < len(s); {
 		if !isKeyByte(s[i]) || i > 0 && isKeyByte(s[i-1]) {
 			i++
@@ -460,17 +428,11 @@ func redactTokens(s string) string {
 		}
 		tok := s[i:e]
 		if len(tok) >= minToken && hasTokenPrefix(tok) {
-			b.WriteString(s[last:i])
-			b.WriteString(Redacted)
-			last = e
+			r.replace(i, e, Redacted)
 		}
 		i = e
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return r.String()
 }
 
 func hasTokenPrefix(tok string) bool {
@@ -480,4 +442,30 @@ func hasTokenPrefix(tok string) bool {
 		}
 	}
 	return false
+}
+
+// redactor builds a copy of s with spans replaced, left to right; it
+// allocates only once a span is replaced.
+type redactor struct {
+	s    string
+	b    strings.Builder
+	last int // the end of the last span replaced
+	done bool
+}
+
+// replace replaces s[start:end] with with; start must not precede the end
+// of the previous span.
+func (r *redactor) replace(start, end int, with string) {
+	r.b.WriteString(r.s[r.last:start])
+	r.b.WriteString(with)
+	r.last, r.done = end, true
+}
+
+// String returns the result.
+func (r *redactor) String() string {
+	if !r.done {
+		return r.s
+	}
+	r.b.WriteString(r.s[r.last:])
+	return r.b.String()
 }
