@@ -1,5 +1,6 @@
 // Package retry applies one retry policy engine inline: to any function with
-// Do and Run, and to loops that are not a single call with Attempts.
+// Do and Run, to any http.Client with NewTransport, and to loops that are not
+// a single call with Attempts.
 //
 // A call runs its function until it succeeds or the engine decides to stop.
 // After each failure the engine classifies the error into a dot-namespaced
@@ -57,6 +58,28 @@
 // sanitized; the dead-letter sink (WithDeadLetter) receives every record
 // routed to it, and its failure is never silent.
 //
+// # HTTP
+//
+// NewTransport wraps an http.RoundTripper with the same engine:
+//
+//	client := &http.Client{Transport: retry.NewTransport(nil,
+//		retry.WithPolicy(retry.Policy{MaxAttempts: 4}),
+//		retry.WithBreaker(retry.Breaker{PerKey: true}))}
+//
+// It never changes the caller's request, returns the last response whatever
+// its status, closes the request body exactly once, retries only requests
+// that are safe to repeat, replays bodies through GetBody or a bounded copy,
+// and honours Retry-After.
+//
+// # Outages
+//
+// Every Retrier has a retry budget (see Budget): retries may reach a share of
+// the first attempts, so that an outage does not multiply the load on the
+// failing dependency. WithBreaker adds a circuit breaker, which reschedules
+// attempts while it is open without consuming them, and WithRateLimit paces
+// attempts; neither sleeps into a deadline it cannot meet.
+//
 // Nothing is logged unless a hook does it, and a call that succeeds at once
-// allocates nothing and reads no clock.
+// allocates nothing and, without a rate limiter, per-key state or MaxElapsed,
+// reads no clock.
 package retry
