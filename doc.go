@@ -80,6 +80,6 @@
 // attempts; neither sleeps into a deadline it cannot meet.
 //
 // Nothing is logged unless a hook does it, and a call that succeeds at once
-// allocates nothing and, without a rate limiter, per-key state or MaxElapsed,
-// reads no clock.
+// allocates nothing and, unless a breaker, a rate limiter, per-key budgets or
+// MaxElapsed are set, reads no clock.
 package retry
