@@ -148,24 +148,21 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 			return bad("must be an integer in [0, 2147483647] (0 and 1 both mean one attempt)")
 		}
 		p.MaxAttempts = max(int(n), 1)
-	case "initial_interval":
+	case "initial_interval", "max_interval":
 		d, err := jsonDuration(raw)
 		switch {
 		case err != nil:
 			return bad(durationRule)
-		case d <= 0:
+		case d <= 0 && name == "initial_interval":
 			return bad("must be > 0 (use the immediate strategy for retries without delay)")
-		}
-		p.InitialInterval = d
-	case "max_interval":
-		d, err := jsonDuration(raw)
-		switch {
-		case err != nil:
-			return bad(durationRule)
 		case d <= 0:
 			return bad("must be > 0")
 		}
-		p.MaxInterval = d
+		if name == "initial_interval" {
+			p.InitialInterval = d
+		} else {
+			p.MaxInterval = d
+		}
 	case "delay_offset":
 		d, err := jsonDuration(raw)
 		if err != nil {

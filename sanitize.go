@@ -262,13 +262,7 @@ func redactHeaderLines(s string) string {
 		if s[i] != ':' {
 			continue
 		}
-		name := ""
-		for _, h := range secretHeaderNames {
-			if i >= len(h) && strings.EqualFold(s[i-len(h):i], h) && (i == len(h) || !isKeyByte(s[i-len(h)-1])) {
-				name = h
-				break
-			}
-		}
+		name := wordBefore(s, i, secretHeaderNames[:])
 		if name == "" || i-len(name) < r.last {
 			continue
 		}
@@ -291,6 +285,17 @@ func redactHeaderLines(s string) string {
 	return r.String()
 }
 
+// wordBefore returns the word of words (compared without case) that ends
+// at s[i] and starts a word, or "".
+func wordBefore(s string, i int, words []string) string {
+	for _, w := range words {
+		if i >= len(w) && strings.EqualFold(s[i-len(w):i], w) && (i == len(w) || !isKeyByte(s[i-len(w)-1])) {
+			return w
+		}
+	}
+	return ""
+}
+
 // authSchemes are credentials written "Scheme value".
 var authSchemes = [...]string{"bearer", "basic", "token", "digest", "negotiate"}
 
@@ -301,13 +306,7 @@ func redactSchemes(s string) string {
 		if s[i] != ' ' || i == 0 {
 			continue
 		}
-		word := ""
-		for _, w := range authSchemes {
-			if i >= len(w) && strings.EqualFold(s[i-len(w):i], w) && (i == len(w) || !isKeyByte(s[i-len(w)-1])) {
-				word = w
-				break
-			}
-		}
+		word := wordBefore(s, i, authSchemes[:])
 		if word == "" || i < r.last {
 			continue
 		}
