@@ -1,0 +1,2 @@
+// Package bench is under construction.
+package bench

@@ -1,0 +1,2 @@
+// Package chaos is under construction.
+package chaos

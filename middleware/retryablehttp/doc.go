@@ -1,0 +1,2 @@
+// Package retryablehttp is under construction.
+package retryablehttp

@@ -1,0 +1,3 @@
+module github.com/steadyhq/retry/middleware/retryablehttp
+
+go 1.25.0

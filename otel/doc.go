@@ -1,0 +1,2 @@
+// Package otel is under construction.
+package otel

@@ -1,0 +1,3 @@
+module github.com/steadyhq/retry/otel
+
+go 1.25.0

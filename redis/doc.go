@@ -1,0 +1,2 @@
+// Package redis is under construction.
+package redis

@@ -1,0 +1,3 @@
+module github.com/steadyhq/retry/redis
+
+go 1.25.0
