@@ -180,6 +180,18 @@ func secretKey(k string) bool {
 	return false
 }
 
+// unescapeKey decodes a percent-encoded key name (api%5Fkey), as query
+// strings quoted in messages may carry them.
+func unescapeKey(k string) string {
+	if strings.IndexByte(k, '%') < 0 {
+		return k
+	}
+	if u, err := url.QueryUnescape(k); err == nil {
+		return u
+	}
+	return k
+}
+
 // isKeyByte reports whether c can be part of a key name.
 func isKeyByte(c byte) bool {
 	return c == '_' || c == '-' || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
@@ -212,10 +224,10 @@ func redactKeyValues(s string) string {
 			ke--
 		}
 		ks := ke
-		for ks > 0 && isKeyByte(s[ks-1]) {
+		for ks > 0 && (isKeyByte(s[ks-1]) || s[ks-1] == '%') {
 			ks--
 		}
-		if ks == ke || ks < r.last || !secretKey(s[ks:ke]) {
+		if ks == ke || ks < r.last || !secretKey(unescapeKey(s[ks:ke])) {
 			continue
 		}
 		if c == ':' && strings.HasPrefix(s[i:], "://") {
