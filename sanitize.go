@@ -28,7 +28,7 @@ const maxScan = 64 << 10
 //   - Authorization, Cookie and similar header lines, and bearer, basic and
 //     token credentials;
 //   - well-known token shapes: JWTs, AWS access keys, GitHub, GitLab,
-//     Slack, Stripe and Google API keys;
+//     Slack, Stripe and Google API keys, and the bodies of PEM private keys;
 //
 // and masks email addresses (a***@example.com). The result is at most
 // MaxMessage bytes of valid UTF-8. Sanitize is the default of WithSanitizer;
@@ -38,6 +38,7 @@ func Sanitize(s string) string {
 		s = s[:maxScan]
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = redactPEM(s)
 	s = redactHeaderLines(s)
 	s = redactSchemes(s)
 	s = redactAt(s)
@@ -293,6 +294,40 @@ func redactHeaderLines(s string) string {
 		}
 		r.replace(vs, ve, Redacted)
 		i = ve - 1
+	}
+	return r.String()
+}
+
+// redactPEM redacts the body of PEM private key blocks, up to their END
+// line or, when it was cut off, to the end of s.
+func redactPEM(s string) string {
+	const begin, end, dashes = "-----BEGIN ", "-----END ", "-----"
+	r := redactor{s: s}
+	for i := 0; ; {
+		j := strings.Index(s[i:], begin)
+		if j < 0 {
+			break
+		}
+		ls := i + j + len(begin)
+		le := strings.Index(s[ls:], dashes)
+		if le < 0 {
+			break
+		}
+		bs := ls + le + len(dashes)
+		if !strings.HasSuffix(s[ls:ls+le], "PRIVATE KEY") {
+			i = bs
+			continue
+		}
+		be := strings.Index(s[bs:], end)
+		if be < 0 {
+			be = len(s)
+		} else {
+			be += bs
+		}
+		if be > bs {
+			r.replace(bs, be, Redacted)
+		}
+		i = be
 	}
 	return r.String()
 }
