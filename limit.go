@@ -1,7 +1,9 @@
 package retry
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,14 +239,18 @@ func (b *budget) available(now time.Time) float64 {
 // maxKeys bounds the per-key breakers and rate limiters of a Retrier.
 const maxKeys = 1024
 
-// keyed is a bounded map from keys to per-key values. Reads are lock-free
-// and allocate nothing: the map is replaced, not changed, when a key is added
-// (keys are few and added rarely). When it is full, adding a key drops the
-// one used least recently.
+// keyed is a bounded map from keys to per-key values. Reads of established
+// keys are lock-free and allocate nothing: they go to a map that is replaced,
+// never changed. Keys added since it was built wait in a small map under a
+// mutex and are merged into a new read map in batches, so that a stream of
+// new keys costs a constant amortized share of a copy each, not a copy of
+// the whole map. When full, the keys used least recently are dropped.
 type keyed[V any] struct {
-	m   atomic.Pointer[map[string]*keyedEntry[V]]
-	mu  sync.Mutex
-	max int
+	m       atomic.Pointer[map[string]*keyedEntry[V]] // read-only once stored
+	mu      sync.Mutex
+	pending map[string]*keyedEntry[V] // added since m was built; under mu
+	misses  int                       // reads that took mu since m was built
+	max     int
 }
 
 type keyedEntry[V any] struct {
@@ -252,15 +258,19 @@ type keyedEntry[V any] struct {
 	used atomic.Int64 // unix nanoseconds of the last use, at a coarse grain
 }
 
+// touch records a use at a coarse grain, to keep the line mostly shared.
+func (e *keyedEntry[V]) touch(now time.Time) {
+	if t := now.UnixNano(); t-e.used.Load() > int64(time.Second) {
+		e.used.Store(t)
+	}
+}
+
 func newKeyed[V any](max int) *keyed[V] { return &keyed[V]{max: max} }
 
 func (k *keyed[V]) get(key string, now time.Time, mk func() V) V {
 	if m := k.m.Load(); m != nil {
 		if e, ok := (*m)[key]; ok {
-			// Record the use at a coarse grain, to keep the line mostly shared.
-			if t := now.UnixNano(); t-e.used.Load() > int64(time.Second) {
-				e.used.Store(t)
-			}
+			e.touch(now)
 			return e.v
 		}
 	}
@@ -272,20 +282,46 @@ func (k *keyed[V]) get(key string, now time.Time, mk func() V) V {
 			return e.v
 		}
 	}
-	m := make(map[string]*keyedEntry[V], k.size(old)+1)
+	e, ok := k.pending[key]
+	if ok {
+		e.touch(now)
+	} else {
+		e = &keyedEntry[V]{v: mk()}
+		e.used.Store(now.UnixNano())
+		if k.pending == nil {
+			k.pending = make(map[string]*keyedEntry[V])
+		}
+		k.pending[key] = e
+	}
+	// Merge once the reads that took the lock would have paid for a copy:
+	// at once while the map is small, every sixteenth of its size after.
+	k.misses++
+	if k.misses >= max(1, k.size(old)/16) {
+		k.merge(old)
+	}
+	return e.v
+}
+
+// merge builds the next read map from the current one and the pending keys,
+// dropping the idlest keys when there are too many; k.mu is held. It leaves
+// room for a sixteenth of the cap (at least one key), so that the pending
+// keys, never more than that, keep the total within it.
+func (k *keyed[V]) merge(old *map[string]*keyedEntry[V]) {
+	m := make(map[string]*keyedEntry[V], k.size(old)+len(k.pending))
 	if old != nil {
 		for key, e := range *old {
 			m[key] = e
 		}
 	}
-	if len(m) >= k.max {
-		evictIdlest(m)
+	for key, e := range k.pending {
+		m[key] = e
 	}
-	e := &keyedEntry[V]{v: mk()}
-	e.used.Store(now.UnixNano())
-	m[key] = e
+	if limit := k.max - max(1, k.max/16); len(m) > limit {
+		evictIdlest(m, len(m)-limit)
+	}
 	k.m.Store(&m)
-	return e.v
+	clear(k.pending)
+	k.misses = 0
 }
 
 func (k *keyed[V]) size(m *map[string]*keyedEntry[V]) int {
@@ -295,21 +331,45 @@ func (k *keyed[V]) size(m *map[string]*keyedEntry[V]) int {
 	return len(*m)
 }
 
-// evictIdlest drops the entry used least recently.
-func evictIdlest[V any](m map[string]*keyedEntry[V]) {
-	oldKey, oldest := "", int64(1<<63-1)
-	for key, e := range m {
-		if u := e.used.Load(); u < oldest {
-			oldKey, oldest = key, u
-		}
+// len returns the number of keys kept.
+func (k *keyed[V]) len() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.size(k.m.Load()) + len(k.pending)
+}
+
+// evictIdlest drops the n entries used least recently.
+func evictIdlest[V any](m map[string]*keyedEntry[V], n int) {
+	type use struct {
+		key string
+		t   int64
 	}
-	delete(m, oldKey)
+	uses := make([]use, 0, len(m))
+	for key, e := range m {
+		uses = append(uses, use{key, e.used.Load()})
+	}
+	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(a.t, b.t) })
+	for _, u := range uses[:min(n, len(uses))] {
+		delete(m, u.key)
+	}
 }
 
 func (k *keyed[V]) each(f func(key string, v V)) {
-	if m := k.m.Load(); m != nil {
+	k.mu.Lock()
+	m := k.m.Load()
+	pending := make([]*keyedEntry[V], 0, len(k.pending))
+	keys := make([]string, 0, len(k.pending))
+	for key, e := range k.pending {
+		keys = append(keys, key)
+		pending = append(pending, e)
+	}
+	k.mu.Unlock()
+	if m != nil {
 		for key, e := range *m {
 			f(key, e.v)
 		}
+	}
+	for i, e := range pending {
+		f(keys[i], e.v)
 	}
 }
