@@ -419,8 +419,8 @@ func startLagProbe() *lagProbe {
 			select {
 			case <-p.done:
 				return
-			case woke := <-t.C:
-				woke = time.Now()
+			case <-t.C:
+				woke := time.Now() // when this goroutine ran, not when the timer fired
 				p.mu.Lock()
 				p.samples = append(p.samples, lagSample{woke, woke.Sub(asleep) - tick})
 				p.mu.Unlock()
