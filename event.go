@@ -157,11 +157,11 @@ func (c *config) stats() Stats {
 		s.BreakerDenied = bs.denied.Load()
 	}
 	if b := c.budget; b != nil {
-		s.BudgetBalance = b.available(time.Now())
+		s.BudgetBalance = b.available(c.now())
 		s.BudgetDenied = b.denied.Load()
 	}
 	if kb := c.keyBudgets; kb != nil {
-		now := time.Now()
+		now := c.now()
 		s.Budgets = make(map[string]float64)
 		kb.each(func(key string, b *budget) {
 			s.Budgets[key] = b.available(now)

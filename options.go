@@ -55,12 +55,14 @@ type config struct {
 	onRetry        []func(Event)
 	onFailure      []func(Event)
 	onDeadLetter   []func(Event)
+	onGiveUp       []func(Event)
 	sink           func(context.Context, Event) error
 	sinkTimeout    time.Duration
 	dedupWindow    time.Duration
 	sanitize       func(string) string
 	random         func() float64
 	key            string
+	clock          Clock // nil: the real clock
 	state          *state
 	http           httpConfig // the Transport's own options
 	limiter        *limiter
@@ -104,11 +106,18 @@ func (c *config) build(opts []Option) {
 	case c.budgetSet && c.budgetSpec.PerKey:
 		spec := c.budgetSpec
 		c.budget, c.keyBudgets = nil, newKeyed[*budget](maxKeys)
-		c.newKeyBudget = func() *budget { return newBudget(spec, new(stripedCounter)) }
+		clock := c.clock
+		c.newKeyBudget = func() *budget {
+			now := time.Now()
+			if clock != nil {
+				now = clock.Now()
+			}
+			return newBudget(spec, new(stripedCounter), now)
+		}
 	case c.budgetSet:
-		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls), nil
+		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls, c.now()), nil
 	case !shared:
-		c.budget = newBudget(DefaultBudget, &c.state.calls)
+		c.budget = newBudget(DefaultBudget, &c.state.calls, c.now())
 	}
 	c.finish()
 }
@@ -119,6 +128,7 @@ func (c *config) clone() config {
 	d.onRetry = slices.Clip(d.onRetry)
 	d.onFailure = slices.Clip(d.onFailure)
 	d.onDeadLetter = slices.Clip(d.onDeadLetter)
+	d.onGiveUp = slices.Clip(d.onGiveUp)
 	d.onBreaker = slices.Clip(d.onBreaker)
 	d.budgetSet = false
 	d.optErrs = slices.Clip(d.optErrs)
@@ -249,6 +259,19 @@ func OnFailure(f func(Event)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
 			c.onFailure = append(c.onFailure, f)
+		}
+	})
+}
+
+// OnGiveUp adds a hook called once when a call ends without success, with
+// Event.Reason saying why. Event.Err is the last attempt's error, or what
+// stopped the call when no attempt ran (Event.Attempt is then 0): the
+// breaker's, the limiter's or the context's error. It runs after OnFailure
+// and OnDeadLetter.
+func OnGiveUp(f func(Event)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onGiveUp = append(c.onGiveUp, f)
 		}
 	})
 }

@@ -275,7 +275,7 @@ func (c *call) begin(ctx context.Context) error {
 		return c.canceled(ctx)
 	}
 	if c.cfg.maxElapsed > 0 && c.start.IsZero() {
-		c.start = time.Now() // MaxElapsed counts the waits before the first attempt too
+		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
 	}
 	if l := c.cfg.limiter; l != nil {
 		ok, err := l.wait(ctx, c, c.key)
@@ -302,7 +302,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 	}
 	var now time.Time
 	if bs.keys != nil {
-		now = time.Now()
+		now = c.cfg.now()
 	}
 	ran, wait := bs.get(c.key, now).run(&bs.spec, func() error {
 		// A change made as the attempt was let through (open to half-open)
@@ -315,7 +315,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 		return true, nil
 	}
 	c.breakerWait += wait
-	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait && c.fits(ctx, time.Now(), wait)
+	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait && c.fits(ctx, c.cfg.now(), wait)
 	if !fits {
 		bs.denied.Add(1)
 		return false, c.refuse(ctx, ReasonBreakerOpen, TypeBreakerOpen, &breakerError{wait: wait})
@@ -334,11 +334,13 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 // the policy's on_exhaustion with the last failure.
 func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
 	if c.attempt == 0 {
-		return &Error{Reason: reason, Err: err, typ: typ}
+		e := &Error{Reason: reason, Err: err, typ: typ}
+		c.gaveUp(e, typ)
+		return e
 	}
 	o := inspect(c.last)
 	o.typ = typ
-	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, time.Now(), false)
+	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, c.cfg.now(), false)
 }
 
 // breakerOutcome is what an attempt's error means to a circuit breaker:
@@ -371,7 +373,7 @@ func (c *call) started() {
 	if c.attempt == 1 {
 		st.calls.add()
 		if c.cfg.keyBudgets != nil {
-			c.budget(time.Now()).calls.add()
+			c.budget(c.cfg.now()).calls.add()
 		}
 	} else {
 		st.retryAttempts.Add(1)
@@ -432,7 +434,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if timedOut && strings.HasPrefix(o.typ, "context.") {
 		o.typ = TypeAttemptTimeout
 	}
-	now := time.Now()
+	now := cfg.now()
 	if c.first.IsZero() {
 		c.first = now
 	}
@@ -542,6 +544,12 @@ func (c *call) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	if clk := c.cfg.clock; clk != nil {
+		if clk.Sleep(ctx, d) != nil {
+			return c.canceled(ctx)
+		}
+		return nil
+	}
 	if c.timer == nil {
 		c.timer = time.NewTimer(d)
 	} else {
@@ -561,7 +569,37 @@ func (c *call) canceled(ctx context.Context) error {
 	if c.attempt > 0 {
 		c.cfg.state.failedPermanently.Add(1)
 	}
-	return c.newError(ctx, ReasonCanceled)
+	e := c.newError(ctx, ReasonCanceled)
+	c.gaveUp(e, "")
+	return e
+}
+
+// gaveUp fires OnGiveUp for a call that stops with e outside terminal: a
+// refusal before any attempt, or the caller's context ending between
+// attempts. typ overrides the type of the error.
+func (c *call) gaveUp(e *Error, typ string) {
+	hooks := c.cfg.onGiveUp
+	if len(hooks) == 0 {
+		return
+	}
+	var ev Event
+	if c.last != nil {
+		ev = c.event(inspect(c.last), c.cfg.now())
+	} else {
+		ev = Event{Err: e.Err, Key: c.key, Method: c.method, URL: c.url, Time: c.cfg.now()}
+		if ev.Key == "" {
+			ev.Key = c.cfg.key
+		}
+		if e.Err != nil {
+			ev.Message = c.cfg.sanitize(e.Err.Error())
+			ev.Type = TypeOf(e.Err)
+		}
+	}
+	if typ != "" {
+		ev.Type = typ
+	}
+	ev.Reason = e.Reason
+	c.cfg.fire(hooks, ev)
 }
 
 func (c *call) newError(ctx context.Context, reason Reason) *Error {
@@ -589,7 +627,7 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	case ReasonBudget, ReasonBreakerOpen, ReasonRateLimited:
 		e.typ = o.typ
 	}
-	if !route && (!failed || len(cfg.onFailure) == 0) {
+	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
 		return e
 	}
 	ev := c.event(o, now)
@@ -606,6 +644,7 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	if route {
 		c.alert(ev)
 	}
+	cfg.fire(cfg.onGiveUp, ev)
 	return e
 }
 
