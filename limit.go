@@ -69,7 +69,7 @@ func (l *limiter) bucket(key string, now time.Time) *rate.Limiter {
 // or the call's MaxElapsed;
 // a context ended during the wait gives its error.
 func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
-	now := c.cfg.now()
+	now := c.cfg.mono()
 	b := l.bucket(key, now)
 	if b.AllowN(now, 1) {
 		return true, nil
@@ -87,7 +87,7 @@ func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
 	}
 	l.waits.Add(1)
 	if err := c.sleep(ctx, d); err != nil {
-		r.CancelAt(c.cfg.now())
+		r.CancelAt(c.cfg.mono())
 		return false, err
 	}
 	return true, nil
