@@ -39,7 +39,7 @@ func (r *Retrier) Decide(ctx context.Context, attempt int, prev time.Duration, e
 		d.Reason = ReasonFailed
 		return d
 	}
-	now := time.Now()
+	now := cfg.now()
 	c := call{cfg: cfg, attempt: max(attempt, 1), prev: prev, start: now}
 	if reason, _ := c.decide(ctx, err, o); reason != reasonNone {
 		d.Reason = reason
@@ -74,7 +74,7 @@ func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error)
 		if resp == nil {
 			return errNoResponse
 		}
-		if failure = statusFailure(resp); failure == nil {
+		if failure = r.config().statusFailure(resp); failure == nil {
 			return nil
 		}
 	}

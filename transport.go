@@ -223,7 +223,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		failure := err
 		if err == nil {
-			if failure = statusFailure(resp); failure == nil {
+			if failure = cfg.statusFailure(resp); failure == nil {
 				return deliver(resp, cancel), nil
 			}
 		}
@@ -258,11 +258,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // statusFailure returns the failure a response stands for: nil when its
 // status is final, a *StatusError with its Retry-After when it is retried.
-func statusFailure(resp *http.Response) error {
+func (c *config) statusFailure(resp *http.Response) error {
 	if !retryableStatus(resp.StatusCode) {
 		return nil
 	}
-	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
+	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, c.now())}
 }
 
 // mayRepeat reports whether a request that failed with failure may be sent
