@@ -24,8 +24,8 @@ type logRecords struct {
 }
 
 func (h *logRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler          { return h }
-func (h *logRecords) WithGroup(string) slog.Handler               { return h }
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *logRecords) WithGroup(string) slog.Handler                { return h }
 func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Level.String() + " " + r.Message)
