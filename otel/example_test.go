@@ -52,7 +52,7 @@ func Example() {
 	for _, ev := range spans.Ended()[0].Events() {
 		fmt.Print(ev.Name)
 		for _, kv := range ev.Attributes {
-			fmt.Printf(" %s=%s", kv.Key, kv.Value.Emit())
+			fmt.Printf(" %s=%s", kv.Key, kv.Value.String())
 		}
 		fmt.Println()
 	}

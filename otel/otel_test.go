@@ -241,7 +241,7 @@ func spanEvents(t *testing.T, call func(ctx context.Context)) []map[string]strin
 		}
 		m := map[string]string{}
 		for _, kv := range ev.Attributes {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		out = append(out, m)
 	}
