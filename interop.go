@@ -7,7 +7,9 @@ import (
 )
 
 // Decision is what the engine decides after a failed attempt: retry after
-// Delay, or stop for Reason. Type is the failure's type (TypeOf).
+// Delay, or stop for Reason. Type is the failure's type (TypeOf). The zero
+// Decision is the one for a success: no retry, no reason. It is a plain
+// value.
 type Decision struct {
 	Retry  bool
 	Delay  time.Duration

@@ -16,8 +16,8 @@
 //	)
 //
 // Tracing outside the retry gives one span whose duration is what the caller
-// waited, waits included; the retry middleware of the otel module adds an
-// event per attempt to that span. Authentication inside the retry applies
+// waited, waits included; the otel module's Transport, placed inside the
+// retry, adds an event per attempt to that span. Authentication inside the retry applies
 // credentials to each attempt, so a token that expires during a wait is
 // refreshed before the next attempt, and the dead-letter record of the
 // Transport, which leaves credentials out, can be replayed through the same

@@ -16,11 +16,11 @@ const ScopeName = "github.com/steadyhq/retry/otel"
 // Attribute keys of the engine's own; error.type comes from the semantic
 // conventions.
 const (
-	ReasonKey  = attribute.Key("retry.reason")  // why a call gave up: exhausted, non_retryable, ...
-	KeyKey     = attribute.Key("retry.key")     // the key of a breaker or budget
-	OutcomeKey = attribute.Key("retry.outcome") // a dead-letter record: delivered or failed
-	DefenceKey = attribute.Key("retry.defence") // what denied a call: budget, breaker or rate_limit
-	AttemptKey = attribute.Key("retry.attempt") // an attempt's number, from 1
+	AttrReason  = attribute.Key("retry.reason")  // why a call gave up: exhausted, non_retryable, ...
+	AttrKey     = attribute.Key("retry.key")     // the key of a breaker or budget
+	AttrOutcome = attribute.Key("retry.outcome") // a dead-letter record: delivered or failed
+	AttrDefence = attribute.Key("retry.defence") // what denied a call: budget, breaker or rate_limit
+	AttrAttempt = attribute.Key("retry.attempt") // an attempt's number, from 1
 )
 
 // delayBuckets are the bounds of the retry.delay histogram, in seconds: from
@@ -28,7 +28,7 @@ const (
 var delayBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // Metrics holds the engine's instruments on one meter. Build it with
-// NewMetrics; it is safe for concurrent use, and one Metrics may serve
+// NewMetrics (the zero Metrics is not usable); it is safe for concurrent use, and one Metrics may serve
 // several Retriers (Observe each, with attributes telling them apart).
 type Metrics struct {
 	meter  metric.Meter
@@ -68,7 +68,7 @@ func (m *Metrics) Option() retry.Option {
 		}),
 		retry.OnGiveUp(func(ev retry.Event) {
 			m.giveUp.Add(context.Background(), 1, metric.WithAttributes(m.with(
-				ReasonKey.String(ev.Reason.String()), semconv.ErrorTypeKey.String(ev.Type))...))
+				AttrReason.String(ev.Reason.String()), semconv.ErrorTypeKey.String(ev.Type))...))
 		}),
 	)
 }
@@ -119,19 +119,19 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 		o.ObserveInt64(attempts, s.Attempts, all)
 		o.ObserveInt64(failures, s.Failed, all)
 		o.ObserveInt64(retries, s.Retried, all)
-		o.ObserveInt64(deadLetters, s.DeadLettered, set(OutcomeKey.String("delivered")))
-		o.ObserveInt64(deadLetters, s.DeadLetterFailed, set(OutcomeKey.String("failed")))
-		o.ObserveInt64(denials, s.BudgetDenied, set(DefenceKey.String("budget")))
-		o.ObserveInt64(denials, s.BreakerDenied, set(DefenceKey.String("breaker")))
-		o.ObserveInt64(denials, s.LimiterDenied, set(DefenceKey.String("rate_limit")))
+		o.ObserveInt64(deadLetters, s.DeadLettered, set(AttrOutcome.String("delivered")))
+		o.ObserveInt64(deadLetters, s.DeadLetterFailed, set(AttrOutcome.String("failed")))
+		o.ObserveInt64(denials, s.BudgetDenied, set(AttrDefence.String("budget")))
+		o.ObserveInt64(denials, s.BreakerDenied, set(AttrDefence.String("breaker")))
+		o.ObserveInt64(denials, s.LimiterDenied, set(AttrDefence.String("rate_limit")))
 		if s.BudgetBalance >= 0 {
 			o.ObserveFloat64(balance, s.BudgetBalance, all)
 		}
 		for k, b := range s.Budgets {
-			o.ObserveFloat64(balance, b, set(KeyKey.String(k)))
+			o.ObserveFloat64(balance, b, set(AttrKey.String(k)))
 		}
 		for k, st := range s.Breakers {
-			o.ObserveInt64(breaker, int64(breakerValue(st)), set(KeyKey.String(k)))
+			o.ObserveInt64(breaker, int64(breakerValue(st)), set(AttrKey.String(k)))
 		}
 		return nil
 	}, calls, attempts, failures, retries, deadLetters, denials, balance, breaker)

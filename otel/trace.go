@@ -42,7 +42,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	n := retry.AttemptFrom(ctx)
 	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, AttemptKey.Int(n))
+	attrs = append(attrs, AttrAttempt.Int(n))
 	if n > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
 	}
@@ -79,9 +79,9 @@ func Func[T any](fn func(context.Context) (T, error)) func(context.Context) (T, 
 		}
 		if err != nil {
 			span.AddEvent(EventName, trace.WithAttributes(
-				AttemptKey.Int(retry.AttemptFrom(ctx)), semconv.ErrorTypeKey.String(retry.TypeOf(err))))
+				AttrAttempt.Int(retry.AttemptFrom(ctx)), semconv.ErrorTypeKey.String(retry.TypeOf(err))))
 		} else {
-			span.AddEvent(EventName, trace.WithAttributes(AttemptKey.Int(retry.AttemptFrom(ctx))))
+			span.AddEvent(EventName, trace.WithAttributes(AttrAttempt.Int(retry.AttemptFrom(ctx))))
 		}
 		return v, err
 	}

@@ -108,8 +108,8 @@ func wait(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 
 // Server is an HTTP server on a loopback address that answers its requests
 // with a script of steps, one step per request in arrival order, then 200
-// with no body. Build it with NewServer and Close it when done; it is safe
-// for concurrent use.
+// with no body. Build it with NewServer (the zero Server is not usable) and
+// Close it when done; it is safe for concurrent use.
 //
 // net/http itself sends an idempotent request again, once, when a reused
 // keep-alive connection is reset before any response: a Reset step that is
