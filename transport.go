@@ -226,7 +226,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if !retryableStatus(resp.StatusCode) {
 				return deliver(resp, cancel), nil
 			}
-			failure = &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
+			failure = &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, cfg.now())}
 		}
 		if c.url == "" {
 			c.method, c.url = methodOf(req), SanitizeURL(req.URL)
