@@ -7,7 +7,6 @@ import (
 )
 
 func newDemo(e *env) *cobra.Command       { return &cobra.Command{Use: "demo"} }
-func newSim(e *env) *cobra.Command        { return &cobra.Command{Use: "sim"} }
 func newRun(e *env) *cobra.Command        { return &cobra.Command{Use: "run"} }
 func newGet(e *env) *cobra.Command        { return &cobra.Command{Use: "get"} }
 func forwardSignals(p *os.Process) func() { return func() {} }
