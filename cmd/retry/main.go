@@ -74,7 +74,7 @@ func (e *env) showProgress() bool {
 // Exit statuses other than a command's own.
 const (
 	exitOK    = 0
-	exitError = 1 // the command ran and failed
+	exitFailure = 1 // the command ran and failed
 	exitUsage = 2 // a bad flag, argument or policy
 )
 
@@ -139,7 +139,7 @@ func execute(ctx context.Context, e *env, args []string) int {
 		// errors too; only errors marked as failures of a run exit 1.
 		return exitUsage
 	}
-	return exitError
+	return exitFailure
 }
 
 // runError marks a failure of a command that was used correctly.

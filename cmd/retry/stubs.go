@@ -1,12 +1,6 @@
 package main
 
-import (
-	"os"
+import "github.com/spf13/cobra"
 
-	"github.com/spf13/cobra"
-)
-
-func newDemo(e *env) *cobra.Command       { return &cobra.Command{Use: "demo"} }
-func newRun(e *env) *cobra.Command        { return &cobra.Command{Use: "run"} }
-func newGet(e *env) *cobra.Command        { return &cobra.Command{Use: "get"} }
-func forwardSignals(p *os.Process) func() { return func() {} }
+func newDemo(e *env) *cobra.Command { return &cobra.Command{Use: "demo"} }
+func newGet(e *env) *cobra.Command  { return &cobra.Command{Use: "get"} }
