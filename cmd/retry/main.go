@@ -73,9 +73,9 @@ func (e *env) showProgress() bool {
 
 // Exit statuses other than a command's own.
 const (
-	exitOK    = 0
+	exitOK      = 0
 	exitFailure = 1 // the command ran and failed
-	exitUsage = 2 // a bad flag, argument or policy
+	exitUsage   = 2 // a bad flag, argument or policy
 )
 
 // usageError is an error in what the user gave: it exits with status 2.

@@ -3,4 +3,3 @@ package main
 import "github.com/spf13/cobra"
 
 func newDemo(e *env) *cobra.Command { return &cobra.Command{Use: "demo"} }
-func newGet(e *env) *cobra.Command  { return &cobra.Command{Use: "get"} }
