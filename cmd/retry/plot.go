@@ -55,7 +55,7 @@ POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with p
   retry plot --preset zizq --cumulative --log -o zizq.svg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args = append(args, compare...) // --compare is the same as an argument
-			curves, err := plotCurves(&pf, e.stdin, args, len(args) > 0 && !pf.anyField() && pf.source == "" && pf.preset == "")
+			curves, err := plotCurves(&pf, e.stdin, args, len(args) > 0 && !pf.anyField(false) && pf.source == "" && pf.preset == "")
 			if err != nil {
 				return err
 			}

@@ -92,19 +92,20 @@ func (f *policyFlags) policy(stdin io.Reader) (retry.Policy, string, error) {
 	if err != nil {
 		return p, "", usage(err)
 	}
-	if f.anyField() {
+	if f.anyField(true) {
 		label += " (modified)"
 	}
 	return p.WithDefaults(), label, nil
 }
 
-// anyField reports whether a field flag was given.
-func (f *policyFlags) anyField() bool {
-	if f.changed("non-retryable") {
+// anyField reports whether a field flag was given; shape asks only about
+// those that change the delays.
+func (f *policyFlags) anyField(shape bool) bool {
+	if f.changed("non-retryable") && !shape {
 		return true
 	}
 	for _, ff := range fieldFlags {
-		if f.changed(ff.name) {
+		if f.changed(ff.name) && !(shape && (ff.name == "attempts" || ff.name == "on-exhaustion")) {
 			return true
 		}
 	}

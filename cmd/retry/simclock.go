@@ -3,7 +3,6 @@ package main
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"time"
 )
 
@@ -52,9 +51,6 @@ func newVClock() *vclock {
 
 // Now returns the virtual time.
 func (v *vclock) Now() time.Time { return v.now }
-
-// errHorizon ends the waits of tasks still sleeping when a simulation stops.
-var errHorizon = errors.New("sim: the simulation ended")
 
 // Sleep blocks the running task for d of virtual time. It returns ctx's
 // error at once when ctx is done: a simulation cancels its tasks' context
