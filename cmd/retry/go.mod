@@ -13,6 +13,11 @@ require (
 )
 
 require (
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
