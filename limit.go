@@ -71,7 +71,7 @@ func (l *limiter) bucket(key string, now time.Time) *rate.Limiter {
 // or the call's MaxElapsed;
 // a context ended during the wait gives its error.
 func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
-	now := time.Now()
+	now := c.cfg.mono()
 	b := l.bucket(key, now)
 	if b.AllowN(now, 1) {
 		return true, nil
@@ -89,7 +89,7 @@ func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
 	}
 	l.waits.Add(1)
 	if err := c.sleep(ctx, d); err != nil {
-		r.Cancel()
+		r.CancelAt(c.cfg.mono())
 		return false, err
 	}
 	return true, nil
@@ -168,7 +168,7 @@ type budgetBucket struct {
 	retries int64
 }
 
-func newBudget(b Budget, calls *stripedCounter) *budget {
+func newBudget(b Budget, calls *stripedCounter, now time.Time) *budget {
 	if b.Ratio == 0 && b.Reserve == 0 && b.Window == 0 {
 		b = DefaultBudget
 	}
@@ -179,7 +179,7 @@ func newBudget(b Budget, calls *stripedCounter) *budget {
 		spec:     b,
 		calls:    calls,
 		slice:    max(b.Window/budgetBuckets, time.Millisecond),
-		seen:     time.Now(),
+		seen:     now,
 		seenCall: calls.load(),
 	}
 }

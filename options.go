@@ -55,12 +55,14 @@ type config struct {
 	onRetry        []func(Event)
 	onFailure      []func(Event)
 	onDeadLetter   []func(Event)
+	onGiveUp       []func(Event)
 	sink           func(context.Context, Event) error
 	sinkTimeout    time.Duration
 	dedupWindow    time.Duration
 	sanitize       func(string) string
 	random         func() float64
 	key            string
+	clock          Clock // nil: the real clock
 	state          *state
 	http           httpConfig // the Transport's own options
 	limiter        *limiter
@@ -72,6 +74,12 @@ type config struct {
 	budgetSpec     Budget
 	budgetSet      bool
 	optErrs        []error
+	// fast says the first attempt needs none of the limiter, the breakers,
+	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
+	// directly, and takes the full path only after a failure.
+	fast bool
+	// timed says events or records are observed, so failures record times.
+	timed bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -104,13 +112,22 @@ func (c *config) build(opts []Option) {
 	case c.budgetSet && c.budgetSpec.PerKey:
 		spec := c.budgetSpec
 		c.budget, c.keyBudgets = nil, newKeyed[*budget](maxKeys)
-		c.newKeyBudget = func() *budget { return newBudget(spec, new(stripedCounter)) }
+		clock := c.clock
+		c.newKeyBudget = func() *budget {
+			now := time.Now()
+			if clock != nil {
+				now = clock.Now()
+			}
+			return newBudget(spec, new(stripedCounter), now)
+		}
 	case c.budgetSet:
-		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls), nil
+		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls, c.now()), nil
 	case !shared:
-		c.budget = newBudget(DefaultBudget, &c.state.calls)
+		c.budget = newBudget(DefaultBudget, &c.state.calls, c.now())
 	}
 	c.finish()
+	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
+	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil
 }
 
 // clone copies c so that appending hooks to the copy never changes c.
@@ -119,6 +136,7 @@ func (c *config) clone() config {
 	d.onRetry = slices.Clip(d.onRetry)
 	d.onFailure = slices.Clip(d.onFailure)
 	d.onDeadLetter = slices.Clip(d.onDeadLetter)
+	d.onGiveUp = slices.Clip(d.onGiveUp)
 	d.onBreaker = slices.Clip(d.onBreaker)
 	d.budgetSet = false
 	d.optErrs = slices.Clip(d.optErrs)
@@ -249,6 +267,19 @@ func OnFailure(f func(Event)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
 			c.onFailure = append(c.onFailure, f)
+		}
+	})
+}
+
+// OnGiveUp adds a hook called once when a call ends without success, with
+// Event.Reason saying why. Event.Err is the last attempt's error, or what
+// stopped the call when no attempt ran (Event.Attempt is then 0): the
+// breaker's, the limiter's or the context's error. It runs after OnFailure
+// and OnDeadLetter.
+func OnGiveUp(f func(Event)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onGiveUp = append(c.onGiveUp, f)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"strconv"
 	"strings"
@@ -121,42 +122,66 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	if fn == nil {
 		return zero, errNilFunc
 	}
-	c := call{cfg: cfg, key: cfg.key}
-	for {
-		if err := c.begin(ctx); err != nil {
-			c.stopTimer()
-			return zero, err
-		}
-		var v T
-		var err error
-		var timedOut bool
-		ran, stop := c.guard(ctx, func() error {
-			c.started()
-			actx, cancel := c.attemptContext(ctx)
-			if cancel != nil {
-				defer cancel() // also when fn panics
+	if cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+		// The success path: steps 1 to 4 with nothing to wait for, the
+		// caller's own context, no clock read and no allocation.
+		cfg.state.calls.add()
+		returned := false
+		defer func() {
+			if !returned { // fn panicked: a failed attempt, not recovered
+				cfg.state.panicked()
 			}
-			v, err = invoke(&c, actx, fn)
-			timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
-			return c.breakerOutcome(ctx, err, timedOut)
-		})
-		if !ran {
-			if stop != nil {
-				c.stopTimer()
-				return zero, stop
-			}
-			continue
-		}
+		}()
+		v, err := fn(ctx)
+		returned = true
 		if err == nil {
-			c.stopTimer()
 			return v, nil
 		}
+		c := call{cfg: cfg, key: cfg.key, attempt: 1}
+		return loop(ctx, &c, fn, err)
+	}
+	c := call{cfg: cfg, key: cfg.key}
+	return loop(ctx, &c, fn, nil)
+}
+
+// loop drives the call's attempts; failed, when not nil, is the error of an
+// attempt that has already run.
+func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, error), failed error) (T, error) {
+	var zero T
+	defer c.stopTimer()
+	for {
+		err, timedOut := failed, false
+		if failed == nil {
+			if err := c.begin(ctx); err != nil {
+				return zero, err
+			}
+			var v T
+			ran, stop := c.guard(ctx, func() error {
+				c.started()
+				actx, cancel := c.attemptContext(ctx)
+				if cancel != nil {
+					defer cancel() // also when fn panics
+				}
+				v, err = invoke(c, actx, fn)
+				timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
+				return c.breakerOutcome(ctx, err, timedOut)
+			})
+			if !ran {
+				if stop != nil {
+					return zero, stop
+				}
+				continue
+			}
+			if err == nil {
+				return v, nil
+			}
+		}
+		failed = nil
 		d, stop := c.fail(ctx, err, timedOut)
 		if stop == nil {
 			stop = c.sleep(ctx, d)
 		}
 		if stop != nil {
-			c.stopTimer()
 			return zero, stop
 		}
 	}
@@ -169,10 +194,30 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		}
 		return errNilFunc
 	}
-	_, err := do(ctx, cfg, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, fn(ctx)
-	})
+	if cfg.err == nil && cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+		cfg.state.calls.add()
+		returned := false
+		defer func() {
+			if !returned { // fn panicked: a failed attempt, not recovered
+				cfg.state.panicked()
+			}
+		}()
+		err := fn(ctx)
+		returned = true
+		if err == nil {
+			return nil
+		}
+		c := call{cfg: cfg, key: cfg.key, attempt: 1}
+		_, err = loop(ctx, &c, errOnly(fn), err)
+		return err
+	}
+	_, err := do(ctx, cfg, errOnly(fn))
 	return err
+}
+
+// errOnly adapts a func returning only an error to Do's shape.
+func errOnly(fn func(context.Context) error) func(context.Context) (struct{}, error) {
+	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
 }
 
 // invoke runs one attempt. A panic in fn is recorded as a failed attempt and
@@ -264,6 +309,7 @@ type call struct {
 	payload any           // dead-letter payload
 	record  func() any    // builds the payload when a record is routed
 	nested  bool          // ctx already carried an attempt number
+	ctxs    []attemptCtx  // contexts for the coming attempts
 
 	breakerWait time.Duration // time waited for open breakers
 }
@@ -275,7 +321,7 @@ func (c *call) begin(ctx context.Context) error {
 		return c.canceled(ctx)
 	}
 	if c.cfg.maxElapsed > 0 && c.start.IsZero() {
-		c.start = time.Now() // MaxElapsed counts the waits before the first attempt too
+		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
 	}
 	if l := c.cfg.limiter; l != nil {
 		ok, err := l.wait(ctx, c, c.key)
@@ -302,7 +348,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 	}
 	var now time.Time
 	if bs.keys != nil {
-		now = time.Now()
+		now = c.cfg.now()
 	}
 	ran, wait := bs.get(c.key, now).run(&bs.spec, func() error {
 		// A change made as the attempt was let through (open to half-open)
@@ -315,7 +361,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 		return true, nil
 	}
 	c.breakerWait += wait
-	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait && c.fits(ctx, time.Now(), wait)
+	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait && c.fits(ctx, c.cfg.now(), wait)
 	if !fits {
 		bs.denied.Add(1)
 		return false, c.refuse(ctx, ReasonBreakerOpen, TypeBreakerOpen, &breakerError{wait: wait})
@@ -334,11 +380,13 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 // the policy's on_exhaustion with the last failure.
 func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
 	if c.attempt == 0 {
-		return &Error{Reason: reason, Err: err, typ: typ}
+		e := &Error{Reason: reason, Err: err, typ: typ}
+		c.gaveUp(e, typ)
+		return e
 	}
 	o := inspect(c.last)
 	o.typ = typ
-	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, time.Now(), false)
+	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, c.cfg.now(), false)
 }
 
 // breakerOutcome is what an attempt's error means to a circuit breaker:
@@ -371,7 +419,7 @@ func (c *call) started() {
 	if c.attempt == 1 {
 		st.calls.add()
 		if c.cfg.keyBudgets != nil {
-			c.budget(time.Now()).calls.add()
+			c.budget(c.cfg.now()).calls.add()
 		}
 	} else {
 		st.retryAttempts.Add(1)
@@ -395,10 +443,39 @@ func (c *call) numbered(ctx context.Context) context.Context {
 	if c.attempt == 1 {
 		c.nested = ctx.Value(attemptKey{}) != nil
 	}
-	if c.attempt > 1 || c.nested {
-		ctx = context.WithValue(ctx, attemptKey{}, c.attempt)
+	if c.attempt == 1 && !c.nested {
+		return ctx
 	}
-	return ctx
+	// A context is never changed once handed out (fn may keep it), so each
+	// attempt gets its own; they are allocated together, on the first retry.
+	if len(c.ctxs) == 0 {
+		c.ctxs = make([]attemptCtx, min(max(c.cfg.policy.MaxAttempts-c.attempt+1, 1), 8))
+	}
+	a := &c.ctxs[0]
+	c.ctxs = c.ctxs[1:]
+	a.Context, a.n = ctx, c.attempt
+	return a
+}
+
+// attemptCtx is the context of an attempt after the first: it carries the
+// attempt number for AttemptFrom.
+type attemptCtx struct {
+	context.Context
+	n int
+}
+
+// Value returns the attempt number for attemptKey; other keys go to the
+// parent.
+func (a *attemptCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return a.n
+	}
+	return a.Context.Value(key)
+}
+
+// String names the context for debugging, as the context package does.
+func (a *attemptCtx) String() string {
+	return fmt.Sprint(a.Context) + ".WithAttempt(" + strconv.Itoa(a.n) + ")"
 }
 
 // budget returns the retry budget of the call: the Retrier's, its key's,
@@ -410,8 +487,10 @@ func (c *call) budget(now time.Time) *budget {
 	return c.cfg.budget
 }
 
-func (c *call) panicked() {
-	st := c.cfg.state
+func (c *call) panicked() { c.cfg.state.panicked() }
+
+// panicked counts an attempt that panicked: a failure that ends its call.
+func (st *state) panicked() {
 	st.failed.Add(1)
 	st.failedPermanently.Add(1)
 }
@@ -432,9 +511,12 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if timedOut && strings.HasPrefix(o.typ, "context.") {
 		o.typ = TypeAttemptTimeout
 	}
-	now := time.Now()
-	if c.first.IsZero() {
-		c.first = now
+	var now time.Time
+	if c.clocked(ctx) {
+		now = cfg.now()
+		if c.first.IsZero() {
+			c.first = now
+		}
 	}
 	reason, route := c.decide(ctx, err, o)
 	if reason != reasonNone {
@@ -456,6 +538,18 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 		cfg.fire(cfg.onRetry, ev)
 	}
 	return d, nil
+}
+
+// clocked says whether a failure must read the clock: for events and
+// records, MaxElapsed, the caller's deadline or the retry budget. Otherwise
+// the failure path reads no clock at all.
+func (c *call) clocked(ctx context.Context) bool {
+	cfg := c.cfg
+	if cfg.timed || cfg.maxElapsed > 0 || cfg.budget != nil || cfg.keyBudgets != nil {
+		return true
+	}
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // decide runs steps 6.1 to 6.6. A zero reason means "retry"; route says
@@ -506,8 +600,10 @@ func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Durati
 			spread := time.Duration(float64(min(d/10, time.Second)) * unit(cfg.random()))
 			d = min(d, maxDuration-spread) + spread // saturate, never wrap
 		}
+	case cfg.policy.Backoff == Immediate && cfg.policy.Jitter.Kind != JitterAdditive && cfg.policy.Jitter.Kind != JitterDecorrelated:
+		// Zero, whatever the draw: spare the random source.
 	default:
-		d = cfg.policy.Sample(c.attempt, c.prev, cfg.random())
+		d = cfg.policy.sample(c.attempt, c.prev, cfg.random())
 		c.prev = d
 	}
 	return d, c.fits(ctx, now, d)
@@ -542,6 +638,12 @@ func (c *call) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	if clk := c.cfg.clock; clk != nil {
+		if clk.Sleep(ctx, d) != nil {
+			return c.canceled(ctx)
+		}
+		return nil
+	}
 	if c.timer == nil {
 		c.timer = time.NewTimer(d)
 	} else {
@@ -561,7 +663,37 @@ func (c *call) canceled(ctx context.Context) error {
 	if c.attempt > 0 {
 		c.cfg.state.failedPermanently.Add(1)
 	}
-	return c.newError(ctx, ReasonCanceled)
+	e := c.newError(ctx, ReasonCanceled)
+	c.gaveUp(e, "")
+	return e
+}
+
+// gaveUp fires OnGiveUp for a call that stops with e outside terminal: a
+// refusal before any attempt, or the caller's context ending between
+// attempts. typ overrides the type of the error.
+func (c *call) gaveUp(e *Error, typ string) {
+	hooks := c.cfg.onGiveUp
+	if len(hooks) == 0 {
+		return
+	}
+	var ev Event
+	if c.last != nil {
+		ev = c.event(inspect(c.last), c.cfg.now())
+	} else {
+		ev = Event{Err: e.Err, Key: c.key, Method: c.method, URL: c.url, Time: c.cfg.now()}
+		if ev.Key == "" {
+			ev.Key = c.cfg.key
+		}
+		if e.Err != nil {
+			ev.Message = c.cfg.sanitize(e.Err.Error())
+			ev.Type = TypeOf(e.Err)
+		}
+	}
+	if typ != "" {
+		ev.Type = typ
+	}
+	ev.Reason = e.Reason
+	c.cfg.fire(hooks, ev)
 }
 
 func (c *call) newError(ctx context.Context, reason Reason) *Error {
@@ -589,8 +721,11 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	case ReasonBudget, ReasonBreakerOpen, ReasonRateLimited:
 		e.typ = o.typ
 	}
-	if !route && (!failed || len(cfg.onFailure) == 0) {
+	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
 		return e
+	}
+	if now.IsZero() { // the failure path did not need the clock
+		now = cfg.now()
 	}
 	ev := c.event(o, now)
 	ev.Reason = reason
@@ -606,6 +741,7 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	if route {
 		c.alert(ev)
 	}
+	cfg.fire(cfg.onGiveUp, ev)
 	return e
 }
 

@@ -1,0 +1,51 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// Clock is the time source of a Retrier: what it reads to fit waits into the
+// caller's deadline and MaxElapsed, to slide the retry budget's window and to
+// reserve rate-limiter tokens, and how it waits between attempts.
+//
+// The default is the real clock. A virtual clock lets a simulator drive the
+// real engine through hours of backoff in milliseconds (cmd/retry sim does).
+// Two waits stay on real time whatever the Clock: the per-attempt timeout and
+// the circuit breaker's open period, which gobreaker measures itself.
+//
+// A Clock must be safe for concurrent use when the Retrier is shared.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// Sleep waits d, or until ctx is done; it returns a non-nil error only
+	// in the latter case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// WithClock sets the Retrier's clock; nil means the real clock.
+func WithClock(c Clock) Option {
+	return optionFunc(func(cfg *config) { cfg.clock = c })
+}
+
+// now reads the configured clock.
+func (c *config) now() time.Time {
+	if c.clock != nil {
+		return c.clock.Now()
+	}
+	return time.Now()
+}
+
+// monoBase anchors mono: times derived from it carry a monotonic reading.
+var monoBase = time.Now()
+
+// mono reads the configured clock, or the monotonic clock alone, which costs
+// half of time.Now: for the rate limiter, which reads it on the success
+// path. Its wall time may drift from time.Now's after the wall clock is set,
+// so events keep using now.
+func (c *config) mono() time.Time {
+	if c.clock != nil {
+		return c.clock.Now()
+	}
+	return monoBase.Add(time.Since(monoBase))
+}

@@ -1,0 +1,165 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+)
+
+// virtualClock advances only when the engine sleeps on it.
+type virtualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+func (v *virtualClock) Now() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.now
+}
+
+func (v *virtualClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.now = v.now.Add(d)
+	v.sleeps = append(v.sleeps, d)
+	return nil
+}
+
+// TestClock drives the engine on a virtual clock: the waits, MaxElapsed, the
+// budget window and the rate limiter all read it, and nothing waits in real
+// time.
+func TestClock(t *testing.T) {
+	fail := errors.New("boom")
+	exact := retry.Policy{MaxAttempts: 5, InitialInterval: time.Second, Jitter: retry.NoJitter}
+	tests := []struct {
+		name     string
+		opts     []retry.Option
+		calls    int
+		reason   retry.Reason
+		sleeps   []time.Duration
+		attempts int
+	}{
+		{"backoff", nil, 1, retry.ReasonExhausted, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, 5},
+		{"max elapsed", []retry.Option{retry.WithMaxElapsed(3500 * time.Millisecond)}, 1, retry.ReasonDeadline, []time.Duration{time.Second, 2 * time.Second}, 3},
+		// One token a second, no burst: the second call waits a virtual
+		// second for its token, then backs off as usual.
+		{"rate limit", []retry.Option{retry.WithRateLimit(1, 1), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
+			[]time.Duration{time.Second, time.Second, time.Second}, 2},
+		// No reserve, 50% of first attempts: the first call's retry is
+		// denied (0.5 < 1), the second call's is granted (1 ≤ 1).
+		{"budget", []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
+			[]time.Duration{time.Second}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			r := retry.New(append([]retry.Option{retry.WithPolicy(exact), retry.WithClock(clk)}, tt.opts...)...)
+			var err error
+			start := time.Now()
+			for range tt.calls {
+				err = r.Run(context.Background(), func(context.Context) error { return fail })
+			}
+			if real := time.Since(start); real > time.Second {
+				t.Errorf("took %v of real time", real)
+			}
+			var e *retry.Error
+			if !errors.As(err, &e) || e.Reason != tt.reason || e.Attempts != tt.attempts {
+				t.Fatalf("err = %v, want reason %v after %d attempts", err, tt.reason, tt.attempts)
+			}
+			if !equalDurations(clk.sleeps, tt.sleeps) {
+				t.Errorf("sleeps = %v, want %v", clk.sleeps, tt.sleeps)
+			}
+		})
+	}
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestOnGiveUp checks that every call ending without success reports once,
+// with its reason, and that a success reports nothing.
+func TestOnGiveUp(t *testing.T) {
+	fail := errors.New("boom")
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		deadline time.Duration
+		opts     []retry.Option
+		errs     []error
+		fired    bool
+		reason   retry.Reason
+		attempt  int
+		typ      string
+		withCall bool
+	}{
+		{name: "success", errs: []error{fail}, fired: false},
+		{name: "exhausted", errs: []error{fail, fail, fail}, fired: true, reason: retry.ReasonExhausted, attempt: 3, typ: retry.TypeUnknown},
+		{name: "permanent", errs: []error{retry.Permanent(fail)}, fired: true, reason: retry.ReasonNonRetryable, attempt: 1, typ: retry.TypeUnknown},
+		{name: "discard", errs: []error{retry.Discard(fail)}, fired: true, reason: retry.ReasonDiscarded, attempt: 1, typ: retry.TypeUnknown},
+		{name: "canceled before", ctx: canceled, fired: true, reason: retry.ReasonCanceled, attempt: 0, typ: retry.TypeCanceled},
+		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(0.001, 1)}, withCall: true, fired: true, reason: retry.ReasonRateLimited, attempt: 0, typ: retry.TypeRateLimited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			var got []retry.Event
+			opts := append([]retry.Option{
+				retry.WithPolicy(retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+				retry.OnGiveUp(func(ev retry.Event) { got = append(got, ev) }),
+			}, tt.opts...)
+			r := retry.New(opts...)
+			if tt.withCall { // use the limiter's only token
+				_ = r.Run(context.Background(), func(context.Context) error { return nil })
+			}
+			n := 0
+			_ = r.Run(ctx, func(context.Context) error {
+				n++
+				if n <= len(tt.errs) {
+					return tt.errs[n-1]
+				}
+				return nil
+			})
+			if !tt.fired {
+				if len(got) != 0 {
+					t.Fatalf("OnGiveUp fired %d times on success", len(got))
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("OnGiveUp fired %d times, want 1", len(got))
+			}
+			ev := got[0]
+			if ev.Reason != tt.reason || ev.Attempt != tt.attempt || ev.Type != tt.typ || ev.Err == nil || ev.Message == "" {
+				t.Errorf("event = %+v, want reason %v, attempt %d, type %q", ev, tt.reason, tt.attempt, tt.typ)
+			}
+		})
+	}
+}
