@@ -1,11 +1,13 @@
 package retry_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -83,10 +85,30 @@ func renderEvent(ev retry.Event) string {
 	return b.String()
 }
 
-// secretRecorder collects every Event the hooks and the sink receive.
+// secretRecorder collects every Event the hooks and the sink receive, and
+// the log lines of a logger at level Debug, in text and JSON.
 type secretRecorder struct {
 	mu     sync.Mutex
-	events map[string][]retry.Event // by hook: failure, retry, alert, sink
+	events map[string][]retry.Event // by hook: failure, retry, giveup, alert, sink
+	logs   lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (r *secretRecorder) add(hook string, ev retry.Event) {
@@ -102,17 +124,20 @@ func (r *secretRecorder) options() []retry.Option {
 	return []retry.Option{
 		retry.OnFailure(func(ev retry.Event) { r.add("failure", ev) }),
 		retry.OnRetry(func(ev retry.Event) { r.add("retry", ev) }),
+		retry.OnGiveUp(func(ev retry.Event) { r.add("giveup", ev) }),
 		retry.OnDeadLetter(func(ev retry.Event) { r.add("alert", ev) }),
 		retry.WithDeadLetter(func(_ context.Context, ev retry.Event) error { r.add("sink", ev); return nil }),
+		retry.WithLogger(slog.New(slog.NewTextHandler(&r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		retry.WithLogger(slog.New(slog.NewJSONHandler(&r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 	}
 }
 
-// check fails t if the secret appears in any event, or in stats.
+// check fails t if the secret appears in any event, log line or stats.
 func (r *secretRecorder) check(t *testing.T, secret string, stats retry.Stats) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, hook := range []string{"failure", "retry", "sink"} {
+	for _, hook := range []string{"failure", "retry", "giveup", "sink"} {
 		if len(r.events[hook]) == 0 {
 			t.Errorf("no %s event: the secret was not exercised there", hook)
 		}
@@ -123,6 +148,13 @@ func (r *secretRecorder) check(t *testing.T, secret string, stats retry.Stats) {
 				t.Errorf("%s event holds the secret %q:\n%s", hook, secret, s)
 			}
 		}
+	}
+	logs := r.logs.String()
+	if strings.Count(logs, "\n") < 4 {
+		t.Errorf("too few log lines to check:\n%s", logs)
+	}
+	if leaks(logs, secret) {
+		t.Errorf("log lines hold the secret %q:\n%s", secret, logs)
 	}
 	js, err := json.Marshal(stats)
 	if err != nil {
