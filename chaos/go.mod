@@ -9,6 +9,11 @@ require (
 )
 
 require (
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.1.2 // indirect
 	github.com/golang/protobuf v1.5.2 // indirect
