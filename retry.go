@@ -717,8 +717,12 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	cfg := c.cfg
 	cfg.state.failedPermanently.Add(1)
 	e := c.newError(ctx, reason)
-	switch reason {
-	case ReasonBudget, ReasonBreakerOpen, ReasonRateLimited:
+	switch {
+	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
+		e.typ = o.typ
+	case o.typ == TypeAttemptTimeout:
+		// Err is the attempt context's deadline error: without this, TypeOf
+		// would report the caller's own deadline as the cause.
 		e.typ = o.typ
 	}
 	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
@@ -806,8 +810,10 @@ type Error struct {
 
 // ErrorType is "breaker.open", "ratelimit.local" or "budget.exhausted" for a
 // call stopped by the breaker, the rate limiter or the retry budget, so that
-// TypeOf reports what stopped it; otherwise it is empty and TypeOf looks at
-// Err.
+// TypeOf reports what stopped it, and "timeout.attempt" when the last attempt
+// ran out of its per-attempt timeout (Err is then that attempt context's
+// deadline error, not the caller's); otherwise it is empty and TypeOf looks
+// at Err.
 func (e *Error) ErrorType() string { return e.typ }
 
 // Error describes the stop, the attempts and the last error.

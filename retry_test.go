@@ -514,6 +514,21 @@ func TestAttemptTimeout(t *testing.T) {
 			t.Fatalf("types = %v, want [timeout.attempt]", types)
 		}
 	})
+	// When the last attempt times out, the call's type says so, not the
+	// caller's deadline.
+	synctest.Test(t, func(t *testing.T) {
+		err := retry.Run(t.Context(), func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}, retry.WithAttemptTimeout(time.Second), retry.WithPolicy(retry.Policy{MaxAttempts: 2, Jitter: retry.NoJitter}))
+		var e *retry.Error
+		if !errors.As(err, &e) || e.Reason != retry.ReasonExhausted || e.Attempts != 2 {
+			t.Fatalf("err = %v, want exhausted after 2 attempts", err)
+		}
+		if got := retry.TypeOf(err); got != retry.TypeAttemptTimeout {
+			t.Fatalf("TypeOf = %q, want %q", got, retry.TypeAttemptTimeout)
+		}
+	})
 }
 
 // TestAttemptFrom checks the attempt number inside fn, nested calls included.
