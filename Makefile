@@ -4,7 +4,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Every module of the workspace (go.work).
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 
-.PHONY: test vet lint unit tidy fuzz bench demo
+.PHONY: test vet lint unit tidy fuzz bench demo chaos-soak
 
 ## test: vet, gofmt, staticcheck, tidy go.mod files and the race-enabled tests of every module
 test: vet lint unit
@@ -39,3 +39,7 @@ bench:
 ## demo: a plain client and retry.Transport against a flaky loopback server
 demo:
 	go run ./cmd/retry demo
+
+## chaos-soak: the chaos suite with 200,000 requests
+chaos-soak:
+	cd chaos && go test -race -count=1 -run TestChaos -chaos.soak -timeout 30m -v .
