@@ -304,7 +304,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 	if bs.keys != nil {
 		now = c.cfg.now()
 	}
-	ran, wait := bs.get(c.key, now).run(&bs.spec, func() error {
+	ran, wait := bs.get(c.key, now).run(ctx, bs, func() error {
 		// A change made as the attempt was let through (open to half-open)
 		// is delivered before it runs, outside gobreaker's lock.
 		bs.flush(c.cfg.onBreaker)
