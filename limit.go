@@ -147,7 +147,7 @@ type limiter struct {
 // false when the wait cannot fit ctx's deadline or the call's MaxElapsed;
 // a context ended during the wait gives its error.
 func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
-	now := c.cfg.now()
+	now := c.cfg.mono()
 	d, cancel, ok := l.l.Reserve(ctx, key, now, c.room(ctx, now))
 	if !ok {
 		if ctx.Err() != nil {
@@ -162,7 +162,7 @@ func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
 	l.waits.Add(1)
 	if err := c.sleep(ctx, d); err != nil {
 		if cancel != nil {
-			cancel(c.cfg.now())
+			cancel(c.cfg.mono())
 		}
 		return false, err
 	}

@@ -74,6 +74,10 @@ type config struct {
 	budgetSpec     Budget
 	budgetSet      bool
 	optErrs        []error
+	// fast says the first attempt needs none of the limiter, the breakers,
+	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
+	// directly, and takes the full path only after a failure.
+	fast bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -120,6 +124,7 @@ func (c *config) build(opts []Option) {
 		c.budget = newBudget(DefaultBudget, &c.state.calls, c.now())
 	}
 	c.finish()
+	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil
 }
 
 // clone copies c so that appending hooks to the copy never changes c.

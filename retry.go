@@ -121,42 +121,66 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	if fn == nil {
 		return zero, errNilFunc
 	}
-	c := call{cfg: cfg, key: cfg.key}
-	for {
-		if err := c.begin(ctx); err != nil {
-			c.stopTimer()
-			return zero, err
-		}
-		var v T
-		var err error
-		var timedOut bool
-		ran, stop := c.guard(ctx, func() error {
-			c.started()
-			actx, cancel := c.attemptContext(ctx)
-			if cancel != nil {
-				defer cancel() // also when fn panics
+	if cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+		// The success path: steps 1 to 4 with nothing to wait for, the
+		// caller's own context, no clock read and no allocation.
+		cfg.state.calls.add()
+		returned := false
+		defer func() {
+			if !returned { // fn panicked: a failed attempt, not recovered
+				cfg.state.panicked()
 			}
-			v, err = invoke(&c, actx, fn)
-			timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
-			return c.breakerOutcome(ctx, err, timedOut)
-		})
-		if !ran {
-			if stop != nil {
-				c.stopTimer()
-				return zero, stop
-			}
-			continue
-		}
+		}()
+		v, err := fn(ctx)
+		returned = true
 		if err == nil {
-			c.stopTimer()
 			return v, nil
 		}
+		c := call{cfg: cfg, key: cfg.key, attempt: 1}
+		return loop(ctx, &c, fn, err)
+	}
+	c := call{cfg: cfg, key: cfg.key}
+	return loop(ctx, &c, fn, nil)
+}
+
+// loop drives the call's attempts; failed, when not nil, is the error of an
+// attempt that has already run.
+func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, error), failed error) (T, error) {
+	var zero T
+	defer c.stopTimer()
+	for {
+		err, timedOut := failed, false
+		if failed == nil {
+			if err := c.begin(ctx); err != nil {
+				return zero, err
+			}
+			var v T
+			ran, stop := c.guard(ctx, func() error {
+				c.started()
+				actx, cancel := c.attemptContext(ctx)
+				if cancel != nil {
+					defer cancel() // also when fn panics
+				}
+				v, err = invoke(c, actx, fn)
+				timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
+				return c.breakerOutcome(ctx, err, timedOut)
+			})
+			if !ran {
+				if stop != nil {
+					return zero, stop
+				}
+				continue
+			}
+			if err == nil {
+				return v, nil
+			}
+		}
+		failed = nil
 		d, stop := c.fail(ctx, err, timedOut)
 		if stop == nil {
 			stop = c.sleep(ctx, d)
 		}
 		if stop != nil {
-			c.stopTimer()
 			return zero, stop
 		}
 	}
@@ -169,10 +193,30 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		}
 		return errNilFunc
 	}
-	_, err := do(ctx, cfg, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, fn(ctx)
-	})
+	if cfg.err == nil && cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+		cfg.state.calls.add()
+		returned := false
+		defer func() {
+			if !returned { // fn panicked: a failed attempt, not recovered
+				cfg.state.panicked()
+			}
+		}()
+		err := fn(ctx)
+		returned = true
+		if err == nil {
+			return nil
+		}
+		c := call{cfg: cfg, key: cfg.key, attempt: 1}
+		_, err = loop(ctx, &c, errOnly(fn), err)
+		return err
+	}
+	_, err := do(ctx, cfg, errOnly(fn))
 	return err
+}
+
+// errOnly adapts a func returning only an error to Do's shape.
+func errOnly(fn func(context.Context) error) func(context.Context) (struct{}, error) {
+	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
 }
 
 // invoke runs one attempt. A panic in fn is recorded as a failed attempt and
@@ -412,8 +456,10 @@ func (c *call) budget(now time.Time) *budget {
 	return c.cfg.budget
 }
 
-func (c *call) panicked() {
-	st := c.cfg.state
+func (c *call) panicked() { c.cfg.state.panicked() }
+
+// panicked counts an attempt that panicked: a failure that ends its call.
+func (st *state) panicked() {
 	st.failed.Add(1)
 	st.failedPermanently.Add(1)
 }

@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	avast "github.com/avast/retry-go/v4"
+	"github.com/cenkalti/backoff/v5"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/budget"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
+	"github.com/hashicorp/go-retryablehttp"
+	sethvargo "github.com/sethvargo/go-retry"
+	"github.com/sony/gobreaker/v2"
+	"github.com/steadyhq/retry"
+)
+
+// Names of the implementations, the second level of every benchmark name.
+// Ours start with "retry"; "plain" is the bare baseline; the rest are peers.
+
+var errFlaky = errors.New("flaky")
+
+func ok(context.Context) error { return nil }
+
+// flaky returns a func that fails twice, then succeeds, and starts over.
+func flaky() func() error {
+	n := 0
+	return func() error {
+		n++
+		if n%3 != 0 {
+			return errFlaky
+		}
+		return nil
+	}
+}
+
+// Case 1: one call that succeeds at once.
+func BenchmarkSuccess(b *testing.B) {
+	ctx := context.Background()
+	b.Run("plain", func(b *testing.B) {
+		fn := ok
+		for b.Loop() {
+			if fn(ctx) != nil {
+				b.Fatal()
+			}
+		}
+	})
+	b.Run("retry-retrier", func(b *testing.B) {
+		r := retry.New()
+		for b.Loop() {
+			if err := r.Run(ctx, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("retry-no-options", func(b *testing.B) {
+		for b.Loop() {
+			if err := retry.Run(ctx, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("failsafe-go-executor", func(b *testing.B) {
+		ex := failsafe.With(retrypolicy.NewWithDefaults[any]())
+		for b.Loop() {
+			if err := ex.Run(func() error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("failsafe-go-per-call", func(b *testing.B) {
+		for b.Loop() {
+			if err := failsafe.With(retrypolicy.NewWithDefaults[any]()).Run(func() error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cenkalti-backoff", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := backoff.Retry(ctx, func() (struct{}, error) { return struct{}{}, nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("avast-retry-go", func(b *testing.B) {
+		for b.Loop() {
+			if err := avast.Do(func() error { return nil }, avast.Context(ctx)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sethvargo-go-retry", func(b *testing.B) {
+		for b.Loop() {
+			if err := sethvargo.Do(ctx, sethvargo.WithMaxRetries(2, sethvargo.NewExponential(time.Second)), ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// zeroBackoff is a sethvargo backoff that retries at once (its NewConstant
+// refuses a zero interval).
+var zeroBackoff = sethvargo.BackoffFunc(func() (time.Duration, bool) { return 0, false })
+
+// Case 2: two failures then success, with no delay between attempts.
+func BenchmarkTwoFailures(b *testing.B) {
+	ctx := context.Background()
+	b.Run("retry-retrier", func(b *testing.B) {
+		// The peers have no retry budget: turn ours off, or it would rightly
+		// refuse two retries per call at this rate.
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate}), retry.WithBudget(retry.Budget{Off: true}))
+		fn := flaky()
+		for b.Loop() {
+			if err := r.Run(ctx, func(context.Context) error { return fn() }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("failsafe-go-executor", func(b *testing.B) {
+		ex := failsafe.With(retrypolicy.NewBuilder[any]().WithMaxRetries(2).WithDelay(0).Build())
+		fn := flaky()
+		for b.Loop() {
+			if err := ex.Run(fn); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cenkalti-backoff", func(b *testing.B) {
+		fn := flaky()
+		for b.Loop() {
+			_, err := backoff.Retry(ctx, func() (struct{}, error) { return struct{}{}, fn() },
+				backoff.WithBackOff(&backoff.ZeroBackOff{}), backoff.WithMaxTries(3))
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("avast-retry-go", func(b *testing.B) {
+		fn := flaky()
+		for b.Loop() {
+			if err := avast.Do(fn, avast.Context(ctx), avast.Attempts(3), avast.Delay(0), avast.DelayType(avast.FixedDelay)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sethvargo-go-retry", func(b *testing.B) {
+		fn := flaky()
+		for b.Loop() {
+			err := sethvargo.Do(ctx, sethvargo.WithMaxRetries(2, zeroBackoff), func(context.Context) error {
+				if err := fn(); err != nil {
+					return sethvargo.RetryableError(err)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// Case 3: the success path with a circuit breaker, a rate limiter and a
+// retry budget. gobreaker's own Execute is the reference.
+func BenchmarkGuarded(b *testing.B) {
+	ctx := context.Background()
+	b.Run("gobreaker-execute", func(b *testing.B) {
+		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{Name: "bench"})
+		for b.Loop() {
+			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("retry-retrier", func(b *testing.B) {
+		r := retry.New(
+			retry.WithBreaker(retry.DefaultBreaker),
+			retry.WithRateLimit(1e9, 1e9),
+			retry.WithBudget(retry.DefaultBudget),
+		)
+		for b.Loop() {
+			if err := r.Run(ctx, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("failsafe-go-executor", func(b *testing.B) {
+		ex := failsafe.With[any](
+			retrypolicy.NewBuilder[any]().WithBudget(budget.New()).Build(),
+			circuitbreaker.NewWithDefaults[any](),
+			ratelimiter.NewBursty[any](1e9, time.Second),
+		)
+		for b.Loop() {
+			if err := ex.Run(func() error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// Case 4: a GET on a loopback server.
+func BenchmarkHTTPGet(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	clients := []struct {
+		name   string
+		client func(base *http.Transport) *http.Client
+	}{
+		{"plain", func(t *http.Transport) *http.Client { return &http.Client{Transport: t} }},
+		{"retry-transport", func(t *http.Transport) *http.Client { return &http.Client{Transport: retry.NewTransport(t)} }},
+		{"failsafe-go-roundtripper", func(t *http.Transport) *http.Client {
+			return &http.Client{Transport: failsafehttp.NewRoundTripper(t, retrypolicy.NewWithDefaults[*http.Response]())}
+		}},
+		{"go-retryablehttp", func(t *http.Transport) *http.Client {
+			c := retryablehttp.NewClient()
+			c.HTTPClient = &http.Client{Transport: t}
+			c.Logger = nil
+			return c.StandardClient()
+		}},
+	}
+	for _, bc := range clients {
+		b.Run(bc.name, func(b *testing.B) {
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			client := bc.client(base)
+			for b.Loop() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// Case 5: the success path from 2 goroutines sharing one prebuilt value.
+// Compare with the same names under BenchmarkSuccess: with two cores the
+// per-op time should not exceed the serial one.
+func BenchmarkParallel(b *testing.B) {
+	ctx := context.Background()
+	b.Run("retry-retrier", func(b *testing.B) {
+		r := retry.New()
+		b.SetParallelism(1) // GOMAXPROCS goroutines
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := r.Run(ctx, ok); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("failsafe-go-executor", func(b *testing.B) {
+		ex := failsafe.With(retrypolicy.NewWithDefaults[any]())
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := ex.Run(func() error { return nil }); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

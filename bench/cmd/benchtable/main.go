@@ -1,0 +1,214 @@
+// Command benchtable reads `go test -bench` output and prints, for each
+// benchmark case, the median ns/op, B/op and allocs/op of every
+// implementation, its ratio to the best peer, and its difference from the
+// case's reference (the bare baseline where there is one).
+//
+//	go test -run '^$' -bench . -benchmem -count 10 . | go run ./cmd/benchtable
+//
+// Implementations whose names start with "retry" are this library's; "plain"
+// and "gobreaker-execute" are references; the others are peers.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// references name, per case, the row the others are compared with.
+var references = map[string]string{
+	"Success":  "plain",
+	"HTTPGet":  "plain",
+	"Guarded":  "gobreaker-execute",
+	"Parallel": "",
+}
+
+type row struct {
+	impl                 string
+	ns, bytes, allocs    []float64
+	medNs, medB, medAllo float64
+}
+
+type table struct {
+	name string
+	rows []*row
+}
+
+func main() {
+	if err := run(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in io.Reader, out io.Writer) error {
+	tables, meta, err := read(in)
+	if err != nil {
+		return err
+	}
+	if len(tables) == 0 {
+		return fmt.Errorf("no benchmark results in the input")
+	}
+	w := bufio.NewWriter(out)
+	defer w.Flush()
+	for _, k := range []string{"goos", "goarch", "cpu"} {
+		if v := meta[k]; v != "" {
+			fmt.Fprintf(w, "%s: %s  \n", k, v)
+		}
+	}
+	serial := map[string]float64{}
+	for _, t := range tables {
+		if t.name == "Success" {
+			for _, r := range t.rows {
+				serial[r.impl] = r.medNs
+			}
+		}
+	}
+	for _, t := range tables {
+		write(w, t, serial)
+	}
+	return nil
+}
+
+func read(in io.Reader) ([]*table, map[string]string, error) {
+	rd := benchfmt.NewReader(in, "stdin")
+	meta := map[string]string{}
+	var tables []*table
+	byName := map[string]*row{}
+	for rd.Scan() {
+		res, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			continue
+		}
+		for _, c := range res.Config {
+			if c.File {
+				meta[c.Key] = string(c.Value)
+			}
+		}
+		base, parts := res.Name.Parts()
+		impl := ""
+		for _, p := range parts {
+			if s := string(p); strings.HasPrefix(s, "/") {
+				impl += s[1:] + "/"
+			}
+		}
+		impl = strings.TrimSuffix(impl, "/")
+		caseName := string(base)
+		key := caseName + "\x00" + impl
+		r := byName[key]
+		if r == nil {
+			r = &row{impl: impl}
+			byName[key] = r
+			i := slices.IndexFunc(tables, func(t *table) bool { return t.name == caseName })
+			if i < 0 {
+				tables = append(tables, &table{name: caseName})
+				i = len(tables) - 1
+			}
+			tables[i].rows = append(tables[i].rows, r)
+		}
+		if v, ok := res.Value("sec/op"); ok {
+			r.ns = append(r.ns, v*1e9)
+		}
+		if v, ok := res.Value("B/op"); ok {
+			r.bytes = append(r.bytes, v)
+		}
+		if v, ok := res.Value("allocs/op"); ok {
+			r.allocs = append(r.allocs, v)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, nil, err
+	}
+	for _, t := range tables {
+		for _, r := range t.rows {
+			r.medNs, r.medB, r.medAllo = median(r.ns), median(r.bytes), median(r.allocs)
+		}
+	}
+	return tables, meta, nil
+}
+
+func ours(impl string) bool { return strings.HasPrefix(impl, "retry") }
+
+func write(w io.Writer, t *table, serial map[string]float64) {
+	ref := references[t.name]
+	var best *row
+	for _, r := range t.rows {
+		if !ours(r.impl) && r.impl != ref && r.impl != "plain" && (best == nil || r.medNs < best.medNs) {
+			best = r
+		}
+	}
+	var refRow *row
+	for _, r := range t.rows {
+		if r.impl == ref {
+			refRow = r
+		}
+	}
+	fmt.Fprintf(w, "\n### %s\n\n", t.name)
+	head := "| implementation | ns/op | B/op | allocs/op | × best peer |"
+	sep := "|---|---:|---:|---:|---:|"
+	switch {
+	case refRow != nil && t.name == "Guarded":
+		head += " − " + ref + " (ns) |"
+		sep += "---:|"
+	case refRow != nil:
+		head += " × " + ref + " | extra allocs |"
+		sep += "---:|---:|"
+	case t.name == "Parallel":
+		head += " × serial (Success) |"
+		sep += "---:|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, sep)
+	for _, r := range t.rows {
+		line := fmt.Sprintf("| %s | %s | %.0f | %.0f | %s |", r.impl, num(r.medNs), r.medB, r.medAllo, ratio(r, best))
+		switch {
+		case refRow != nil && t.name == "Guarded":
+			line += fmt.Sprintf(" %+.1f |", r.medNs-refRow.medNs)
+		case refRow != nil:
+			line += fmt.Sprintf(" %.3f | %+.0f |", r.medNs/refRow.medNs, r.medAllo-refRow.medAllo)
+		case t.name == "Parallel":
+			if s, ok := serial[r.impl]; ok && s > 0 {
+				line += fmt.Sprintf(" %.2f |", r.medNs/s)
+			} else {
+				line += " |"
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func ratio(r, best *row) string {
+	if best == nil || r == best || best.medNs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.3f", r.medNs/best.medNs)
+}
+
+func num(ns float64) string {
+	switch {
+	case ns >= 1000:
+		return fmt.Sprintf("%.0f", ns)
+	case ns >= 100:
+		return fmt.Sprintf("%.1f", ns)
+	}
+	return fmt.Sprintf("%.2f", ns)
+}
+
+// median returns the median of xs, 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
