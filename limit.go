@@ -223,8 +223,42 @@ func WithBudget(b Budget) Option {
 			c.invalid("WithBudget", b.Window, "Window must be >= 0")
 			return
 		}
-		c.budgetSpec, c.budgetSet = b, true
+		c.budgetSpec, c.budgetSet, c.sharedBudget = b, true, nil
 	})
+}
+
+// SharedBudget is a retry budget kept outside the Retrier, such as one
+// shared by a fleet of processes (github.com/steadyhq/retry/redis has one on
+// Redis). WithSharedBudget sets it in place of the Retrier's own Budget.
+//
+// Implementations must be safe for concurrent use.
+type SharedBudget interface {
+	// First counts a first attempt on key (WithKey, or the Transport's
+	// request key). It runs on the success path of every call, so it must
+	// be cheap: no clock, no I/O, no contended cache line; count locally
+	// and settle the counts in Retry.
+	First(key string)
+	// Retry takes a retry token for key at now, the Retrier's clock
+	// reading, or reports false, which ends the call with Reason budget.
+	// It runs after a failure, once the wait before the retry is known to
+	// fit; ctx is the caller's, and Retry must not outlast its deadline.
+	Retry(ctx context.Context, key string, now time.Time) bool
+}
+
+// WithSharedBudget replaces the Retrier's retry budget with b; a later
+// WithBudget replaces b. Stats report the budget's balance as -1 and its
+// denials as zero: b keeps its own counters.
+func WithSharedBudget(b SharedBudget) Option {
+	return optionFunc(func(c *config) { c.sharedBudget = b })
+}
+
+// allowRetry takes a retry token from the call's budget, if it has one.
+func (c *call) allowRetry(ctx context.Context, now time.Time) bool {
+	if sb := c.cfg.sharedBudget; sb != nil {
+		return sb.Retry(ctx, c.key, now)
+	}
+	b := c.budget(now)
+	return b == nil || b.allow(now)
 }
 
 // budgetBuckets is the number of slices of a budget's window.

@@ -419,6 +419,9 @@ func (c *call) started() {
 		if c.cfg.keyBudgets != nil {
 			c.budget(c.cfg.now()).calls.add()
 		}
+		if sb := c.cfg.sharedBudget; sb != nil {
+			sb.First(c.key)
+		}
 	} else {
 		st.retryAttempts.Add(1)
 	}
@@ -492,7 +495,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if !ok {
 		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
-	if b := c.budget(now); b != nil && !b.allow(now) {
+	if !c.allowRetry(ctx, now) {
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
