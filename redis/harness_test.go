@@ -73,6 +73,7 @@ func (s *server) tryStart() error {
 		"--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 		"--daemonize", "no",
+		"--enable-debug-command", "local",
 	)
 	if err := cmd.Start(); err != nil {
 		return err
@@ -135,14 +136,22 @@ func (s *server) stop() {
 
 // Client returns a new client of the server, closed when the test ends,
 // with timeouts short enough for a stopped server to fail fast.
-func (s *server) Client() *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{
-		Addr:         s.Addr(),
-		DialTimeout:  50 * time.Millisecond,
-		ReadTimeout:  50 * time.Millisecond,
-		WriteTimeout: 50 * time.Millisecond,
-		MaxRetries:   -1,
-	})
+func (s *server) Client() *goredis.Client { return s.ClientWith(nil) }
+
+// ClientWith is Client with options changed by set.
+func (s *server) ClientWith(set func(*goredis.Options)) *goredis.Client {
+	o := &goredis.Options{
+		Addr:                  s.Addr(),
+		DialTimeout:           50 * time.Millisecond,
+		ReadTimeout:           50 * time.Millisecond,
+		WriteTimeout:          50 * time.Millisecond,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+	}
+	if set != nil {
+		set(o)
+	}
+	c := goredis.NewClient(o)
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
