@@ -51,6 +51,12 @@ func newSharedBreaker(s gobreaker.SharedDataStore, settings gobreaker.Settings) 
 	return sb
 }
 
+// ErrStoreLocked is the error a Breaker.Store's Lock should return, or
+// wrap, when another holder has the lock: the call then tries again for up
+// to Breaker.StoreWait. Any other error is the store failing, and the call
+// falls back to the local breaker at once.
+var ErrStoreLocked = errors.New("retry: breaker store: lock held elsewhere")
+
 // errStoreBusy reports that the store's lock could not be had in time.
 var errStoreBusy = errors.New("retry: breaker store: lock not acquired in time")
 
@@ -130,9 +136,10 @@ func (sb *sharedBreaker) execute(ctx context.Context, wait time.Duration, req fu
 //
 // gobreaker v2.4.0 reads the shared state before it takes the lock, so an
 // update made between the two would be lost; the view takes the lock
-// before reading and treats gobreaker's own Lock call as done. It retries
-// the lock, briefly, until the call's bound (gobreaker would sleep 500 ms
-// between tries, for up to 5 s), records the states it reads and writes
+// before reading and treats gobreaker's own Lock call as done. While the
+// lock is held elsewhere (ErrStoreLocked) it tries again, briefly, until
+// the call's bound (gobreaker would sleep 500 ms between tries, for up to
+// 5 s), records the states it reads and writes
 // and the store's first failure, and releases the lock itself when the
 // read fails, since gobreaker then returns without unlocking.
 type storeView struct {
@@ -169,7 +176,7 @@ func (v *storeView) lock() error {
 			return nil
 		}
 		left := time.Until(v.until)
-		if left <= 0 {
+		if left <= 0 || !errors.Is(err, ErrStoreLocked) {
 			return v.fail(fmt.Errorf("%w: %w", errStoreBusy, err))
 		}
 		t := time.NewTimer(min(pause, left))

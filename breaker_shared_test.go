@@ -36,7 +36,7 @@ func (s *memStore) Lock(name string) error {
 	case s.down:
 		return errStoreDown
 	case s.locks[name]:
-		return errors.New("locked")
+		return retry.ErrStoreLocked
 	}
 	s.locks[name] = true
 	return nil

@@ -181,7 +181,11 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 		keys[budgetSlices+i] = base + "r:" + id
 	}
 	ttl := (b.spec.Window + 2*b.slice).Milliseconds()
-	octx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	timeout := b.opts.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl)/2) // leave the attempt its time
+	}
+	octx, cancel := context.WithTimeout(ctx, timeout)
 	res, err := take.Run(octx, b.client, keys, budgetSlices, sent, b.spec.Ratio, b.spec.Reserve*b.spec.Window.Seconds(), ttl).Slice()
 	cancel()
 	if err == nil && len(res) != 2 {

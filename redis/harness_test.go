@@ -16,8 +16,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	goredis.SetLogger(quiet{}) // the tests stop Redis on purpose
 	goleak.VerifyTestMain(m)
 }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // server is a redis-server started by a test on a free loopback port, with
 // its working directory in the test's temporary directory and persistence
@@ -146,6 +151,7 @@ func (s *server) ClientWith(set func(*goredis.Options)) *goredis.Client {
 		ReadTimeout:           50 * time.Millisecond,
 		WriteTimeout:          50 * time.Millisecond,
 		MaxRetries:            -1,
+		DialerRetries:         1,
 		ContextTimeoutEnabled: true,
 	}
 	if set != nil {

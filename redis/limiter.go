@@ -88,7 +88,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 	}()
 	for {
-		octx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+		// Leave half of what is left to the fallback.
+		octx, cancel := context.WithTimeout(ctx, min(l.opts.Timeout, (maxWait-time.Since(start))/2))
 		res, err := l.rl.Allow(octx, rkey, l.limit)
 		cancel()
 		if ctx.Err() != nil || passed(ctx) {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
 )
 
 // Store keeps the state of circuit breakers in Redis: set it as
@@ -46,9 +47,6 @@ func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
 	return &Store{client: client, opts: opts, tokens: make(map[string]string)}, nil
 }
 
-// ErrLocked is the error of Store.Lock when another holder has the lock.
-var ErrLocked = errors.New("redis: lock held by another process")
-
 // StoreStats counts a Store's outcomes.
 type StoreStats struct {
 	Errors int64 // operations that failed: Redis down, slow or refusing
@@ -69,7 +67,8 @@ func (s *Store) fail(op, key string, err error) error {
 	return fmt.Errorf("redis: %s %s: %w", op, key, err)
 }
 
-// Lock takes the lock name for Options.LockTTL, or returns ErrLocked.
+// Lock takes the lock name for Options.LockTTL, or returns
+// retry.ErrStoreLocked when another holder has it.
 func (s *Store) Lock(name string) error {
 	var b [16]byte
 	rand.Read(b[:])
@@ -83,7 +82,7 @@ func (s *Store) Lock(name string) error {
 	}
 	if !ok {
 		s.busy.Add(1)
-		return ErrLocked
+		return retry.ErrStoreLocked
 	}
 	s.mu.Lock()
 	s.tokens[name] = token
