@@ -182,17 +182,17 @@ func outage(t *testing.T, clk scaledClock, rs []*retry.Retrier, rate int, dur ti
 // TestFleetBudgetAmplification: under a full outage at 100 calls per second
 // across three Retrier, the fleet budget (retry.DefaultBudget's rule)
 // keeps the load within 1.2 times the calls, as the in-process budget does
-// for one Retrier (TestOutageAmplification); the clock runs 60 times fast.
+// for one Retrier (TestOutageAmplification); the clock runs 30 times fast.
 func TestFleetBudgetAmplification(t *testing.T) {
 	if testing.Short() {
-		t.Skip("simulates 30 s of traffic in 1 s")
+		t.Skip("simulates 30 s of traffic in 2 s")
 	}
 	s := startServer(t)
-	clk := scaledClock{start: time.Now(), k: 60}
+	clk := scaledClock{start: time.Now(), k: 30}
 	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3})
 	single := outage(t, clk, []*retry.Retrier{retry.New(policy, retry.WithClock(clk))}, 100, 30*time.Second)
 
-	clk = scaledClock{start: time.Now(), k: 60}
+	clk = scaledClock{start: time.Now(), k: 30}
 	rs := make([]*retry.Retrier, 3)
 	bs := make([]*retryredis.Budget, 3)
 	for i := range rs {
