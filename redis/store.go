@@ -10,8 +10,11 @@ import (
 	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
 )
+
+var _ gobreaker.SharedDataStore = (*Store)(nil)
 
 // Store keeps the state of circuit breakers in Redis: set it as
 // retry.Breaker.Store and every process using the same Redis and prefix
