@@ -234,6 +234,9 @@ const http2RefusedStream = 0x7
 // golang.org/x/net/http2 by their type identity, without importing them.
 func reflectedType(err error) string {
 	t := reflect.TypeOf(err)
+	if t == errorStringType { // errors.New and fmt.Errorf without %w
+		return errorStringKind(err.Error())
+	}
 	v := reflect.ValueOf(err)
 	if t.Kind() == reflect.Pointer {
 		if v.IsNil() {
@@ -242,10 +245,6 @@ func reflectedType(err error) string {
 		t, v = t.Elem(), v.Elem()
 	}
 	switch t.PkgPath() {
-	case "errors":
-		if reflect.TypeOf(err) == errorStringType {
-			return errorStringKind(err.Error())
-		}
 	case "net/http", "golang.org/x/net/http2":
 		switch t.Name() {
 		case "http2StreamError", "StreamError":

@@ -79,6 +79,8 @@ type config struct {
 	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
 	// directly, and takes the full path only after a failure.
 	fast bool
+	// timed says events or records are observed, so failures record times.
+	timed bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -127,6 +129,7 @@ func (c *config) build(opts []Option) {
 		c.budget = newBudget(DefaultBudget, &c.state.calls, c.now())
 	}
 	c.finish()
+	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
 	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
 }
 

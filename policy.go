@@ -326,12 +326,17 @@ func patternRule(p string) string {
 // overflows, never goes negative and never decreases as n grows. Delay is 0
 // for n < 1. Zero fields of p take their defaults.
 func (p Policy) Delay(n int) time.Duration {
+	d := p.WithDefaults()
+	return d.delay(n)
+}
+
+// delay is Delay for a policy whose defaults are filled in.
+func (p *Policy) delay(n int) time.Duration {
 	if n < 1 {
 		return 0
 	}
-	p = p.WithDefaults()
 	limit := max(p.MaxInterval, 0)
-	raw := rawDelay(p, n, limit)
+	raw := rawDelay(*p, n, limit)
 	if raw >= limit || max(p.Offset, 0) >= limit-raw {
 		return limit
 	}
@@ -414,13 +419,18 @@ func floatSat(v float64, limit time.Duration) time.Duration {
 // the first retry), used by decorrelated jitter. Sample is deterministic in
 // its arguments; the engine draws u from the random source of WithRandom.
 func (p Policy) Sample(n int, prev time.Duration, u float64) time.Duration {
+	d := p.WithDefaults()
+	return d.sample(n, prev, u)
+}
+
+// sample is Sample for a policy whose defaults are filled in.
+func (p *Policy) sample(n int, prev time.Duration, u float64) time.Duration {
 	if n < 1 {
 		return 0
 	}
-	p = p.WithDefaults()
 	u = unit(u)
 	limit := max(p.MaxInterval, 0)
-	d := p.Delay(n)
+	d := p.delay(n)
 	j := p.Jitter
 	var v float64
 	switch j.Kind {

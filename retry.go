@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"strconv"
 	"strings"
@@ -308,6 +309,7 @@ type call struct {
 	payload any           // dead-letter payload
 	record  func() any    // builds the payload when a record is routed
 	nested  bool          // ctx already carried an attempt number
+	ctxs    []attemptCtx  // contexts for the coming attempts
 
 	breakerWait time.Duration // time waited for open breakers
 }
@@ -444,10 +446,39 @@ func (c *call) numbered(ctx context.Context) context.Context {
 	if c.attempt == 1 {
 		c.nested = ctx.Value(attemptKey{}) != nil
 	}
-	if c.attempt > 1 || c.nested {
-		ctx = context.WithValue(ctx, attemptKey{}, c.attempt)
+	if c.attempt == 1 && !c.nested {
+		return ctx
 	}
-	return ctx
+	// A context is never changed once handed out (fn may keep it), so each
+	// attempt gets its own; they are allocated together, on the first retry.
+	if len(c.ctxs) == 0 {
+		c.ctxs = make([]attemptCtx, min(max(c.cfg.policy.MaxAttempts-c.attempt+1, 1), 8))
+	}
+	a := &c.ctxs[0]
+	c.ctxs = c.ctxs[1:]
+	a.Context, a.n = ctx, c.attempt
+	return a
+}
+
+// attemptCtx is the context of an attempt after the first: it carries the
+// attempt number for AttemptFrom.
+type attemptCtx struct {
+	context.Context
+	n int
+}
+
+// Value returns the attempt number for attemptKey; other keys go to the
+// parent.
+func (a *attemptCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return a.n
+	}
+	return a.Context.Value(key)
+}
+
+// String names the context for debugging, as the context package does.
+func (a *attemptCtx) String() string {
+	return fmt.Sprint(a.Context) + ".WithAttempt(" + strconv.Itoa(a.n) + ")"
 }
 
 // budget returns the retry budget of the call: the Retrier's, its key's,
@@ -483,9 +514,12 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if timedOut && strings.HasPrefix(o.typ, "context.") {
 		o.typ = TypeAttemptTimeout
 	}
-	now := cfg.now()
-	if c.first.IsZero() {
-		c.first = now
+	var now time.Time
+	if c.clocked(ctx) {
+		now = cfg.now()
+		if c.first.IsZero() {
+			c.first = now
+		}
 	}
 	reason, route := c.decide(ctx, err, o)
 	if reason != reasonNone {
@@ -507,6 +541,18 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 		cfg.fire(cfg.onRetry, ev)
 	}
 	return d, nil
+}
+
+// clocked says whether a failure must read the clock: for events and
+// records, MaxElapsed, the caller's deadline or the retry budget. Otherwise
+// the failure path reads no clock at all.
+func (c *call) clocked(ctx context.Context) bool {
+	cfg := c.cfg
+	if cfg.timed || cfg.maxElapsed > 0 || cfg.budget != nil || cfg.keyBudgets != nil {
+		return true
+	}
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // decide runs steps 6.1 to 6.6. A zero reason means "retry"; route says
@@ -557,8 +603,10 @@ func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Durati
 			spread := time.Duration(float64(min(d/10, time.Second)) * unit(cfg.random()))
 			d = min(d, maxDuration-spread) + spread // saturate, never wrap
 		}
+	case cfg.policy.Backoff == Immediate && cfg.policy.Jitter.Kind != JitterAdditive && cfg.policy.Jitter.Kind != JitterDecorrelated:
+		// Zero, whatever the draw: spare the random source.
 	default:
-		d = cfg.policy.Sample(c.attempt, c.prev, cfg.random())
+		d = cfg.policy.sample(c.attempt, c.prev, cfg.random())
 		c.prev = d
 	}
 	return d, c.fits(ctx, now, d)
@@ -678,6 +726,9 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	}
 	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
 		return e
+	}
+	if now.IsZero() { // the failure path did not need the clock
+		now = cfg.now()
 	}
 	ev := c.event(o, now)
 	ev.Reason = reason

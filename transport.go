@@ -223,10 +223,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		failure := err
 		if err == nil {
-			if !retryableStatus(resp.StatusCode) {
+			if failure = cfg.statusFailure(resp); failure == nil {
 				return deliver(resp, cancel), nil
 			}
-			failure = &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, cfg.now())}
 		}
 		if c.url == "" {
 			c.method, c.url = methodOf(req), SanitizeURL(req.URL)
@@ -255,6 +254,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, stop
 		}
 	}
+}
+
+// statusFailure returns the failure a response stands for: nil when its
+// status is final, a *StatusError with its Retry-After when it is retried.
+func (c *config) statusFailure(resp *http.Response) error {
+	if !retryableStatus(resp.StatusCode) {
+		return nil
+	}
+	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, c.now())}
+}
+
+// mayRepeat reports whether a request that failed with failure may be sent
+// again: it is idempotent, or the failure proves it was never sent.
+func mayRepeat(idempotent bool, failure error) bool {
+	return idempotent || neverSent(inspect(failure).typ)
 }
 
 // serverFailure reports whether a status counts as a failure for a circuit
@@ -396,7 +410,7 @@ func (t *Transport) maxReplay() int64 {
 // than after it was discarded.
 func (rt *roundTrip) blocked(ctx context.Context, failure error, more bool) error {
 	req := rt.req
-	if !rt.idempotent && !neverSent(inspect(failure).typ) {
+	if !mayRepeat(rt.idempotent, failure) {
 		return Permanent(failure)
 	}
 	if !more {

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/steadyhq/retry"
+)
+
+// The demo's workload: requests arrive at a steady rate for a few seconds;
+// the server has transient faults throughout and is down in the middle.
+const (
+	demoRate     = 40 // requests per second
+	demoDuration = 6 * time.Second
+	demoOutageAt = 2 * time.Second
+	demoOutage   = 2 * time.Second
+	demoDeadline = 5 * time.Second // each request's
+)
+
+func newDemo(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "A flaky loopback server, driven with a plain http.Client and then with retry.Transport",
+		Long: `Start a flaky HTTP server on loopback (transient 503s, 429s with Retry-After, connection resets,
+and a full outage in the middle) and send it the same workload twice: with a plain http.Client,
+then with retry.Transport (the default policy and retry budget, plus a circuit breaker). Then
+compare them side by side: requests that succeeded, attempts, waits, breaker trips, and the load
+on the server during the outage. It needs no flag and ends by itself in about 20 seconds.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := runDemo(cmd.Context(), e)
+			return err
+		},
+	}
+}
+
+// flaky is the demo's server. Outside the outage it answers 6% of requests
+// with 503, 2% with 429 and Retry-After: 1, and resets 2% of connections;
+// in the outage it answers every request with 503.
+type flaky struct {
+	mu          sync.Mutex
+	rng         *rand.Rand
+	start       time.Time // the current run's start
+	hits        int
+	outageHits  int
+	outageStart time.Duration
+	outageEnd   time.Duration
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.hits++
+	since := time.Since(f.start)
+	down := since >= f.outageStart && since < f.outageEnd
+	if down {
+		f.outageHits++
+	}
+	n := f.rng.IntN(100)
+	f.mu.Unlock()
+	switch {
+	case down:
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	case n < 6:
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	case n < 8:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	case n < 10:
+		reset(w)
+	default:
+		io.WriteString(w, "ok\n")
+	}
+}
+
+// reset ends the connection with a TCP reset, as a crashing server would.
+func reset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// begin starts a run: the clock of the outage and the counters.
+func (f *flaky) begin() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.start = time.Now()
+	f.hits, f.outageHits = 0, 0
+}
+
+func (f *flaky) counts() (hits, outageHits int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits, f.outageHits
+}
+
+// demoSide is what one run saw.
+type demoSide struct {
+	Name            string
+	Requests        int
+	Succeeded       int
+	OutageRequests  int // requests that arrived during the outage
+	OutageSucceeded int
+	Hits            int // attempts the server received
+	OutageHits      int
+	Retries         int           // waits before a retry
+	Waited          time.Duration // their total
+	BreakerTrips    int
+	Failures        map[string]int
+	Latencies       []time.Duration
+}
+
+// demoReport is the demo's outcome.
+type demoReport struct{ Plain, Retry demoSide }
+
+// runDemo runs the demo and prints its report.
+func runDemo(ctx context.Context, e *env) (*demoReport, error) {
+	srv := &flaky{
+		rng:         rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
+		outageStart: demoOutageAt,
+		outageEnd:   demoOutageAt + demoOutage,
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, failed(fmt.Errorf("demo: %w", err))
+	}
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Listener.Close()
+	ts.Listener = l
+	ts.Start()
+	defer ts.Close()
+
+	n := int(demoRate * demoDuration.Seconds())
+	out := e.stdout
+	fmt.Fprintf(out, "A flaky HTTP server on %s: 6%% of requests get 503, 2%% get 429 with Retry-After: 1,\n", l.Addr())
+	fmt.Fprintf(out, "2%% have their connection reset, and from %s to %s every request gets 503 (an outage).\n",
+		human(demoOutageAt), human(demoOutageAt+demoOutage))
+	fmt.Fprintf(out, "The same workload goes through it twice: %d GETs at %d/s for %s, each with a %s deadline.\n\n",
+		n, demoRate, human(demoDuration), human(demoDeadline))
+
+	base := ts.Client().Transport.(*http.Transport)
+	plainRT := base.Clone()
+	defer plainRT.CloseIdleConnections()
+	fmt.Fprintln(out, "1. a plain http.Client")
+	plain := drive(ctx, e, srv, &http.Client{Transport: plainRT}, "plain client", ts.URL+"/")
+
+	var side demoSide
+	var mu sync.Mutex
+	retryBase := base.Clone()
+	defer retryBase.CloseIdleConnections()
+	rt := retry.NewTransport(retryBase,
+		// The default policy (3 attempts, exponential from 1 s, ±50%
+		// jitter) and the default retry budget, plus a circuit breaker
+		// sized for a short demo: it trips on half of 20 attempts failing
+		// and probes again after a second.
+		retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second}),
+		retry.OnRetry(func(ev retry.Event) {
+			mu.Lock()
+			side.Retries++
+			side.Waited += ev.Delay
+			mu.Unlock()
+		}),
+		retry.OnBreakerChange(func(c retry.BreakerChange) {
+			if c.To == retry.BreakerOpen {
+				mu.Lock()
+				side.BreakerTrips++
+				mu.Unlock()
+			}
+		}),
+	)
+	fmt.Fprintln(out, "2. retry.NewTransport(nil, retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second}))")
+	fmt.Fprintln(out, "   the default policy and retry budget, and a circuit breaker")
+	withRetry := drive(ctx, e, srv, &http.Client{Transport: rt}, "retry.Transport", ts.URL+"/")
+	mu.Lock()
+	withRetry.Retries, withRetry.Waited, withRetry.BreakerTrips = side.Retries, side.Waited, side.BreakerTrips
+	mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, failed(fmt.Errorf("demo: %w", err))
+	}
+	rep := &demoReport{Plain: plain, Retry: withRetry}
+	rep.write(out, rt.Stats())
+	return rep, nil
+}
+
+// drive sends the workload through client and tallies what it saw.
+func drive(ctx context.Context, e *env, srv *flaky, client *http.Client, name, url string) demoSide {
+	n := int(demoRate * demoDuration.Seconds())
+	s := demoSide{Name: name, Requests: n, Failures: map[string]int{}}
+	var bar *progressbar.ProgressBar
+	if e.showProgress() {
+		bar = progressbar.NewOptions(n,
+			progressbar.OptionSetWriter(e.stderr),
+			progressbar.OptionSetDescription("   "+name),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	srv.begin()
+	start := time.Now()
+	tick := time.NewTicker(time.Second / demoRate)
+	defer tick.Stop()
+	for i := range n {
+		if i > 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		arrived := time.Since(start)
+		inOutage := arrived >= demoOutageAt && arrived < demoOutageAt+demoOutage
+		wg.Go(func() {
+			t0 := time.Now()
+			why := get(ctx, client, url)
+			lat := time.Since(t0)
+			mu.Lock()
+			s.Latencies = append(s.Latencies, lat)
+			if inOutage {
+				s.OutageRequests++
+			}
+			if why == "" {
+				s.Succeeded++
+				if inOutage {
+					s.OutageSucceeded++
+				}
+			} else {
+				s.Failures[why]++
+			}
+			mu.Unlock()
+			done.Add(1)
+			if bar != nil {
+				bar.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if bar != nil {
+		bar.Finish()
+	}
+	s.Hits, s.OutageHits = srv.counts()
+	slices.Sort(s.Latencies)
+	fmt.Fprintf(e.stdout, "   %d requests in %s\n\n", done.Load(), human(time.Since(start).Round(10*time.Millisecond)))
+	return s
+}
+
+// get performs one GET; it returns "" on success, or why it failed.
+func get(ctx context.Context, client *http.Client, url string) string {
+	ctx, cancel := context.WithTimeout(ctx, demoDeadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var re *retry.Error
+		if errors.As(err, &re) {
+			return re.Reason.String() + ": " + retry.TypeOf(err)
+		}
+		return retry.TypeOf(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return retry.TypeOf(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("status %d", resp.StatusCode)
+	}
+	return ""
+}
+
+// write prints the side-by-side summary.
+func (r *demoReport) write(w io.Writer, st retry.Stats) {
+	p, q := r.Plain, r.Retry
+	pct := func(a, b int) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(tw, "\tplain client\tretry.Transport\n")
+	fmt.Fprintf(tw, "requests that succeeded\t%s\t%s\n", pct(p.Succeeded, p.Requests), pct(q.Succeeded, q.Requests))
+	fmt.Fprintf(tw, "  sent outside the outage\t%s\t%s\n", pct(p.Succeeded-p.OutageSucceeded, p.Requests-p.OutageRequests), pct(q.Succeeded-q.OutageSucceeded, q.Requests-q.OutageRequests))
+	fmt.Fprintf(tw, "  sent during the outage\t%s\t%s\n", pct(p.OutageSucceeded, p.OutageRequests), pct(q.OutageSucceeded, q.OutageRequests))
+	fmt.Fprintf(tw, "attempts (server hits)\t%d\t%d\n", p.Hits, q.Hits)
+	fmt.Fprintf(tw, "attempts per request\t%.2f\t%.2f\n", float64(p.Hits)/float64(p.Requests), float64(q.Hits)/float64(q.Requests))
+	fmt.Fprintf(tw, "waits before a retry\t%d\t%d, %s in all\n", p.Retries, q.Retries, human(q.Waited.Round(time.Millisecond)))
+	fmt.Fprintf(tw, "breaker trips\t-\t%d\n", q.BreakerTrips)
+	fmt.Fprintf(tw, "server load during the outage\t%.1f hits/s\t%.1f hits/s\n", float64(p.OutageHits)/demoOutage.Seconds(), float64(q.OutageHits)/demoOutage.Seconds())
+	fmt.Fprintf(tw, "latency p50 / p99\t%s / %s\t%s / %s\n", human(quantile(p.Latencies, 0.5)), human(quantile(p.Latencies, 0.99)),
+		human(quantile(q.Latencies, 0.5)), human(quantile(q.Latencies, 0.99)))
+	tw.Flush()
+	fmt.Fprintf(w, "\nretry.Transport: %d retries granted, %d denied by the retry budget, %d waits for the breaker, %d stopped by it.\n",
+		st.Retried, st.BudgetDenied, st.BreakerWaits, st.BreakerDenied)
+	for _, side := range []demoSide{p, q} {
+		if len(side.Failures) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "failures with the %s:", side.Name)
+		keys := make([]string, 0, len(side.Failures))
+		for k := range side.Failures {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(w, "%s %s ×%d", sep, k, side.Failures[k])
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "\nThe transient faults are retried away. During the outage the retry budget and the breaker")
+	fmt.Fprintln(w, "keep the load near what a plain client sends, instead of multiplying it; see \"retry sim\".")
+}
+
+// quantile of sorted durations.
+func quantile(s []time.Duration, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzPolicyFlags: whatever the values of the policy flags, schedule
+// either prints a schedule (status 0) or says what is wrong on one line
+// (status 2); it never panics.
+func FuzzPolicyFlags(f *testing.F) {
+	f.Add("3", "1s", "5m", "2", "exponential", "true", "", "")
+	f.Add("25", "PT15S", "PT1H", "4", "polynomial", "additive", "", "30s")
+	f.Add("0", "-1s", "1ms", "0.5", "fibonacci", "proportional", "2", "1s")
+	f.Add("10", "1500", "P1D", "NaN", "immediate", "none", "0.1", "")
+	f.Fuzz(func(t *testing.T, attempts, initial, maxI, coef, strategy, jitter, factor, amount string) {
+		args := []string{"schedule", "--limit", "20", "--samples", "3"}
+		for _, kv := range [][2]string{{"attempts", attempts}, {"initial", initial}, {"max", maxI}, {"coefficient", coef},
+			{"strategy", strategy}, {"jitter", jitter}, {"jitter-factor", factor}, {"jitter-amount", amount}} {
+			if kv[1] != "" {
+				args = append(args, "--"+kv[0]+"="+kv[1])
+			}
+		}
+		checkOutcome(t, args)
+	})
+}
+
+// FuzzPresetParams: preset parameters and plot's POLICY arguments.
+func FuzzPresetParams(f *testing.F) {
+	f.Add("zizq", "retries=3,base=100ms,exponent=2,jitter=0")
+	f.Add("ratchet", "retries=20,backoff=fixed,base=24h")
+	f.Add("daycry", "multiplier=1e9,max=1s")
+	f.Add("ojs", "x=1")
+	f.Fuzz(func(t *testing.T, preset, params string) {
+		checkOutcome(t, []string{"schedule", "--limit", "5", "--samples", "2", "--preset", preset, "--param", params})
+		if _, _, err := policySpec(preset+":"+params, strings.NewReader("")); err != nil && !strings.Contains(line(err), "retry: ") {
+			t.Errorf("policySpec error %q", err)
+		}
+	})
+}
+
+// FuzzSimFlags: sim's own parsers (outage, budget, durations) on a small
+// workload.
+func FuzzSimFlags(f *testing.F) {
+	f.Add("1s:2s", "ratio=0.2,reserve=1,window=1s", "100ms", "1")
+	f.Add("30s", "off", "0", "0")
+	f.Add(":", "ratio=-1", "PT1S", "x")
+	f.Fuzz(func(t *testing.T, outage, budget, latency, failRate string) {
+		checkOutcome(t, []string{"sim", "--rate", "20", "--duration", "2s", "--horizon", "1m", "--outage", outage,
+			"--budget", budget, "--latency", latency, "--fail-rate", failRate})
+	})
+}
+
+func checkOutcome(t *testing.T, args []string) {
+	t.Helper()
+	stdout, stderr, code := cli(t, "", args...)
+	switch code {
+	case 0:
+		if stdout == "" {
+			t.Errorf("%q: status 0 and no output", args)
+		}
+	case exitUsage:
+		if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "retry: ") {
+			t.Errorf("%q: stderr is not one line: %q", args, stderr)
+		}
+	default:
+		t.Errorf("%q: status %d, stderr %q", args, code, stderr)
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/steadyhq/retry"
+)
+
+// exitHTTPError is get's status for a response of 400 or more with --fail,
+// as curl's.
+const exitHTTPError = 22
+
+func newGet(e *env) *cobra.Command {
+	var (
+		pf             policyFlags
+		method         string
+		headers        []string
+		bodyFile       string
+		output         string
+		include        bool
+		fail           bool
+		timeout        string
+		attemptTimeout string
+		retryAny       bool
+		idempotencyKey bool
+	)
+	cmd := &cobra.Command{
+		Use:   "get [flags] URL",
+		Short: "Send a request through retry.Transport, the attempt log on stderr",
+		Long: `Send one request through retry.Transport, as curl would: the response body goes to standard
+output (or --output), and each attempt, with its outcome and the wait before the next, to
+standard error. The Transport's rules apply: only GET, HEAD, OPTIONS, TRACE, PUT, DELETE and
+requests with an Idempotency-Key are retried after they may have been sent (--retry-any and
+--idempotency-key change that), and Retry-After is honoured.
+
+The exit status is 0 when a response arrived, whatever its status (22 with --fail and a status
+of 400 or more), and 1 when none did.
+
+` + presetHelp(),
+		Example: `  retry get http://127.0.0.1:8080/health
+  retry get -X PUT -H 'Content-Type: application/json' --data-file order.json http://127.0.0.1:8080/orders/7
+  retry get --attempts 6 --initial 100ms --fail -o out.json http://127.0.0.1:8080/report`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("get: give one URL, as in: retry get http://127.0.0.1:8080/")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, _, err := pf.policy(e.stdin)
+			if err != nil {
+				return err
+			}
+			u, err := url.Parse(args[0])
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usagef("URL %q: must be an absolute http or https URL", args[0])
+			}
+			if method == "" {
+				method = http.MethodGet
+				if bodyFile != "" {
+					method = http.MethodPost
+				}
+			}
+			method = strings.ToUpper(method)
+			hdr := http.Header{}
+			for _, h := range headers {
+				k, v, ok := strings.Cut(h, ":")
+				if !ok || strings.TrimSpace(k) == "" || strings.ContainsAny(strings.TrimSpace(k), " \t") {
+					return usagef("flag --header = %q: must be Name: value", h)
+				}
+				hdr.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+			}
+			d, err := positiveDuration("timeout", timeout)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), d)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+			if err != nil {
+				return usagef("flag --request = %q: %v", method, err)
+			}
+			req.Header = hdr
+			if bodyFile != "" {
+				if err := setBody(req, bodyFile, e.stdin); err != nil {
+					return err
+				}
+			}
+			opts := []retry.Option{retry.WithPolicy(p), retry.WithBudget(retry.Budget{Off: true}),
+				retry.OnFailure(func(ev retry.Event) {
+					if ev.Reason == 0 {
+						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); next attempt in %s\n", ev.Attempt, ev.Message, ev.Type, human(ev.Delay))
+					} else {
+						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); %s\n", ev.Attempt, ev.Message, ev.Type, ev.Reason)
+					}
+				})}
+			if attemptTimeout != "" {
+				at, err := positiveDuration("attempt-timeout", attemptTimeout)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, retry.WithAttemptTimeout(at))
+			}
+			if retryAny {
+				opts = append(opts, retry.RetryNonIdempotent())
+			}
+			if idempotencyKey {
+				opts = append(opts, retry.WithIdempotencyKey())
+			}
+			t := retry.NewTransport(nil, opts...)
+			defer t.CloseIdleConnections()
+			client := &http.Client{Transport: t}
+			start := time.Now()
+			resp, err := client.Do(req)
+			attempts := t.Stats().Attempts
+			if err != nil {
+				return failed(fmt.Errorf("%s %s: %w", method, retry.SanitizeURL(u), unwrapURL(err)))
+			}
+			defer resp.Body.Close()
+			fmt.Fprintf(e.stderr, "retry: %s %s after %d %s in %s\n", resp.Proto, resp.Status, attempts,
+				plural(int(attempts), "attempt", "attempts"), human(time.Since(start)))
+			out := e.stdout
+			if output != "" && output != "-" {
+				f, err := os.Create(output)
+				if err != nil {
+					return failed(fmt.Errorf("flag --output = %q: %v", output, unwrapPath(err)))
+				}
+				defer f.Close()
+				out = f
+			}
+			if include {
+				fmt.Fprintf(out, "%s %s\r\n", resp.Proto, resp.Status)
+				resp.Header.Write(out)
+				fmt.Fprint(out, "\r\n")
+			}
+			if _, err := io.Copy(out, resp.Body); err != nil {
+				return failed(fmt.Errorf("reading the body: %w", err))
+			}
+			if fail && resp.StatusCode >= 400 {
+				return &exitStatus{code: exitHTTPError}
+			}
+			return nil
+		},
+	}
+	pf.register(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVarP(&method, "request", "X", "", "method (default GET, or POST with --data-file)")
+	f.StringArrayVarP(&headers, "header", "H", nil, "a header, as 'Name: value' (repeatable)")
+	f.StringVar(&bodyFile, "data-file", "", "send this file as the body; - for stdin")
+	f.StringVarP(&output, "output", "o", "", "write the body to this file")
+	f.BoolVarP(&include, "include", "i", false, "write the status line and headers before the body")
+	f.BoolVar(&fail, "fail", false, "exit 22 when the final status is 400 or more")
+	f.StringVar(&timeout, "timeout", "60s", "bound on the whole request, retries included")
+	f.StringVar(&attemptTimeout, "attempt-timeout", "", "bound on each attempt")
+	f.BoolVar(&retryAny, "retry-any", false, "retry any method, even when it may have been sent")
+	f.BoolVar(&idempotencyKey, "idempotency-key", false, "add an Idempotency-Key, the same on every attempt")
+	return cmd
+}
+
+// setBody makes the request's body the file, reopened for each attempt so
+// that any size can be retried; stdin is read as it is sent and replayed
+// by the Transport within its bounds.
+func setBody(req *http.Request, file string, stdin io.Reader) error {
+	if file == "-" {
+		req.Body = io.NopCloser(stdin)
+		req.ContentLength = -1
+		return nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return usagef("flag --data-file = %q: %v", file, unwrapPath(err))
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return usagef("flag --data-file = %q: must be a regular file", file)
+	}
+	req.Body, req.ContentLength = f, st.Size()
+	req.GetBody = func() (io.ReadCloser, error) { return os.Open(file) }
+	return nil
+}
+
+// unwrapURL drops the *url.Error wrapper, whose text repeats the URL.
+func unwrapURL(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// scripted answers each request with the next status of a script (the last
+// one repeats), and records the bodies it received.
+type scripted struct {
+	mu     sync.Mutex
+	script []int
+	hits   int
+	bodies []string
+	header http.Header
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	code := s.script[min(s.hits, len(s.script)-1)]
+	s.hits++
+	b, _ := io.ReadAll(r.Body)
+	s.bodies = append(s.bodies, string(b))
+	s.header = r.Header.Clone()
+	s.mu.Unlock()
+	if code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "0")
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, http.StatusText(code))
+}
+
+func TestGet(t *testing.T) {
+	dir := t.TempDir()
+	body := filepath.Join(dir, "order.json")
+	if err := os.WriteFile(body, []byte(`{"id": 7}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fast := []string{"--initial", "1ms", "--max", "5ms"}
+	cases := []struct {
+		name   string
+		script []int
+		args   []string
+		code   int
+		stdout string
+		hits   int
+		stderr []string
+		bodies string // every body received, joined by |
+		header string // a header the server must have seen
+	}{
+		{"ok at once", []int{200}, nil, 0, "OK", 1, []string{"retry: HTTP/1.1 200 OK after 1 attempt"}, "", ""},
+		{"503 twice then ok", []int{503, 503, 200}, fast, 0, "OK", 3,
+			[]string{"attempt 1: retry: http status 503 (http.5xx.503); next attempt in", "attempt 2:", "200 OK after 3 attempts"}, "", ""},
+		{"429 with Retry-After", []int{429, 200}, fast, 0, "OK", 2, []string{"(http.4xx.429)", "after 2 attempts"}, "", ""},
+		{"exhausted: the last 503 is returned", []int{503}, fast, 0, "Service Unavailable", 3,
+			[]string{"attempt 3: retry: http status 503 (http.5xx.503); exhausted", "503 Service Unavailable after 3 attempts"}, "", ""},
+		{"--fail on 404, not retried", []int{404}, append(fast, "--fail"), exitHTTPError, "Not Found", 1,
+			[]string{"404 Not Found after 1 attempt"}, "", ""},
+		{"POST is not retried", []int{503, 200}, append(fast, "--data-file", body), 0, "Service Unavailable", 1,
+			[]string{"after 1 attempt"}, `{"id": 7}`, ""},
+		{"PUT replays the file", []int{503, 200}, append(fast, "-X", "put", "--data-file", body, "-H", "Content-Type: application/json"), 0, "OK", 2,
+			nil, `{"id": 7}|{"id": 7}`, "Content-Type: application/json"},
+		{"POST with an idempotency key", []int{503, 200}, append(fast, "--data-file", body, "--idempotency-key"), 0, "OK", 2,
+			nil, `{"id": 7}|{"id": 7}`, "Idempotency-Key"},
+		{"POST from stdin with --retry-any", []int{503, 200}, append(fast, "--data-file", "-", "--retry-any"), 0, "OK", 2,
+			nil, "from stdin|from stdin", ""},
+		{"include headers", []int{200}, []string{"-i"}, 0, "HTTP/1.1 200 OK\r\n", 1, nil, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &scripted{script: c.script}
+			ts := httptest.NewServer(s)
+			defer ts.Close()
+			stdout, stderr, code := cli(t, "from stdin", append(append([]string{"get"}, c.args...), ts.URL+"/x")...)
+			if code != c.code {
+				t.Errorf("status %d, want %d; stderr:\n%s", code, c.code, stderr)
+			}
+			if !strings.Contains(stdout, c.stdout) {
+				t.Errorf("stdout %q, want %q in it", stdout, c.stdout)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.hits != c.hits {
+				t.Errorf("%d requests reached the server, want %d", s.hits, c.hits)
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if c.bodies != "" {
+				if got := strings.Join(s.bodies, "|"); got != c.bodies {
+					t.Errorf("bodies %q, want %q", got, c.bodies)
+				}
+			}
+			if c.header != "" {
+				k, v, _ := strings.Cut(c.header, ": ")
+				if got := s.header.Get(k); got == "" || (v != "" && got != v) {
+					t.Errorf("header %s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+// TestGetNoResponse: nothing listening: every attempt is refused, and get
+// ends with one line and status 1.
+func TestGetNoResponse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	stdout, stderr, code := cli(t, "", "get", "--initial", "1ms", "--attempts", "2", "http://"+addr+"/")
+	if code != exitFailure || stdout != "" {
+		t.Errorf("status %d, stdout %q", code, stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	if len(lines) != 3 || !strings.Contains(last, "retry: GET http://"+addr+"/: retry: exhausted after 2 attempts") || !strings.Contains(stderr, "net.connection_refused") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+}
+
+func TestGetUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get"}, "give one URL"},
+		{[]string{"get", "ftp://127.0.0.1/"}, `URL "ftp://127.0.0.1/": must be an absolute http or https URL`},
+		{[]string{"get", "-H", "NoColon", "http://127.0.0.1:1/"}, `flag --header = "NoColon": must be Name: value`},
+		{[]string{"get", "--data-file", "testdata/none", "http://127.0.0.1:1/"}, `flag --data-file = "testdata/none": no such file or directory`},
+		{[]string{"get", "--timeout", "0", "http://127.0.0.1:1/"}, `flag --timeout = "0": must be a duration > 0`},
+		{[]string{"get", "-X", "GE T", "http://127.0.0.1:1/"}, `flag --request = "GE T"`},
+	} {
+		stdout, stderr, code := cli(t, "", c.args...)
+		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: status %d, stderr %q, want one line with %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The seed tables of DESIGN.md, each as the delays in seconds before
+// retries 1, 2, ... (nil where a case checks the cumulative total only).
+var seedTables = []struct {
+	golden string
+	args   []string
+	delays []float64
+	total  float64 // cumulative seconds after the last retry; 0 to skip
+}{
+	{"ratchet-table.json", []string{"--preset", "ratchet", "--param", "retries=4"},
+		[]float64{1, 2, 4, 8}, 15},
+	{"ratchet-exponential-1s.json", []string{"--preset", "ratchet", "--param", "retries=20"},
+		// retry 10 ≈ 8.5 min, 15 ≈ 4.5 h, 17 ≈ 18.2 h, 18 and later 24 h
+		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 86400, 86400, 86400}, 0},
+	{"ojs-exponential.json", []string{"--preset", "ojs", "--jitter", "none", "--attempts", "11"},
+		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 300}, 0},
+	{"ojs-polynomial.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "polynomial", "--coefficient", "4", "--attempts", "6"},
+		[]float64{1, 16, 81, 256, 300}, 0},
+	{"ojs-polynomial-15s.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "polynomial", "--coefficient", "4",
+		"--initial", "PT15S", "--max", "PT1H", "--attempts", "5"},
+		[]float64{15, 240, 1215, 3600}, 0},
+	{"ojs-constant.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "constant", "--attempts", "4"},
+		[]float64{1, 1, 1}, 3},
+	{"ojs-coefficient-1.json", []string{"--preset", "ojs", "--jitter", "none", "--coefficient", "1", "--attempts", "4"},
+		[]float64{1, 1, 1}, 3},
+	{"ojs-linear.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "linear", "--attempts", "4"},
+		[]float64{1, 2, 3}, 6},
+	{"daycry-2-3-20.json", []string{"--preset", "daycry", "--jitter", "none", "--param", "base=2s,multiplier=3,max=20s,retries=3"},
+		[]float64{2, 6, 18}, 26},
+	{"daycry-3-4-10.json", []string{"--preset", "daycry", "--param", "jitter=false", "--param", "base=3s", "--param", "multiplier=4", "--param", "max=10s", "--param", "retries=3"},
+		[]float64{3, 10, 10}, 23},
+	{"daycry-5-2.json", []string{"--preset", "daycry", "--jitter", "none"},
+		[]float64{5, 10, 20, 40}, 75},
+	{"zizq-defaults.json", []string{"--preset", "zizq", "--jitter", "none"},
+		nil, 2154020},
+	{"zizq-2-100ms.json", []string{"--preset", "zizq", "--param", "exponent=2,base=100ms,jitter=0,retries=3"},
+		[]float64{1.1, 4.1, 9.1}, 14.3},
+}
+
+// TestScheduleSeedTables: schedule --json without jitter reproduces each
+// seed table of DESIGN.md, and matches its golden file.
+func TestScheduleSeedTables(t *testing.T) {
+	for _, c := range seedTables {
+		t.Run(strings.TrimSuffix(c.golden, ".json"), func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", append([]string{"schedule", "--json"}, c.args...)...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("status %d, stderr %q", code, stderr)
+			}
+			var rows []map[string]float64
+			if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows[0]["attempt"] != 1 || rows[0]["retry"] != 0 || rows[0]["delay_ms"] != 0 {
+				t.Errorf("first row %v, want attempt 1, retry 0, no delay", rows[0])
+			}
+			for i, want := range c.delays {
+				r := rows[i+1]
+				if r["retry"] != float64(i+1) || r["attempt"] != float64(i+2) {
+					t.Errorf("row %d: %v", i+1, r)
+				}
+				if got := r["delay_ms"] / 1000; math.Abs(got-want) > 1e-9 {
+					t.Errorf("retry %d: delay %vs, want %vs", i+1, got, want)
+				}
+				if _, ok := r["min_ms"]; ok {
+					t.Errorf("retry %d: min_ms without jitter", i+1)
+				}
+			}
+			if c.delays != nil && len(rows) != len(c.delays)+1 {
+				t.Errorf("%d rows, want %d", len(rows), len(c.delays)+1)
+			}
+			if got := rows[len(rows)-1]["cumulative_ms"] / 1000; c.total != 0 && math.Abs(got-c.total) > 1e-6 {
+				t.Errorf("cumulative %vs, want %vs", got, c.total)
+			}
+			golden(t, c.golden, []byte(stdout))
+		})
+	}
+}
+
+// TestScheduleJitter: with jitter, each row has min <= median <= max within
+// the jitter's bounds, the same seed gives the same output, and another
+// seed a different one.
+func TestScheduleJitter(t *testing.T) {
+	args := []string{"schedule", "--json", "--attempts", "6", "--samples", "2000"}
+	run := func(seed string) []map[string]float64 {
+		stdout, stderr, code := cli(t, "", append(args, "--seed", seed)...)
+		if code != 0 {
+			t.Fatalf("status %d: %s", code, stderr)
+		}
+		var rows []map[string]float64
+		if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	a, b, c := run("7"), run("7"), run("8")
+	for i := 1; i < len(a); i++ {
+		r := a[i]
+		raw := 1000 * math.Pow(2, float64(i-1)) // OJS default, ×[0.5, 1.5)
+		if !(r["min_ms"] >= raw/2 && r["min_ms"] <= r["delay_ms"] && r["delay_ms"] <= r["max_ms"] && r["max_ms"] < raw*1.5) {
+			t.Errorf("retry %d: min %v, median %v, max %v outside [%v, %v)", i, r["min_ms"], r["delay_ms"], r["max_ms"], raw/2, raw*1.5)
+		}
+		// 2000 draws of a uniform spread: the median is near the middle.
+		if math.Abs(r["delay_ms"]-raw) > raw*0.05 {
+			t.Errorf("retry %d: median %v, want about %v", i, r["delay_ms"], raw)
+		}
+		if r["delay_ms"] != b[i]["delay_ms"] || r["min_ms"] != b[i]["min_ms"] {
+			t.Errorf("retry %d: the same seed gave %v and %v", i, r, b[i])
+		}
+	}
+	if a[1]["min_ms"] == c[1]["min_ms"] && a[1]["max_ms"] == c[1]["max_ms"] {
+		t.Errorf("seeds 7 and 8 drew the same: %v", a[1])
+	}
+}
+
+func TestScheduleText(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--preset", "zizq", "--jitter", "none"}, []string{"# zizq (modified):", "26 25 4d12h30m40s 24d22h20m20s"}},
+		{[]string{"--preset", "ratchet", "--param", "retries=200", "--limit", "3"}, []string{"4 3 4s 7s", "# ... 197 more retries"}},
+		{[]string{"--attempts", "3", "--samples", "10"}, []string{"attempt retry min median max cumulative (median)", "# 10 draws"}},
+		{[]string{"--policy", "testdata/payment-policy.json", "--jitter", "none", "--limit", "2"}, []string{"# testdata/payment-policy.json (modified)", "3 2 4m 4m15s"}},
+	}
+	for _, c := range cases {
+		stdout, stderr, code := cli(t, "", append([]string{"schedule"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: status %d: %s", c.args, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(strings.Join(strings.Fields(stdout), " "), w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, w, stdout)
+			}
+		}
+	}
+}
+
+func TestHuman(t *testing.T) {
+	cases := map[int64]string{
+		0:                   "0s",
+		1_500_000:           "1.5ms",
+		335_201:             "335µs",
+		1_008_123_000:       "1.008s",
+		86_400_000_000_000:  "24h",
+		4_140_000_000_000:   "1h9m",
+		2_154_020 * 1e9:     "24d22h20m20s",
+		48 * 3600 * 1e9:     "2d",
+		(48*3600 + 1) * 1e9: "2d1s",
+	}
+	for ns, want := range cases {
+		if got := human(time.Duration(ns)); got != want {
+			t.Errorf("human(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}

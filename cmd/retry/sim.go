@@ -1,0 +1,428 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/steadyhq/retry"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+func newSim(e *env) *cobra.Command {
+	var (
+		pf       policyFlags
+		rate     float64
+		duration string
+		clients  int
+		latency  string
+		outage   string
+		failRate float64
+		capacity float64
+		timeout  string
+		horizon  string
+		bucketW  string
+		budget   string
+		seed     uint64
+		asJSON   bool
+		plotFile string
+		contend  bool
+		runs     int
+	)
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate an outage, failures or contention on the real engine, in virtual time",
+		Long: `Run the real engine (retry.Retrier, its policy and retry budget) against a model server in
+virtual time: requests arrive at --rate for --duration, spread over --clients Retriers, and each
+attempt meets a server that may be down (--outage START:LENGTH), fail independently
+(--fail-rate) or refuse what exceeds its --capacity. A deterministic scheduler runs one simulated
+goroutine at a time, so a --seed gives the same figures every time.
+
+It reports the load amplification (server hits per request), the success rate, the peak-to-mean
+rate of hits per second, and the time the server took to recover after the outage: until no
+attempt fails and the load is back within 10% of the offered rate. --plot draws them over time.
+
+--contention runs the setup of the AWS Architecture Blog's "Exponential Backoff and Jitter":
+--clients (100) clients each update one row once under optimistic concurrency (a write succeeds
+only if no one wrote since the read), over a network of |N(10ms, 2ms)| per message, backing off
+from a 5 ms base to a 2 s cap. It compares no backoff, exponential without jitter, and full,
+equal and decorrelated jitter (or only --jitter), averaged over --runs.
+
+The circuit breaker is left out: it measures its open period on real time.`,
+		Example: `  retry sim --rate 100 --duration 2m --outage 30s:60s
+  retry sim --rate 100 --duration 2m --outage 30s:60s --budget off --plot outage.svg
+  retry sim --rate 100 --duration 1m --fail-rate 0.1 --json
+  retry sim --rate 100 --duration 1m --outage 10s:20s --capacity 120
+  retry sim --contention`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			flags := cmd.Flags()
+			if contend {
+				n := 100
+				if flags.Changed("clients") {
+					n = clients
+				}
+				if n < 1 || n > 10000 {
+					return usagef("flag --clients = %d: must be in [1, 10000]", n)
+				}
+				if runs < 1 || runs > 1000 {
+					return usagef("flag --runs = %d: must be in [1, 1000]", runs)
+				}
+				kinds := contentionKinds
+				if flags.Changed("jitter") {
+					k, err := contentionKind(*pf.strFlag["jitter"])
+					if err != nil {
+						return err
+					}
+					kinds = []string{k}
+				}
+				return runContention(e.stdout, n, runs, seed, kinds, asJSON)
+			}
+			p, label, err := pf.policy(e.stdin)
+			if err != nil {
+				return err
+			}
+			format := ""
+			if plotFile != "" {
+				if format, err = plotFormat(plotFile, ""); err != nil {
+					return err
+				}
+			}
+			s := &loadSim{rate: rate, clients: clients, seed: seed}
+			if !(rate > 0 && rate <= 1e6) {
+				return usagef("flag --rate = %g: must be in (0, 1e6]", rate)
+			}
+			if clients < 1 || clients > 100000 {
+				return usagef("flag --clients = %d: must be in [1, 100000]", clients)
+			}
+			if !(failRate >= 0 && failRate <= 1) {
+				return usagef("flag --fail-rate = %g: must be in [0, 1]", failRate)
+			}
+			if !(capacity >= 0 && capacity <= 1e9) {
+				return usagef("flag --capacity = %g: must be in [0, 1e9] (0 is unlimited)", capacity)
+			}
+			s.srv.failRate, s.srv.capacity = failRate, capacity
+			for _, d := range []struct {
+				name, v string
+				dst     *time.Duration
+				min     time.Duration
+			}{
+				{"duration", duration, &s.duration, time.Millisecond},
+				{"latency", latency, &s.latency, 0},
+				{"timeout", timeout, &s.timeout, 0},
+				{"bucket", bucketW, &s.bucket, time.Millisecond},
+			} {
+				if *d.dst, err = simDuration(d.name, d.v, d.min); err != nil {
+					return err
+				}
+			}
+			if s.srv.outageStart, s.srv.outageEnd, err = parseOutage(outage); err != nil {
+				return err
+			}
+			s.horizon = s.duration + 10*time.Minute
+			if horizon != "" {
+				if s.horizon, err = simDuration("horizon", horizon, s.duration); err != nil {
+					return err
+				}
+			}
+			b, budgetLabel, err := parseBudget(budget)
+			if err != nil {
+				return err
+			}
+			s.opts = []retry.Option{retry.WithPolicy(p)}
+			if b != nil {
+				s.opts = append(s.opts, retry.WithBudget(*b))
+			}
+			res, err := s.run()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(e.stdout, res); err != nil {
+					return err
+				}
+			} else {
+				res.writeText(e.stdout, s, label, p, budgetLabel)
+			}
+			if plotFile != "" {
+				if err := savePlot(res.plot(s), 20*vg.Centimeter, 10*vg.Centimeter, format, plotFile, e.stdout); err != nil {
+					return failed(err)
+				}
+				fmt.Fprintf(e.stderr, "wrote %s\n", plotFile)
+			}
+			return nil
+		},
+	}
+	pf.register(cmd.Flags())
+	f := cmd.Flags()
+	f.Float64Var(&rate, "rate", 100, "requests per second, all clients together")
+	f.StringVar(&duration, "duration", "2m", "how long requests keep arriving")
+	f.IntVar(&clients, "clients", 1, "Retriers the requests are spread over (each with its own budget); 100 with --contention")
+	f.StringVar(&latency, "latency", "10ms", "round trip of each attempt")
+	f.StringVar(&outage, "outage", "", "a full outage, as START:LENGTH (30s:60s)")
+	f.Float64Var(&failRate, "fail-rate", 0, "share of attempts that fail independently, in [0, 1]")
+	f.Float64Var(&capacity, "capacity", 0, "attempts per second the server can take (excess refused with 429); 0 is unlimited")
+	f.StringVar(&timeout, "timeout", "0", "bound on each call, waits included (WithMaxElapsed); 0 for none")
+	f.StringVar(&horizon, "horizon", "", "stop the simulation then (default --duration + 10m)")
+	f.StringVar(&bucketW, "bucket", "1s", "the time series' resolution")
+	f.StringVar(&budget, "budget", "default", "retry budget: default, off, or ratio=R,reserve=N,window=D")
+	f.Uint64Var(&seed, "seed", 1, "seed of every random draw")
+	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
+	f.StringVar(&plotFile, "plot", "", "draw the load over time to this SVG or PNG file")
+	f.BoolVar(&contend, "contention", false, `the AWS "Exponential Backoff and Jitter" contention setup`)
+	f.IntVar(&runs, "runs", 10, "with --contention: runs to average")
+	return cmd
+}
+
+// simDuration parses a duration flag of sim.
+func simDuration(name, v string, least time.Duration) (time.Duration, error) {
+	d, err := retry.ParseDuration(v)
+	if err != nil {
+		return 0, usagef("flag --%s = %q: must be a duration such as 90s, PT1M30S or 90000 (milliseconds)", name, v)
+	}
+	if d < least || d > 366*day {
+		return 0, usagef("flag --%s = %q: must be in [%s, 366 days]", name, v, least)
+	}
+	return d, nil
+}
+
+// parseOutage reads --outage START:LENGTH.
+func parseOutage(v string) (start, end time.Duration, err error) {
+	if v == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(v, ":")
+	s, err1 := retry.ParseDuration(a)
+	l, err2 := retry.ParseDuration(b)
+	if !ok || err1 != nil || err2 != nil || s < 0 || l <= 0 || s > 366*day || l > 366*day {
+		return 0, 0, usagef("flag --outage = %q: must be START:LENGTH, two durations such as 30s:60s, the length > 0", v)
+	}
+	return s, s + l, nil
+}
+
+// parseBudget reads --budget; nil means the default budget.
+func parseBudget(v string) (*retry.Budget, string, error) {
+	switch v {
+	case "default", "":
+		d := retry.DefaultBudget
+		return nil, fmt.Sprintf("default (%g of first attempts + %g/s over %s)", d.Ratio, d.Reserve, d.Window), nil
+	case "off":
+		return &retry.Budget{Off: true}, "off", nil
+	}
+	b := retry.DefaultBudget
+	for kv := range strings.SplitSeq(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		var err error
+		switch strings.TrimSpace(k) {
+		case "ratio":
+			b.Ratio, err = strconv.ParseFloat(val, 64)
+			if err == nil && !(b.Ratio >= 0 && b.Ratio <= 1000) {
+				err = errRange
+			}
+		case "reserve":
+			b.Reserve, err = strconv.ParseFloat(val, 64)
+			if err == nil && !(b.Reserve >= 0 && b.Reserve <= 1e9) {
+				err = errRange
+			}
+		case "window":
+			b.Window, err = retry.ParseDuration(val)
+			if err == nil && b.Window <= 0 {
+				err = errRange
+			}
+		default:
+			return nil, "", usagef("flag --budget = %q: %q is not ratio, reserve or window (or give default or off)", v, k)
+		}
+		if err != nil {
+			return nil, "", usagef("flag --budget = %q: %s = %q: ratio must be in [0, 1000], reserve in [0, 1e9], window a duration > 0", v, k, val)
+		}
+	}
+	return &b, fmt.Sprintf("%g of first attempts + %g/s over %s", b.Ratio, b.Reserve, b.Window), nil
+}
+
+var errRange = fmt.Errorf("out of range")
+
+// writeText prints the figures of a load simulation.
+func (r *loadResult) writeText(w io.Writer, s *loadSim, label string, p retry.Policy, budget string) {
+	fmt.Fprintf(w, "%d requests at %g/s over %s from %d %s, attempts taking %s\n",
+		r.Requests, s.rate, human(s.duration), s.clients, plural(s.clients, "client", "clients"), human(s.latency))
+	var srv []string
+	if s.srv.outageEnd > 0 {
+		srv = append(srv, fmt.Sprintf("down from %s to %s", human(s.srv.outageStart), human(s.srv.outageEnd)))
+	}
+	if s.srv.failRate > 0 {
+		srv = append(srv, fmt.Sprintf("%g%% of attempts failing", 100*s.srv.failRate))
+	}
+	if s.srv.capacity > 0 {
+		srv = append(srv, fmt.Sprintf("capacity %g attempts/s", s.srv.capacity))
+	}
+	if len(srv) == 0 {
+		srv = append(srv, "always up")
+	}
+	fmt.Fprintf(w, "server: %s\n", strings.Join(srv, ", "))
+	fmt.Fprintf(w, "policy %s: %s\n", label, describe(p))
+	fmt.Fprintf(w, "budget: %s; seed %d\n\n", budget, s.seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "succeeded\t%d of %d\t%.2f%%\n", r.Succeeded, r.Requests, 100*r.SuccessRate)
+	fmt.Fprintf(tw, "server hits\t%d\t%.3f× the requests (load amplification)\n", r.ServerHits, r.Amplification)
+	if s.srv.outageEnd > 0 {
+		fmt.Fprintf(tw, "hits during the outage\t%d\t%.3f× the requests arriving in it\n", r.OutageHits, r.OutageAmp)
+	}
+	fmt.Fprintf(tw, "peak-to-mean\t%.2f\tpeak %g hits/s\n", r.PeakToMean, r.PeakRate)
+	if r.Recovery != nil {
+		fmt.Fprintf(tw, "time to recover\t%s\tafter the outage ended\n", human(time.Duration(*r.Recovery*float64(time.Second))))
+	}
+	fmt.Fprintf(tw, "failed calls\t%d\t%s\n", r.Requests-r.Succeeded-r.Unfinished, r.reasonList())
+	if r.Unfinished > 0 {
+		fmt.Fprintf(tw, "unfinished\t%d\tstill waiting at the horizon\n", r.Unfinished)
+	}
+	tw.Flush()
+}
+
+// plot draws the load over time.
+func (r *loadResult) plot(s *loadSim) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = "Load on the server"
+	width := r.bucketWidth.Seconds()
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "per second"
+	last := 0
+	for i, b := range r.series {
+		if b.hits > 0 || b.arrivals > 0 || b.done > 0 {
+			last = i
+		}
+	}
+	series := []struct {
+		name string
+		get  func(bucket) int
+	}{
+		{"requests arriving", func(b bucket) int { return b.arrivals }},
+		{"server hits", func(b bucket) int { return b.hits }},
+		{"failed hits", func(b bucket) int { return b.failedHits }},
+		{"calls given up", func(b bucket) int { return b.failedCalls }},
+	}
+	top := 0.0
+	for i, sr := range series {
+		xys := make(plotter.XYs, 0, last+1)
+		for j := 0; j <= last; j++ {
+			y := float64(sr.get(r.series[j])) / width
+			top = max(top, y)
+			xys = append(xys, plotter.XY{X: float64(j) * width, Y: y})
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			continue
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.2)
+		if i == 0 {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(l)
+		p.Legend.Add(sr.name, l)
+	}
+	if s.srv.outageEnd > 0 {
+		a, b := s.srv.outageStart.Seconds(), s.srv.outageEnd.Seconds()
+		top = math.Max(top, 1)
+		if poly, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: 0}, {X: b, Y: 0}, {X: b, Y: top}, {X: a, Y: top}}); err == nil {
+			poly.Color = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x30}
+			poly.LineStyle.Width = 0
+			p.Add(poly)
+			p.Legend.Add("outage", poly)
+		}
+	}
+	p.Legend.Top = true
+	return p
+}
+
+// The contention strategies of the study, in its order.
+var contentionKinds = []string{"no-backoff", "exponential", "full", "equal", "decorrelated"}
+
+// contentionKind maps --jitter to one of contentionKinds.
+func contentionKind(v string) (string, error) {
+	switch strings.ToLower(v) {
+	case "none", "false", "off":
+		return "exponential", nil
+	case "full", "equal", "decorrelated":
+		return strings.ToLower(v), nil
+	case "no-backoff", "immediate":
+		return "no-backoff", nil
+	}
+	return "", usagef("flag --jitter = %q: with --contention, must be none, full, equal, decorrelated or no-backoff", v)
+}
+
+// contentionPolicy is the study's backoff for a kind: a base of 5 ms and
+// a cap of 2 s. Its exponential backoff is min(cap, base·2^n) from n = 1,
+// so the policy's initial interval is 10 ms; decorrelated jitter draws from
+// [base, 3·previous) and starts at the base.
+func contentionPolicy(kind string) retry.Policy {
+	const base, limit = 5 * time.Millisecond, 2 * time.Second
+	p := retry.Policy{
+		MaxAttempts:     math.MaxInt32, // until it succeeds
+		InitialInterval: 2 * base,
+		MaxInterval:     limit,
+		Jitter:          retry.NoJitter,
+	}
+	switch kind {
+	case "no-backoff":
+		p.Backoff = retry.Immediate
+	case "full":
+		p.Jitter = retry.Jitter{Kind: retry.JitterFull}
+	case "equal":
+		p.Jitter = retry.Jitter{Kind: retry.JitterEqual}
+	case "decorrelated":
+		p.InitialInterval = base
+		p.Jitter = retry.Jitter{Kind: retry.JitterDecorrelated}
+	}
+	return p
+}
+
+// contentionRow is the mean of a strategy's runs.
+type contentionRow struct {
+	Strategy string  `json:"strategy"`
+	Calls    float64 `json:"calls"`
+	TimeMS   float64 `json:"completion_ms"`
+	Runs     int     `json:"runs"`
+}
+
+func runContention(w io.Writer, clients, runs int, seed uint64, kinds []string, asJSON bool) error {
+	var rows []contentionRow
+	for _, k := range kinds {
+		row := contentionRow{Strategy: k, Runs: runs}
+		for i := range runs {
+			c := &contention{clients: clients, net: 10 * time.Millisecond, netSD: 2 * time.Millisecond,
+				seed: seed + uint64(i), policy: contentionPolicy(k), budget: retry.Budget{Off: true}}
+			res, err := c.run()
+			if err != nil {
+				return err
+			}
+			if res.Finished != clients {
+				return failed(fmt.Errorf("sim: %s: %d of %d clients finished", k, res.Finished, clients))
+			}
+			row.Calls += float64(res.Calls)
+			row.TimeMS += ms(res.Time)
+		}
+		row.Calls /= float64(runs)
+		row.TimeMS /= float64(runs)
+		rows = append(rows, row)
+	}
+	if asJSON {
+		return writeJSON(w, rows)
+	}
+	fmt.Fprintf(w, "%d clients contending for one row (optimistic concurrency), network |N(10ms, 2ms)| per message,\n", clients)
+	fmt.Fprintf(w, "backoff from a 5 ms base to a 2 s cap, no retry budget; mean of %d %s from seed %d\n\n", runs, plural(runs, "run", "runs"), seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "strategy\tcalls\tcompletion\t\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t\n", r.Strategy, r.Calls, human(fromMS(r.TimeMS)))
+	}
+	return tw.Flush()
+}

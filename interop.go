@@ -1,0 +1,87 @@
+package retry
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Decision is what the engine decides after a failed attempt: retry after
+// Delay, or stop for Reason. Type is the failure's type (TypeOf). The zero
+// Decision is the one for a success: no retry, no reason. It is a plain
+// value.
+type Decision struct {
+	Retry  bool
+	Delay  time.Duration
+	Reason Reason
+	Type   string
+}
+
+// Decide returns the decision r's engine takes when attempt (1 for the
+// first) has failed with err, for retry loops that are not driven by this
+// package, such as another HTTP client's. It runs the steps of the package
+// overview: the context, verdicts, Permanent, non-retryable types, the
+// attempt limit, the Decider, and the wait (the Decider's, the server's, or
+// the policy's with jitter), which must fit the context's deadline,
+// MaxServerDelay and MaxElapsed counted from now. prev is the wait that came
+// before the failed attempt (zero after the first), for decorrelated jitter.
+//
+// Decide changes nothing: it fires no hook, counts nothing, and neither
+// consults nor charges the retry budget, the circuit breaker or the rate
+// limiter. A nil err is a success (Retry false, zero Reason); an invalid
+// configuration stops with ReasonFailed.
+func (r *Retrier) Decide(ctx context.Context, attempt int, prev time.Duration, err error) Decision {
+	cfg := r.config()
+	if err == nil {
+		return Decision{}
+	}
+	o := inspect(err)
+	d := Decision{Type: o.typ}
+	if cfg.err != nil {
+		d.Reason = ReasonFailed
+		return d
+	}
+	now := cfg.now()
+	c := call{cfg: cfg, attempt: max(attempt, 1), prev: prev, start: now}
+	if reason, _ := c.decide(ctx, err, o); reason != reasonNone {
+		d.Reason = reason
+		return d
+	}
+	wait, ok := c.delay(ctx, o, now)
+	if !ok {
+		d.Reason = ReasonDeadline
+		return d
+	}
+	d.Retry, d.Delay = true, wait
+	return d
+}
+
+// HTTPFailure returns the failure r's Transport decides on after one attempt
+// of req that returned resp and err, for HTTP clients that run their own
+// retry loop:
+//
+//   - nil when resp is final: a success, or a status that is not retried
+//     (the Transport returns such a response at once);
+//   - for a retryable status (408, 425, 429, 5xx but 501 and 505), a
+//     *StatusError carrying the response's Retry-After;
+//   - err otherwise.
+//
+// When req is not safe to repeat (see Transport; RetryNonIdempotent among
+// r's options makes every request safe), the failure is marked Permanent
+// unless its type proves the request was never sent. A nil req skips that
+// rule. Decide then gives the decision.
+func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error) error {
+	failure := err
+	if err == nil {
+		if resp == nil {
+			return errNoResponse
+		}
+		if failure = r.config().statusFailure(resp); failure == nil {
+			return nil
+		}
+	}
+	if req != nil && !mayRepeat(r.config().http.allMethods || idempotent(req), failure) {
+		return Permanent(failure)
+	}
+	return failure
+}
