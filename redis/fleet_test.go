@@ -30,7 +30,8 @@ func TestFleetBreaker(t *testing.T) {
 	s := startServer(t)
 	var mu sync.Mutex
 	changes := map[string]int{}
-	spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: 100 * time.Millisecond}
+	// A StoreWait for a loaded machine: twelve calls queue for the lock.
+	spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: 100 * time.Millisecond, StoreWait: time.Second}
 	rs := make([]*retry.Retrier, 3)
 	for i := range rs {
 		spec.Store = mustStore(t, s.Client())

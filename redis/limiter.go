@@ -89,13 +89,21 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 	}()
 	for {
 		// Leave half of what is left to the fallback.
-		octx, cancel := context.WithTimeout(ctx, min(l.opts.Timeout, (maxWait-time.Since(start))/2))
+		timeout := min(l.opts.Timeout, (maxWait-time.Since(start))/2)
+		octx, cancel := context.WithTimeout(ctx, timeout)
+		sent := time.Now()
 		res, err := l.rl.Allow(octx, rkey, l.limit)
 		cancel()
 		if ctx.Err() != nil || passed(ctx) {
 			return 0, nil, false
 		}
 		left := maxWait - time.Since(start)
+		if err != nil && timeout < l.opts.Timeout && time.Since(sent) >= timeout {
+			// Cut short by the caller's deadline, not by Redis failing:
+			// a local token now could break the fleet's limit.
+			l.denied.Add(1)
+			return 0, nil, false
+		}
 		if err != nil {
 			l.fallbacks.Add(1)
 			return l.fallback.Reserve(ctx, key, now.Add(time.Since(start)), max(left, 0))
