@@ -226,7 +226,7 @@ func TestManyKeysBounded(t *testing.T) {
 		}
 		if i%10_000 == 0 {
 			cfg := r.config()
-			for name, n := range map[string]int{"breakers": cfg.breakers.keys.len(), "budgets": cfg.keyBudgets.len(), "rate limiters": cfg.limiter.keys.len()} {
+			for name, n := range map[string]int{"breakers": cfg.breakers.keys.len(), "budgets": cfg.keyBudgets.len(), "rate limiters": cfg.limiter.l.(*tokenBucket).keys.len()} {
 				if n > maxKeys {
 					t.Fatalf("after %d keys: %d %s kept, cap %d", i+1, n, name, maxKeys)
 				}
@@ -238,7 +238,7 @@ func TestManyKeysBounded(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	st := r.Stats()
 	cfg := r.config()
-	limiterKeys := cfg.limiter.keys.len()
+	limiterKeys := cfg.limiter.l.(*tokenBucket).keys.len()
 	t.Logf("%d keys in %v: %d breakers, %d budgets, %d rate limiters kept (cap %d); live heap %.1f MiB before, %.1f MiB after",
 		keys, elapsed.Round(time.Millisecond), len(st.Breakers), len(st.Budgets), limiterKeys, maxKeys,
 		float64(before.HeapAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20))

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -37,6 +38,17 @@ type Breaker struct {
 	// PerKey keeps one breaker per key (WithKey, or the Transport's request
 	// key, by default the host); at most 1024 are kept, the idlest dropped.
 	PerKey bool
+	// Store, when set, shares the breaker's state with every process using
+	// the same store (github.com/steadyhq/retry/redis has one on Redis):
+	// the breaker runs as gobreaker's DistributedCircuitBreaker, named by
+	// its key with PerKey and "" otherwise. See sharedBreaker for how an
+	// attempt runs outside the store's lock. When the store fails, or its
+	// lock cannot be had within StoreWait, the call falls back to this
+	// process's own breaker, counted in Stats.BreakerFallbacks.
+	Store gobreaker.SharedDataStore
+	// StoreWait bounds how long a call waits for the store's lock, within
+	// the caller's deadline; default 50 ms.
+	StoreWait time.Duration
 }
 
 // DefaultBreaker holds the defaults of Breaker's zero fields.
@@ -47,6 +59,7 @@ var DefaultBreaker = Breaker{
 	OpenTimeout:  30 * time.Second,
 	Probes:       1,
 	MaxWait:      30 * time.Second,
+	StoreWait:    50 * time.Millisecond,
 }
 
 // BreakerState is the state of a circuit breaker.
@@ -115,6 +128,8 @@ func (b Breaker) validate() error {
 		return bad("Window", b.Window, "must be >= 0")
 	case b.OpenTimeout < 0:
 		return bad("OpenTimeout", b.OpenTimeout, "must be >= 0")
+	case b.StoreWait < 0:
+		return bad("StoreWait", b.StoreWait, "must be >= 0")
 	}
 	return nil
 }
@@ -139,6 +154,9 @@ func (b Breaker) withDefaults() Breaker {
 	if b.MaxWait == 0 {
 		b.MaxWait = d.MaxWait
 	}
+	if b.StoreWait == 0 {
+		b.StoreWait = d.StoreWait
+	}
 	return b
 }
 
@@ -152,6 +170,9 @@ type breakers struct {
 	changes []BreakerChange
 	waits   atomic.Int64 // times a call waited for an open breaker
 	denied  atomic.Int64 // calls stopped by an open breaker
+	// fallbacks counts attempts guarded by the local breaker because the
+	// store failed.
+	fallbacks atomic.Int64
 }
 
 func newBreakers(b Breaker) *breakers {
@@ -165,10 +186,12 @@ func newBreakers(b Breaker) *breakers {
 }
 
 // breaker is one gobreaker circuit breaker and the time it last opened,
-// which gobreaker does not expose.
+// which gobreaker does not expose; with Breaker.Store, also the shared
+// breaker, which the local one stands in for when the store fails.
 type breaker struct {
 	cb     *gobreaker.CircuitBreaker[struct{}]
 	opened atomic.Int64 // unix nanoseconds
+	shared *sharedBreaker
 }
 
 // Outcomes reported to gobreaker by the attempt function.
@@ -180,7 +203,7 @@ var (
 func (bs *breakers) newBreaker(key string) *breaker {
 	b := &breaker{}
 	spec := bs.spec
-	b.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+	settings := gobreaker.Settings{
 		Name:         key,
 		MaxRequests:  spec.Probes,
 		Interval:     spec.Window,
@@ -202,7 +225,11 @@ func (bs *breakers) newBreaker(key string) *breaker {
 			bs.mu.Unlock()
 			bs.pending.Add(1)
 		},
-	})
+	}
+	b.cb = gobreaker.NewCircuitBreaker[struct{}](settings)
+	if spec.Store != nil {
+		b.shared = newSharedBreaker(spec.Store, settings)
+	}
 	return b
 }
 
@@ -225,7 +252,15 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 
 // run runs attempt through the breaker. ran is false when the breaker
 // rejected it; wait is then how long until it may let a probe through.
-func (b *breaker) run(spec *Breaker, attempt func() error) (ran bool, wait time.Duration) {
+func (b *breaker) run(ctx context.Context, bs *breakers, attempt func() error) (ran bool, wait time.Duration) {
+	spec := &bs.spec
+	if b.shared != nil {
+		ran, wait, ok := b.shared.run(ctx, spec, attempt)
+		if ok {
+			return ran, wait
+		}
+		bs.fallbacks.Add(1)
+	}
 	_, err := b.cb.Execute(func() (struct{}, error) { return struct{}{}, attempt() })
 	switch err {
 	case gobreaker.ErrOpenState:
@@ -261,11 +296,20 @@ func (bs *breakers) flush(hooks []func(BreakerChange)) {
 func (bs *breakers) states() map[string]BreakerState {
 	out := make(map[string]BreakerState)
 	if bs.single != nil {
-		out[""] = stateOf(bs.single.cb.State())
+		out[""] = bs.single.state()
 		return out
 	}
-	bs.keys.each(func(key string, b *breaker) { out[key] = stateOf(b.cb.State()) })
+	bs.keys.each(func(key string, b *breaker) { out[key] = b.state() })
 	return out
+}
+
+// state is the breaker's state: for a shared one, as this process last
+// saw it in the store.
+func (b *breaker) state() BreakerState {
+	if b.shared != nil {
+		return stateOf(b.shared.dcb.CircuitBreaker.State())
+	}
+	return stateOf(b.cb.State())
 }
 
 // breakerError is the failure of a call stopped by an open breaker.

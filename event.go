@@ -121,6 +121,9 @@ type Stats struct {
 	Breakers      map[string]BreakerState `json:"breakers,omitempty"`
 	BreakerWaits  int64                   `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed
 	BreakerDenied int64                   `json:"breaker_denied"` // calls stopped by an open breaker
+	// BreakerFallbacks counts attempts guarded by this process's own
+	// breaker because the shared breaker's store (Breaker.Store) failed.
+	BreakerFallbacks int64 `json:"breaker_fallbacks"`
 
 	// BudgetBalance is the number of retries the retry budget would grant
 	// now; -1 when the budget is off.
@@ -155,6 +158,7 @@ func (c *config) stats() Stats {
 		s.Breakers = bs.states()
 		s.BreakerWaits = bs.waits.Load()
 		s.BreakerDenied = bs.denied.Load()
+		s.BreakerFallbacks = bs.fallbacks.Load()
 	}
 	if b := c.budget; b != nil {
 		s.BudgetBalance = b.available(c.now())

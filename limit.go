@@ -3,6 +3,7 @@ package retry
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,17 +12,48 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// Limiter paces the attempts of a Retrier or Transport, first ones and
+// retries alike; WithLimiter sets one. WithRateLimit and WithKeyedRateLimit
+// use the in-process token bucket that NewRateLimiter returns;
+// github.com/steadyhq/retry/redis has one shared by a fleet.
+//
+// Implementations must be safe for concurrent use.
+type Limiter interface {
+	// Reserve takes a token for one attempt on key (WithKey, or the
+	// Transport's request key) at now, the Retrier's clock reading. It
+	// returns the wait before the attempt may run, which the engine sleeps
+	// on the Retrier's clock, and cancel, which gives the token back if the
+	// call stops during that wait (nil when there is nothing to give back).
+	// When the wait would pass maxWait (what is left of the caller's
+	// deadline and MaxElapsed) it takes nothing and returns ok == false, and
+	// the call stops with Reason rate_limited. A Limiter may also wait
+	// itself, within maxWait and ctx, and return a zero wait.
+	Reserve(ctx context.Context, key string, now time.Time, maxWait time.Duration) (wait time.Duration, cancel func(now time.Time), ok bool)
+}
+
+// WithLimiter paces attempts with l; a nil l removes the limiter. A wait for
+// a token is not an attempt. When the wait cannot fit the caller's deadline
+// the call stops at once, without sleeping, with Reason rate_limited and type
+// ratelimit.local.
+func WithLimiter(l Limiter) Option {
+	return optionFunc(func(c *config) {
+		c.limiter = nil
+		if l != nil {
+			c.limiter = &limiter{l: l}
+		}
+	})
+}
+
 // WithRateLimit paces attempts, first ones and retries alike, to limit per
 // second with bursts of burst, through a token bucket (golang.org/x/time/rate)
-// shared by every call of the Retrier or Transport. A wait for a token is not
-// an attempt. When the wait cannot fit the caller's deadline the call stops at
-// once, without sleeping, with Reason rate_limited and type ratelimit.local.
+// shared by every call of the Retrier or Transport; see WithLimiter.
 func WithRateLimit(limit float64, burst int) Option {
 	return optionFunc(func(c *config) {
-		if !validRate(c, "WithRateLimit", limit, burst) {
+		if err := validRate(limit, burst); err != nil {
+			c.invalid("WithRateLimit", err.value, err.rule)
 			return
 		}
-		c.limiter = &limiter{limit: rate.Limit(limit), burst: burst, global: rate.NewLimiter(rate.Limit(limit), burst)}
+		c.limiter = &limiter{l: newTokenBucket(limit, burst, false)}
 	})
 }
 
@@ -30,69 +62,126 @@ func WithRateLimit(limit float64, burst int) Option {
 // buckets are kept; the one idle longest is dropped to make room.
 func WithKeyedRateLimit(limit float64, burst int) Option {
 	return optionFunc(func(c *config) {
-		if !validRate(c, "WithKeyedRateLimit", limit, burst) {
+		if err := validRate(limit, burst); err != nil {
+			c.invalid("WithKeyedRateLimit", err.value, err.rule)
 			return
 		}
-		c.limiter = &limiter{limit: rate.Limit(limit), burst: burst, keys: newKeyed[*rate.Limiter](maxKeys)}
+		c.limiter = &limiter{l: newTokenBucket(limit, burst, true)}
 	})
 }
 
-func validRate(c *config, name string, limit float64, burst int) bool {
-	switch {
-	case !(limit > 0) || limit > 1e9:
-		c.invalid(name, limit, "limit must be a number of attempts per second in (0, 1e9]")
-	case burst < 1:
-		c.invalid(name, burst, "burst must be >= 1")
-	default:
-		return true
+// NewRateLimiter returns the in-process token bucket of WithRateLimit, or
+// of WithKeyedRateLimit when perKey is set, as a Limiter: limit tokens per
+// second, bursts of burst.
+func NewRateLimiter(limit float64, burst int, perKey bool) (Limiter, error) {
+	if err := validRate(limit, burst); err != nil {
+		return nil, fmt.Errorf("retry: NewRateLimiter: value %v: %s", err.value, err.rule)
 	}
-	return false
+	return newTokenBucket(limit, burst, perKey), nil
 }
 
-// limiter is the rate limit of a Retrier: one bucket, or one per key.
-type limiter struct {
+type rateError struct {
+	value any
+	rule  string
+}
+
+func validRate(limit float64, burst int) *rateError {
+	switch {
+	case !(limit > 0) || limit > 1e9:
+		return &rateError{limit, "limit must be a number of attempts per second in (0, 1e9]"}
+	case burst < 1:
+		return &rateError{burst, "burst must be >= 1"}
+	}
+	return nil
+}
+
+// tokenBucket is the in-process Limiter: one bucket, or one per key.
+type tokenBucket struct {
 	limit  rate.Limit
 	burst  int
 	global *rate.Limiter
 	keys   *keyed[*rate.Limiter]
+}
+
+func newTokenBucket(limit float64, burst int, perKey bool) *tokenBucket {
+	b := &tokenBucket{limit: rate.Limit(limit), burst: burst}
+	if perKey {
+		b.keys = newKeyed[*rate.Limiter](maxKeys)
+	} else {
+		b.global = rate.NewLimiter(b.limit, burst)
+	}
+	return b
+}
+
+func (b *tokenBucket) bucket(key string, now time.Time) *rate.Limiter {
+	if b.global != nil {
+		return b.global
+	}
+	return b.keys.get(key, now, func() *rate.Limiter { return rate.NewLimiter(b.limit, b.burst) })
+}
+
+// Reserve implements Limiter.
+func (b *tokenBucket) Reserve(_ context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
+	lim := b.bucket(key, now)
+	if lim.AllowN(now, 1) {
+		return 0, nil, true
+	}
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return 0, nil, false
+	}
+	d := r.DelayFrom(now)
+	if d > maxWait {
+		r.CancelAt(now)
+		return 0, nil, false
+	}
+	return d, r.CancelAt, true
+}
+
+// limiter is the rate limit of a Retrier and its counters.
+type limiter struct {
+	l      Limiter
 	waits  atomic.Int64 // attempts that waited for a token
 	denied atomic.Int64 // calls stopped because the wait could not fit
 }
 
-func (l *limiter) bucket(key string, now time.Time) *rate.Limiter {
-	if l.global != nil {
-		return l.global
-	}
-	return l.keys.get(key, now, func() *rate.Limiter { return rate.NewLimiter(l.limit, l.burst) })
-}
-
 // wait takes a token for one attempt, sleeping until it is due. It reports
-// false, having returned the token, when the wait cannot fit ctx's deadline
-// or the call's MaxElapsed;
+// false when the wait cannot fit ctx's deadline or the call's MaxElapsed;
 // a context ended during the wait gives its error.
 func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
 	now := c.cfg.mono()
-	b := l.bucket(key, now)
-	if b.AllowN(now, 1) {
+	d, cancel, ok := l.l.Reserve(ctx, key, now, c.room(ctx, now))
+	if !ok {
+		if ctx.Err() != nil {
+			return false, c.canceled(ctx)
+		}
+		l.denied.Add(1)
+		return false, nil
+	}
+	if d <= 0 {
 		return true, nil
-	}
-	r := b.ReserveN(now, 1)
-	if !r.OK() {
-		l.denied.Add(1)
-		return false, nil
-	}
-	d := r.DelayFrom(now)
-	if !c.fits(ctx, now, d) {
-		r.CancelAt(now)
-		l.denied.Add(1)
-		return false, nil
 	}
 	l.waits.Add(1)
 	if err := c.sleep(ctx, d); err != nil {
-		r.CancelAt(c.cfg.mono())
+		if cancel != nil {
+			cancel(c.cfg.mono())
+		}
 		return false, err
 	}
 	return true, nil
+}
+
+// room returns the longest wait from now that fits ctx's deadline and the
+// call's MaxElapsed (see call.fits), at least zero.
+func (c *call) room(ctx context.Context, now time.Time) time.Duration {
+	room := time.Duration(maxDuration)
+	if m := c.cfg.maxElapsed; m > 0 {
+		room = min(room, m-now.Sub(c.start))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		room = min(room, maxDuration/2-1, dl.Sub(now)-1)
+	}
+	return max(room, 0)
 }
 
 // Budget limits retries to a share of first attempts, so that an outage does
@@ -136,8 +225,42 @@ func WithBudget(b Budget) Option {
 			c.invalid("WithBudget", b.Window, "Window must be >= 0")
 			return
 		}
-		c.budgetSpec, c.budgetSet = b, true
+		c.budgetSpec, c.budgetSet, c.sharedBudget = b, true, nil
 	})
+}
+
+// SharedBudget is a retry budget kept outside the Retrier, such as one
+// shared by a fleet of processes (github.com/steadyhq/retry/redis has one on
+// Redis). WithSharedBudget sets it in place of the Retrier's own Budget.
+//
+// Implementations must be safe for concurrent use.
+type SharedBudget interface {
+	// First counts a first attempt on key (WithKey, or the Transport's
+	// request key). It runs on the success path of every call, so it must
+	// be cheap: no clock, no I/O, no contended cache line; count locally
+	// and settle the counts in Retry.
+	First(key string)
+	// Retry takes a retry token for key at now, the Retrier's clock
+	// reading, or reports false, which ends the call with Reason budget.
+	// It runs after a failure, once the wait before the retry is known to
+	// fit; ctx is the caller's, and Retry must not outlast its deadline.
+	Retry(ctx context.Context, key string, now time.Time) bool
+}
+
+// WithSharedBudget replaces the Retrier's retry budget with b; a later
+// WithBudget replaces b. Stats report the budget's balance as -1 and its
+// denials as zero: b keeps its own counters.
+func WithSharedBudget(b SharedBudget) Option {
+	return optionFunc(func(c *config) { c.sharedBudget = b })
+}
+
+// allowRetry takes a retry token from the call's budget, if it has one.
+func (c *call) allowRetry(ctx context.Context, now time.Time) bool {
+	if sb := c.cfg.sharedBudget; sb != nil {
+		return sb.Retry(ctx, c.key, now)
+	}
+	b := c.budget(now)
+	return b == nil || b.allow(now)
 }
 
 // budgetBuckets is the number of slices of a budget's window.

@@ -73,6 +73,7 @@ type config struct {
 	newKeyBudget   func() *budget  // makes a key's budget
 	budgetSpec     Budget
 	budgetSet      bool
+	sharedBudget   SharedBudget // in place of the budgets above
 	optErrs        []error
 	// fast says the first attempt needs none of the limiter, the breakers,
 	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
@@ -107,6 +108,8 @@ func (c *config) build(opts []Option) {
 		c.state = newState()
 	}
 	switch {
+	case c.sharedBudget != nil:
+		c.budget, c.keyBudgets = nil, nil
 	case c.budgetSet && c.budgetSpec.Off:
 		c.budget, c.keyBudgets = nil, nil
 	case c.budgetSet && c.budgetSpec.PerKey:
@@ -127,7 +130,7 @@ func (c *config) build(opts []Option) {
 	}
 	c.finish()
 	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
-	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil
+	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
 }
 
 // clone copies c so that appending hooks to the copy never changes c.

@@ -350,7 +350,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 	if bs.keys != nil {
 		now = c.cfg.now()
 	}
-	ran, wait := bs.get(c.key, now).run(&bs.spec, func() error {
+	ran, wait := bs.get(c.key, now).run(ctx, bs, func() error {
 		// A change made as the attempt was let through (open to half-open)
 		// is delivered before it runs, outside gobreaker's lock.
 		bs.flush(c.cfg.onBreaker)
@@ -420,6 +420,9 @@ func (c *call) started() {
 		st.calls.add()
 		if c.cfg.keyBudgets != nil {
 			c.budget(c.cfg.now()).calls.add()
+		}
+		if sb := c.cfg.sharedBudget; sb != nil {
+			sb.First(c.key)
 		}
 	} else {
 		st.retryAttempts.Add(1)
@@ -526,7 +529,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if !ok {
 		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
-	if b := c.budget(now); b != nil && !b.allow(now) {
+	if !c.allowRetry(ctx, now) {
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}

@@ -1,0 +1,198 @@
+package redis_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// TestDeadLetters: a Transport's failed requests are written to the stream,
+// listed with their payload, and one is replayed through the same policy
+// once the server recovers, which deletes it.
+func TestDeadLetters(t *testing.T) {
+	s := startServer(t)
+	dl, err := retryredis.NewDeadLetters(s.Client(), "dl:test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var healthy atomic.Bool
+	var hits atomic.Int64
+	var lastBody atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		lastBody.Store(string(b))
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+
+	r := retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
+		retry.WithDeadLetter(dl.Sink),
+		retry.WithBudget(retry.Budget{Off: true}),
+	)
+	client := &http.Client{Transport: retry.NewTransport(srv.Client().Transport, r)}
+	ctx := t.Context()
+	for _, body := range []string{`{"order":1}`, `{"order":2}`} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/orders?token=secret", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer secret")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", resp.StatusCode)
+		}
+	}
+	if st := r.Stats(); st.DeadLettered != 2 || st.DeadLetterFailed != 0 {
+		t.Fatalf("dead_lettered %d, dead_letter_failed %d; want 2 and 0", st.DeadLettered, st.DeadLetterFailed)
+	}
+	if hits.Load() != 6 {
+		t.Fatalf("server saw %d requests, want 6", hits.Load())
+	}
+
+	recs, err := dl.List(ctx, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("listed %d records, want 2", len(recs))
+	}
+	rec := recs[1]
+	if rec.Attempts != 3 || rec.Reason != "exhausted" || rec.Type != "http.5xx.503" || rec.Method != http.MethodPut ||
+		strings.Contains(rec.URL, "secret") || rec.First.IsZero() || rec.Time.Before(rec.First) {
+		t.Fatalf("record %+v", rec)
+	}
+	rr, err := rec.RequestRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rr.Body) != `{"order":2}` || !rr.BodyComplete || rr.Header.Get("Authorization") != "" {
+		t.Fatalf("payload %+v", rr)
+	}
+	// Paging: after the first record comes the second only.
+	page, err := dl.List(ctx, recs[0].ID, 10)
+	if err != nil || len(page) != 1 || page[0].ID != rec.ID {
+		t.Fatalf("page after %s: %v, %v", recs[0].ID, page, err)
+	}
+
+	// Replay while the server still fails: the record stays.
+	send := func(ctx context.Context, rec retryredis.Record) error {
+		rr, err := rec.RequestRecord()
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		req, err := http.NewRequestWithContext(ctx, rr.Method, srv.URL+"/orders", bytes.NewReader(rr.Body))
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		resp, err := srv.Client().Do(req) // the caller's own client
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}
+	before := hits.Load()
+	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond})
+	if err := dl.Replay(ctx, rec.ID, send, policy); err == nil {
+		t.Fatal("replay succeeded against a failing server")
+	}
+	if n := hits.Load() - before; n != 3 {
+		t.Fatalf("failed replay sent %d attempts, want 3 (attempts reset)", n)
+	}
+	if n, _ := dl.Len(ctx); n != 2 {
+		t.Fatalf("%d records after a failed replay, want 2", n)
+	}
+
+	healthy.Store(true)
+	if err := dl.Replay(ctx, rec.ID, send, policy); err != nil {
+		t.Fatal(err)
+	}
+	if lastBody.Load() != `{"order":2}` {
+		t.Fatalf("replayed body %q", lastBody.Load())
+	}
+	recs, err = dl.List(ctx, "", 10)
+	if err != nil || len(recs) != 1 || recs[0].ID == rec.ID {
+		t.Fatalf("after replay: %v, %v; want the other record only", recs, err)
+	}
+	if _, err := dl.Get(ctx, rec.ID); !errors.Is(err, retryredis.ErrNoRecord) {
+		t.Fatalf("Get of a replayed record: %v", err)
+	}
+	if err := dl.Replay(ctx, rec.ID, send); !errors.Is(err, retryredis.ErrNoRecord) {
+		t.Fatalf("second replay: %v", err)
+	}
+}
+
+// TestDeadLettersBounded: the stream is trimmed near its bound, and with
+// Redis down the sink's error reaches Stats and the call's error.
+func TestDeadLettersBounded(t *testing.T) {
+	s := startServer(t)
+	dl, err := retryredis.NewDeadLetters(s.Client(), "dl:bounded", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for i := range 1000 {
+		if err := dl.Sink(ctx, retry.Event{Attempt: 1, Key: "k", Message: "m", Time: time.Unix(int64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// MAXLEN ~ trims whole macro nodes (100 entries by default).
+	if n, _ := dl.Len(ctx); n < 10 || n > 200 {
+		t.Fatalf("stream holds %d entries, want about 10", n)
+	}
+	if err := dl.Sink(ctx, retry.Event{Payload: func() {}}); err == nil {
+		t.Fatal("a payload that is not JSON was accepted")
+	}
+
+	s.Stop()
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}), retry.WithDeadLetter(dl.Sink))
+	err = r.Run(ctx, func(context.Context) error { return errors.New("boom") })
+	if err == nil || !strings.Contains(err.Error(), "XADD") {
+		t.Fatalf("error %v, want the sink's XADD failure joined", err)
+	}
+	if st := r.Stats(); st.DeadLetterFailed != 1 {
+		t.Fatalf("dead_letter_failed %d, want 1", st.DeadLetterFailed)
+	}
+}
+
+func TestNewDeadLettersErrors(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	for _, tc := range []struct {
+		name   string
+		client goredis.UniversalClient
+		stream string
+		want   string
+	}{
+		{"nil client", nil, "s", "redis: NewDeadLetters: client is nil"},
+		{"no stream", c, "", `redis: NewDeadLetters: stream = "": must name a stream`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := retryredis.NewDeadLetters(tc.client, tc.stream, 0)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

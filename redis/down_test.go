@@ -1,0 +1,130 @@
+package redis_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// storeTimeout bounds the Store's round trips, which gobreaker gives no
+// context: a slow Redis may hold a call that long past its deadline.
+const storeTimeout = 10 * time.Millisecond
+
+// fleetMember is one Retrier with all three shared components on one client.
+type fleetMember struct {
+	r       *retry.Retrier
+	store   *retryredis.Store
+	limiter *retryredis.Limiter
+	budget  *retryredis.Budget
+}
+
+func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
+	t.Helper()
+	store, err := retryredis.NewStore(c, retryredis.Options{Timeout: storeTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fleetMember{store: store}
+	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Reserve: 100}, retryredis.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	m.r = retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}),
+		retry.WithBreaker(retry.Breaker{Store: m.store, MinRequests: 100, OpenTimeout: time.Second}),
+		retry.WithLimiter(m.limiter),
+		retry.WithSharedBudget(m.budget),
+	)
+	return m
+}
+
+// flaky fails its first attempt and succeeds on the retry, so that a call
+// meets the limiter twice, the breaker twice and the budget once.
+func flaky() func(context.Context) error {
+	var n atomic.Int64
+	return func(context.Context) error {
+		if n.Add(1) == 1 {
+			return errDown
+		}
+		return nil
+	}
+}
+
+// TestRedisDown: with Redis killed mid-run, and then slow, calls keep their
+// deadlines and fail open as documented (the local breaker and the local
+// limiter stand in, the budget allows), the counters show it, and all goes
+// back to Redis when it returns on the same port.
+func TestRedisDown(t *testing.T) {
+	s := startServer(t)
+	m := newMember(t, s.Client())
+	ctx := t.Context()
+	call := func(timeout time.Duration) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		start := time.Now()
+		err := m.r.Run(ctx, flaky())
+		return time.Since(start), err
+	}
+
+	if _, err := call(time.Second); err != nil {
+		t.Fatalf("with Redis up: %v", err)
+	}
+	if st, ls, bs := m.store.Stats(), m.limiter.Stats(), m.budget.Stats(); st.Errors != 0 || ls.Allowed != 2 || bs.Granted != 1 {
+		t.Fatalf("with Redis up: store %+v, limiter %+v, budget %+v", st, ls, bs)
+	}
+
+	s.Stop()
+	for _, timeout := range []time.Duration{time.Second, 30 * time.Millisecond, 5 * time.Millisecond} {
+		took, err := call(timeout)
+		if err != nil {
+			t.Errorf("Redis down, deadline %v: %v, want success through the fallbacks", timeout, err)
+		}
+		if took > timeout {
+			t.Errorf("Redis down: call took %v, past its %v deadline", took, timeout)
+		}
+	}
+	down := m.r.Stats()
+	st, ls, bs := m.store.Stats(), m.limiter.Stats(), m.budget.Stats()
+	t.Logf("Redis down: retry %+v; store %+v; limiter %+v; budget %+v", down, st, ls, bs)
+	if down.BreakerFallbacks < 3 || st.Errors == 0 || ls.Fallbacks < 3 || bs.FailOpen < 1 {
+		t.Errorf("Redis down: fallbacks not counted")
+	}
+
+	s.Start()
+	// The client reconnects on its next command.
+	took, err := call(time.Second)
+	if err != nil {
+		t.Fatalf("Redis back: %v", err)
+	}
+	before := m.r.Stats().BreakerFallbacks
+	ls0, bs0 := m.limiter.Stats(), m.budget.Stats()
+	if _, err := call(time.Second); err != nil {
+		t.Fatalf("Redis back: %v", err)
+	}
+	ls1, bs1 := m.limiter.Stats(), m.budget.Stats()
+	if m.r.Stats().BreakerFallbacks != before || ls1.Fallbacks != ls0.Fallbacks || bs1.FailOpen != bs0.FailOpen ||
+		ls1.Allowed != ls0.Allowed+2 || bs1.Granted != bs0.Granted+1 {
+		t.Errorf("Redis back: limiter %+v → %+v, budget %+v → %+v; want Redis answering again", ls0, ls1, bs0, bs1)
+	}
+	t.Logf("first call after the restart took %v", took)
+
+	// Slow: Redis blocked for 300 ms. Calls keep their deadlines.
+	blocker := s.Client()
+	go blocker.Do(context.Background(), "DEBUG", "SLEEP", "0.3")
+	time.Sleep(20 * time.Millisecond)
+	for _, timeout := range []time.Duration{100 * time.Millisecond, 20 * time.Millisecond} {
+		took, err := call(timeout)
+		t.Logf("Redis slow, deadline %v: returned after %v: %v", timeout, took, err)
+		if took > timeout+storeTimeout+5*time.Millisecond {
+			t.Errorf("Redis slow: call took %v, past its %v deadline and the store's %v", took, timeout, storeTimeout)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+}

@@ -1,0 +1,181 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goredis.SetLogger(quiet{}) // the tests stop Redis on purpose
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// server is a redis-server started by a test on a free loopback port, with
+// its working directory in the test's temporary directory and persistence
+// off. It can be stopped and started again on the same port.
+type server struct {
+	t      testing.TB
+	bin    string
+	dir    string
+	port   int
+	cmd    *exec.Cmd
+	waited chan error
+}
+
+// startServer starts a redis-server for t, or skips t when the binary is
+// not installed.
+func startServer(t testing.TB) *server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not found on PATH; install it (apt-get install -y redis-server) to run the Redis tests")
+	}
+	s := &server{t: t, bin: bin, dir: t.TempDir()}
+	for range 5 {
+		s.port = freePort(t)
+		if err = s.tryStart(); err == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+	}
+	t.Fatalf("redis-server: %v", err)
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Addr is the server's loopback address.
+func (s *server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+func (s *server) tryStart() error {
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+		"--daemonize", "no",
+		"--enable-debug-command", "local",
+	)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("exited (%v): %s", err, log)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", s.Addr(), 50*time.Millisecond); err == nil {
+			ok := ping(c)
+			c.Close()
+			if ok {
+				s.cmd = cmd
+				s.waited = done
+				return nil
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	<-done
+	return fmt.Errorf("not answering on %s", s.Addr())
+}
+
+func ping(c net.Conn) bool {
+	c.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 7)
+	n, _ := c.Read(buf)
+	return string(buf[:n]) == "+PONG\r\n"
+}
+
+// Start starts the server again on its port after Stop.
+func (s *server) Start() {
+	s.t.Helper()
+	if err := s.tryStart(); err != nil {
+		s.t.Fatalf("redis-server restart: %v", err)
+	}
+}
+
+// Stop kills the server, as a crash would.
+func (s *server) Stop() { s.stop() }
+
+func (s *server) stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.waited
+	s.cmd = nil
+}
+
+// Client returns a new client of the server, closed when the test ends,
+// with timeouts short enough for a stopped server to fail fast.
+func (s *server) Client() *goredis.Client { return s.ClientWith(nil) }
+
+// ClientWith is Client with options changed by set.
+func (s *server) ClientWith(set func(*goredis.Options)) *goredis.Client {
+	o := &goredis.Options{
+		Addr:                  s.Addr(),
+		DialTimeout:           50 * time.Millisecond,
+		ReadTimeout:           50 * time.Millisecond,
+		WriteTimeout:          50 * time.Millisecond,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		ContextTimeoutEnabled: true,
+	}
+	if set != nil {
+		set(o)
+	}
+	c := goredis.NewClient(o)
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestHarness(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if err := c.Get(ctx, "k").Err(); err == nil {
+		t.Fatal("GET answered with the server stopped")
+	}
+	s.Start()
+	// No persistence: the restarted server is empty.
+	if err := c.Get(ctx, "k").Err(); err != goredis.Nil {
+		t.Fatalf("GET after restart: %v, want redis.Nil", err)
+	}
+}
