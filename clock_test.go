@@ -163,3 +163,43 @@ func TestOnGiveUp(t *testing.T) {
 		})
 	}
 }
+
+// TestImmediateOffset pins the wait of the immediate strategy with an
+// offset: the offset, not zero.
+func TestImmediateOffset(t *testing.T) {
+	clk := &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p := retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate, Offset: 2 * time.Second, Jitter: retry.NoJitter}
+	err := retry.Run(context.Background(), func(context.Context) error { return errors.New("x") }, retry.WithPolicy(p), retry.WithClock(clk))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if want := []time.Duration{2 * time.Second, 2 * time.Second}; !equalDurations(clk.sleeps, want) {
+		t.Fatalf("sleeps = %v, want %v", clk.sleeps, want)
+	}
+}
+
+// TestGiveUpAfterAttemptTimeout: the caller cancels during the wait that
+// follows a timed-out attempt; the call's type and the OnGiveUp event keep
+// the attempt's timeout as the last failure's type.
+func TestGiveUpAfterAttemptTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var gaveUp []retry.Event
+	err := retry.Run(ctx, func(actx context.Context) error {
+		<-actx.Done()
+		return actx.Err()
+	}, retry.WithAttemptTimeout(5*time.Millisecond),
+		retry.WithPolicy(retry.Policy{InitialInterval: time.Hour, Jitter: retry.NoJitter}),
+		retry.OnRetry(func(retry.Event) { cancel() }),
+		retry.OnGiveUp(func(ev retry.Event) { gaveUp = append(gaveUp, ev) }))
+	var e *retry.Error
+	if !errors.As(err, &e) || e.Reason != retry.ReasonCanceled {
+		t.Fatalf("err = %v, want canceled", err)
+	}
+	if got := retry.TypeOf(err); got != retry.TypeAttemptTimeout {
+		t.Errorf("TypeOf = %q, want %q", got, retry.TypeAttemptTimeout)
+	}
+	if len(gaveUp) != 1 || gaveUp[0].Type != retry.TypeAttemptTimeout {
+		t.Errorf("OnGiveUp events = %+v, want one of type %q", gaveUp, retry.TypeAttemptTimeout)
+	}
+}

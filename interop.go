@@ -72,10 +72,11 @@ func (r *Retrier) Decide(ctx context.Context, attempt int, prev time.Duration, e
 // rule. Decide then gives the decision.
 func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error) error {
 	failure := err
-	if err == nil {
-		if resp == nil {
-			return errNoResponse
-		}
+	switch {
+	case err != nil:
+	case resp == nil:
+		failure = errNoResponse
+	default:
 		if failure = r.config().statusFailure(resp); failure == nil {
 			return nil
 		}

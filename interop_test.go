@@ -100,6 +100,7 @@ func TestHTTPFailure(t *testing.T) {
 		{"reset on POST", nil, "POST", false, nil, reset, false, TypeConnectionReset, true, 0},
 		{"refused on POST: never sent", nil, "POST", false, nil, refused, false, TypeConnectionRefused, false, 0},
 		{"neither response nor error", nil, "GET", false, nil, nil, false, TypeUnknown, false, 0},
+		{"neither response nor error on POST", nil, "POST", false, nil, nil, false, TypeUnknown, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -303,9 +304,11 @@ type call struct {
 	prev    time.Duration // previous sampled delay, for decorrelated jitter
 	timer   *time.Timer   // one reusable timer per call
 	last    error         // the last attempt's error
+	lastTyp string        // its type, as classified (timeout.attempt included)
 	key     string        // key for dedup and events
 	method  string        // HTTP method, for events
 	url     string        // sanitized URL, for events
+	req     *http.Request // the Transport's request, for events
 	payload any           // dead-letter payload
 	record  func() any    // builds the payload when a record is routed
 	nested  bool          // ctx already carried an attempt number
@@ -514,6 +517,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if timedOut && strings.HasPrefix(o.typ, "context.") {
 		o.typ = TypeAttemptTimeout
 	}
+	c.lastTyp = o.typ
 	var now time.Time
 	if c.clocked(ctx) {
 		now = cfg.now()
@@ -603,7 +607,8 @@ func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Durati
 			spread := time.Duration(float64(min(d/10, time.Second)) * unit(cfg.random()))
 			d = min(d, maxDuration-spread) + spread // saturate, never wrap
 		}
-	case cfg.policy.Backoff == Immediate && cfg.policy.Jitter.Kind != JitterAdditive && cfg.policy.Jitter.Kind != JitterDecorrelated:
+	case cfg.policy.Backoff == Immediate && cfg.policy.Offset == 0 &&
+		cfg.policy.Jitter.Kind != JitterAdditive && cfg.policy.Jitter.Kind != JitterDecorrelated:
 		// Zero, whatever the draw: spare the random source.
 	default:
 		d = cfg.policy.sample(c.attempt, c.prev, cfg.random())
@@ -667,6 +672,9 @@ func (c *call) canceled(ctx context.Context) error {
 		c.cfg.state.failedPermanently.Add(1)
 	}
 	e := c.newError(ctx, ReasonCanceled)
+	if c.lastTyp == TypeAttemptTimeout {
+		e.typ = c.lastTyp // see terminal
+	}
 	c.gaveUp(e, "")
 	return e
 }
@@ -679,9 +687,16 @@ func (c *call) gaveUp(e *Error, typ string) {
 	if len(hooks) == 0 {
 		return
 	}
+	if c.url == "" && c.req != nil {
+		c.method, c.url = methodOf(c.req), SanitizeURL(c.req.URL)
+	}
 	var ev Event
 	if c.last != nil {
-		ev = c.event(inspect(c.last), c.cfg.now())
+		o := inspect(c.last)
+		if c.lastTyp != "" {
+			o.typ = c.lastTyp
+		}
+		ev = c.event(o, c.cfg.now())
 	} else {
 		ev = Event{Err: e.Err, Key: c.key, Method: c.method, URL: c.url, Time: c.cfg.now()}
 		if ev.Key == "" {

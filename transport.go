@@ -178,7 +178,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt.idempotent = true
 	}
 	defer rt.finish()
-	c := call{cfg: cfg, key: t.key(req)}
+	c := call{cfg: cfg, key: t.key(req), req: req}
 	defer c.stopTimer()
 	for {
 		if err := c.begin(ctx); err != nil {

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -314,5 +315,27 @@ func TestTransportUpgrade(t *testing.T) {
 		if got != "echo hi\n" {
 			t.Errorf("through the upgraded connection: %q", got)
 		}
+	}
+}
+
+// TestTransportGiveUpNamesRequest: a request refused before any attempt
+// still names its method and URL (without credentials) to OnGiveUp.
+func TestTransportGiveUpNamesRequest(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	var got []retry.Event
+	tr := retry.NewTransport(nil, retry.OnGiveUp(func(ev retry.Event) { got = append(got, ev) }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.Replace(srv.URL, "http://", "http://alice:pw123@", 1)+"/a", nil)
+	if resp, err := tr.RoundTrip(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("want an error")
+	}
+	if len(got) != 1 {
+		t.Fatalf("OnGiveUp fired %d times, want 1", len(got))
+	}
+	if ev := got[0]; ev.Method != http.MethodGet || ev.URL != srv.URL+"/a" || ev.Reason != retry.ReasonCanceled {
+		t.Errorf("event method %q url %q reason %v; want GET %s/a canceled", ev.Method, ev.URL, ev.Reason, srv.URL)
 	}
 }
