@@ -172,7 +172,15 @@ func BenchmarkTwoFailures(b *testing.B) {
 func BenchmarkGuarded(b *testing.B) {
 	ctx := context.Background()
 	b.Run("gobreaker-execute", func(b *testing.B) {
-		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{Name: "bench"})
+		// The settings retry.DefaultBreaker gives gobreaker: a rolling
+		// window of 10 buckets, so that only the layers above differ.
+		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+			Name:         "bench",
+			MaxRequests:  retry.DefaultBreaker.Probes,
+			Interval:     retry.DefaultBreaker.Window,
+			BucketPeriod: retry.DefaultBreaker.Window / 10,
+			Timeout:      retry.DefaultBreaker.OpenTimeout,
+		})
 		for b.Loop() {
 			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
 				b.Fatal(err)
