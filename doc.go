@@ -54,9 +54,11 @@
 //
 // A Retrier built once with New is safe for concurrent use and shares its
 // counters (Stats) and dead-letter alert window among its calls. Hooks
-// (OnRetry, OnFailure, OnDeadLetter) receive an Event whose Message is
-// sanitized; the dead-letter sink (WithDeadLetter) receives every record
-// routed to it, and its failure is never silent.
+// (OnRetry, OnFailure, OnDeadLetter, OnGiveUp) receive an Event whose Message
+// is sanitized; WithLogger logs through log/slog from the same events. The
+// dead-letter sink (WithDeadLetter) receives every record routed to it, and
+// its failure is never silent. WithClock runs the engine on another clock,
+// such as the virtual one of the cmd/retry simulator.
 //
 // # HTTP
 //
@@ -77,7 +79,9 @@
 // the first attempts, so that an outage does not multiply the load on the
 // failing dependency. WithBreaker adds a circuit breaker, which reschedules
 // attempts while it is open without consuming them, and WithRateLimit paces
-// attempts; neither sleeps into a deadline it cannot meet.
+// attempts; neither sleeps into a deadline it cannot meet. WithLimiter and
+// WithSharedBudget, with a Breaker's Store, share these defences across a
+// fleet (see the github.com/steadyhq/retry/redis module).
 //
 // Nothing is logged unless a hook does it, and a call that succeeds at once
 // allocates nothing and, unless a breaker, a rate limiter, per-key budgets or
