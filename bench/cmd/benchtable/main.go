@@ -22,10 +22,11 @@ import (
 
 // references name, per case, the row the others are compared with.
 var references = map[string]string{
-	"Success":  "plain",
-	"HTTPGet":  "plain",
-	"Guarded":  "gobreaker-execute",
-	"Parallel": "",
+	"Success":      "plain",
+	"HTTPGet":      "plain",
+	"HTTPOverhead": "plain",
+	"Guarded":      "gobreaker-execute",
+	"Parallel":     "",
 }
 
 type row struct {
@@ -155,6 +156,9 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 	case refRow != nil && t.name == "Guarded":
 		head += " − " + ref + " (ns) |"
 		sep += "---:|"
+	case refRow != nil && t.name == "HTTPOverhead":
+		head += " − " + ref + " (ns) | extra allocs |"
+		sep += "---:|---:|"
 	case refRow != nil:
 		head += " × " + ref + " | extra allocs |"
 		sep += "---:|---:|"
@@ -169,6 +173,8 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 		switch {
 		case refRow != nil && t.name == "Guarded":
 			line += fmt.Sprintf(" %+.1f |", r.medNs-refRow.medNs)
+		case refRow != nil && t.name == "HTTPOverhead":
+			line += fmt.Sprintf(" %+.0f | %+.0f |", r.medNs-refRow.medNs, r.medAllo-refRow.medAllo)
 		case refRow != nil:
 			line += fmt.Sprintf(" %.3f | %+.0f |", r.medNs/refRow.medNs, r.medAllo-refRow.medAllo)
 		case t.name == "Parallel":
