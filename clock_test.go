@@ -203,3 +203,40 @@ func TestGiveUpAfterAttemptTimeout(t *testing.T) {
 		t.Errorf("OnGiveUp events = %+v, want one of type %q", gaveUp, retry.TypeAttemptTimeout)
 	}
 }
+
+// timesBudget is a SharedBudget that grants every retry and records the
+// times it is asked at.
+type timesBudget struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (b *timesBudget) First(string) {}
+
+func (b *timesBudget) Retry(_ context.Context, _ string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.times = append(b.times, now)
+	return true
+}
+
+// TestSharedBudgetTime: a shared budget is asked with the Retrier's clock
+// reading even when nothing else on the failure path needs the time (no
+// deadline, no hook, no sink).
+func TestSharedBudgetTime(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &virtualClock{now: start}
+	b := &timesBudget{}
+	p := retry.Policy{MaxAttempts: 3, InitialInterval: time.Second, Jitter: retry.NoJitter}
+	_ = retry.Run(context.Background(), func(context.Context) error { return errors.New("x") },
+		retry.WithPolicy(p), retry.WithClock(clk), retry.WithSharedBudget(b))
+	want := []time.Time{start, start.Add(time.Second)}
+	if len(b.times) != len(want) {
+		t.Fatalf("Retry asked %d times, want %d", len(b.times), len(want))
+	}
+	for i := range want {
+		if !b.times[i].Equal(want[i]) {
+			t.Errorf("Retry %d asked at %v, want %v", i+1, b.times[i], want[i])
+		}
+	}
+}

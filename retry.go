@@ -552,7 +552,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 // the failure path reads no clock at all.
 func (c *call) clocked(ctx context.Context) bool {
 	cfg := c.cfg
-	if cfg.timed || cfg.maxElapsed > 0 || cfg.budget != nil || cfg.keyBudgets != nil {
+	if cfg.timed || cfg.maxElapsed > 0 || cfg.budget != nil || cfg.keyBudgets != nil || cfg.sharedBudget != nil {
 		return true
 	}
 	_, ok := ctx.Deadline()
