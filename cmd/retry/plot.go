@@ -77,7 +77,10 @@ POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with p
 			if err != nil {
 				return err
 			}
-			p := curvePlot(curves, limit, samples, seed, logY, cumulative)
+			p, err := curvePlot(curves, limit, samples, seed, logY, cumulative)
+			if err != nil {
+				return err
+			}
 			if err := savePlot(p, w, h, format, output, e.stdout); err != nil {
 				return failed(err)
 			}
@@ -236,8 +239,9 @@ func timeUnit(top time.Duration) (time.Duration, string) {
 	return time.Millisecond, "milliseconds"
 }
 
-// curvePlot draws the curves.
-func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative bool) *plot.Plot {
+// curvePlot draws the curves. With logY, it is a usage error when no value
+// drawn is above 0, as a log axis cannot show one.
+func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative bool) (*plot.Plot, error) {
 	p := plot.New()
 	what := "Delay before each retry"
 	if cumulative {
@@ -248,7 +252,7 @@ func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative
 	p.Legend.Top = true
 	p.Legend.Left = true
 	scheds := make([]schedule, len(curves))
-	var top time.Duration
+	var top float64 // milliseconds
 	for i, c := range curves {
 		scheds[i] = computeSchedule(c.policy, limit, samples, seed)
 		for _, r := range scheds[i].rows {
@@ -258,10 +262,14 @@ func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative
 			} else if r.Max != nil {
 				v = *r.Max
 			}
-			top = max(top, fromMS(v))
+			top = max(top, v)
 		}
 	}
-	unit, name := timeUnit(top)
+	if logY && !(top > 0) {
+		return nil, usagef("flag --log: every delay drawn is 0 (an immediate strategy, or no retry), and a log axis cannot show 0: drop --log")
+	}
+	unit, name := timeUnit(fromMS(top))
+	unitMS := ms(unit)
 	p.Y.Label.Text = name
 	if cumulative {
 		p.Y.Label.Text += " (median)"
@@ -271,7 +279,7 @@ func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	conv := func(v float64) float64 {
-		y := float64(fromMS(v)) / float64(unit)
+		y := v / unitMS
 		if logY {
 			y = max(y, 1e-3) // a log axis has no zero
 		}
@@ -316,7 +324,11 @@ func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative
 		label := curves[i].label + ": " + summary(curves[i].policy)
 		p.Legend.Add(label, l)
 	}
-	return p
+	if logY && p.Y.Min == p.Y.Max {
+		// One value only: the axis would span it ± 1, which may reach 0.
+		p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
+	}
+	return p, nil
 }
 
 // summary describes a policy's curve in a few words.
