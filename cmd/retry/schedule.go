@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -47,28 +48,29 @@ func computeSchedule(p retry.Policy, limit, samples int, seed uint64) schedule {
 	s.rows = make([]scheduleRow, 0, n+1)
 	s.rows = append(s.rows, scheduleRow{Attempt: 1})
 	if !s.jitter {
-		var cum time.Duration
+		var cum total
 		for i := 1; i <= n; i++ {
 			d := p.Delay(i)
-			cum = addSat(cum, d)
-			s.rows = append(s.rows, scheduleRow{Attempt: i + 1, Retry: i, Delay: ms(d), Cumulative: ms(cum)})
+			cum.add(d)
+			s.rows = append(s.rows, scheduleRow{Attempt: i + 1, Retry: i, Delay: ms(d), Cumulative: cum.ms()})
 		}
 		return s
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	delays := make([][]time.Duration, n+1) // [retry][sample]
-	cums := make([][]time.Duration, n+1)
+	cums := make([][]float64, n+1)         // milliseconds
 	for i := 1; i <= n; i++ {
 		delays[i] = make([]time.Duration, samples)
-		cums[i] = make([]time.Duration, samples)
+		cums[i] = make([]float64, samples)
 	}
 	for k := range samples {
-		var prev, cum time.Duration
+		var prev time.Duration
+		var cum total
 		for i := 1; i <= n; i++ {
 			d := p.Sample(i, prev, rng.Float64())
 			prev = d
-			cum = addSat(cum, d)
-			delays[i][k], cums[i][k] = d, cum
+			cum.add(d)
+			delays[i][k], cums[i][k] = d, cum.ms()
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -77,7 +79,7 @@ func computeSchedule(p retry.Policy, limit, samples int, seed uint64) schedule {
 		lo, hi := ms(delays[i][0]), ms(delays[i][samples-1])
 		s.rows = append(s.rows, scheduleRow{
 			Attempt: i + 1, Retry: i,
-			Delay: ms(median(delays[i])), Cumulative: ms(median(cums[i])),
+			Delay: ms(median(delays[i])), Cumulative: median(cums[i]),
 			Min: &lo, Max: &hi,
 		})
 	}
@@ -85,7 +87,7 @@ func computeSchedule(p retry.Policy, limit, samples int, seed uint64) schedule {
 }
 
 // median of a sorted, non-empty slice.
-func median(s []time.Duration) time.Duration {
+func median[T time.Duration | float64](s []T) T {
 	n := len(s)
 	if n%2 == 1 {
 		return s[n/2]
@@ -93,19 +95,63 @@ func median(s []time.Duration) time.Duration {
 	return s[n/2-1] + (s[n/2]-s[n/2-1])/2
 }
 
-// addSat adds two non-negative durations, saturating.
-func addSat(a, b time.Duration) time.Duration {
-	if a > 1<<63-1-b {
-		return 1<<63 - 1
+// total is a sum of non-negative durations that goes on past the ~292
+// years a time.Duration holds: exact in nanoseconds up to there, then in
+// floating-point milliseconds.
+type total struct {
+	d    time.Duration
+	over float64 // milliseconds, once d would overflow
+	big  bool
+}
+
+func (t *total) add(d time.Duration) {
+	if !t.big && t.d <= math.MaxInt64-d {
+		t.d += d
+		return
 	}
-	return a + b
+	if !t.big {
+		t.over, t.big = ms(t.d), true
+	}
+	t.over += ms(d)
+}
+
+// ms returns the total in milliseconds.
+func (t *total) ms() float64 {
+	if t.big {
+		return t.over
+	}
+	return ms(t.d)
 }
 
 // ms converts d to milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// fromMS converts milliseconds to a duration.
-func fromMS(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+// fromMS converts milliseconds to a duration, saturating at the longest
+// one (~292 years) rather than wrapping.
+func fromMS(v float64) time.Duration {
+	ns := v * float64(time.Millisecond)
+	switch {
+	case ns >= math.MaxInt64: // 2^63 as a float64: out of range
+		return math.MaxInt64
+	case ns <= math.MinInt64:
+		return math.MinInt64
+	}
+	return time.Duration(ns)
+}
+
+// humanMS formats milliseconds as human does, past the longest duration too.
+func humanMS(v float64) string {
+	if v*float64(time.Millisecond) < math.MaxInt64 {
+		return human(fromMS(v))
+	}
+	secs := math.Round(v / 1000)
+	days := math.Floor(secs / (24 * 3600))
+	s := fmt.Sprintf("%.0fd", days)
+	if rem := time.Duration(secs-days*24*3600) * time.Second; rem > 0 {
+		s += human(rem)
+	}
+	return s
+}
 
 func newSchedule(e *env) *cobra.Command {
 	var (
@@ -184,9 +230,9 @@ func (s schedule) writeText(w io.Writer, samples int) {
 		}
 		if s.jitter {
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t\n", r.Attempt, r.Retry,
-				human(fromMS(*r.Min)), human(fromMS(r.Delay)), human(fromMS(*r.Max)), human(fromMS(r.Cumulative)))
+				humanMS(*r.Min), humanMS(r.Delay), humanMS(*r.Max), humanMS(r.Cumulative))
 		} else {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", r.Attempt, r.Retry, human(fromMS(r.Delay)), human(fromMS(r.Cumulative)))
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", r.Attempt, r.Retry, humanMS(r.Delay), humanMS(r.Cumulative))
 		}
 	}
 	tw.Flush()

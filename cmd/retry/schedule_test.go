@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,73 @@ func TestHuman(t *testing.T) {
 	for ns, want := range cases {
 		if got := human(time.Duration(ns)); got != want {
 			t.Errorf("human(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}
+
+// TestScheduleBeyondDuration: a schedule whose total wait passes the ~292
+// years a time.Duration holds keeps a cumulative that grows by each delay,
+// in JSON and in text, with or without jitter; nothing wraps negative.
+func TestScheduleBeyondDuration(t *testing.T) {
+	poly := []string{"--strategy", "polynomial", "--coefficient", "10", "--max", "P36500D", "--attempts", "12"}
+	cases := []struct {
+		name string
+		args []string
+		last string // the text's last row, fields joined by one space
+	}{
+		{"no jitter", append([]string{"--jitter", "none"}, poly...), "12 11 36500d 126022d15h45m24s"},
+		{"constant cap", []string{"--strategy", "constant", "--initial", "P36500D", "--max", "P36500D", "--attempts", "6", "--jitter", "none"},
+			"6 5 36500d 182500d"},
+		{"jitter", append([]string{"--samples", "50"}, poly...), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", append([]string{"schedule", "--json"}, c.args...)...)
+			if code != 0 {
+				t.Fatalf("status %d: %s", code, stderr)
+			}
+			var rows []scheduleRow
+			if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+				t.Fatal(err)
+			}
+			sum := 0.0
+			for i, r := range rows[1:] {
+				sum += r.Delay
+				if r.Cumulative < rows[i].Cumulative || r.Cumulative < r.Delay {
+					t.Errorf("retry %d: cumulative %v after %v, delay %v", r.Retry, r.Cumulative, rows[i].Cumulative, r.Delay)
+				}
+				if r.Min == nil && math.Abs(r.Cumulative-sum) > sum*1e-12 {
+					t.Errorf("retry %d: cumulative %v ms, want the sum of the delays, %v ms", r.Retry, r.Cumulative, sum)
+				}
+			}
+			if last := rows[len(rows)-1].Cumulative; last <= ms(math.MaxInt64) {
+				t.Errorf("last cumulative %v ms, want past the longest duration", last)
+			}
+			stdout, _, _ = cli(t, "", append([]string{"schedule"}, c.args...)...)
+			if regexp.MustCompile(`\s-\d`).MatchString(stdout) {
+				t.Errorf("a negative duration in the text:\n%s", stdout)
+			}
+			lines := strings.Split(strings.TrimSpace(stdout), "\n")
+			if c.last != "" && strings.Join(strings.Fields(lines[len(lines)-1]), " ") != c.last {
+				t.Errorf("last row %q, want %q", lines[len(lines)-1], c.last)
+			}
+		})
+	}
+}
+
+// TestFromMS: milliseconds past the longest duration saturate.
+func TestFromMS(t *testing.T) {
+	for _, c := range []struct {
+		ms   float64
+		want time.Duration
+	}{
+		{1.5, 1500 * time.Microsecond},
+		{9223372036854.775, math.MaxInt64},
+		{1e300, math.MaxInt64},
+		{-1e300, math.MinInt64},
+	} {
+		if got := fromMS(c.ms); got != c.want {
+			t.Errorf("fromMS(%v) = %v, want %v", c.ms, got, c.want)
 		}
 	}
 }
