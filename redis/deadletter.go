@@ -130,12 +130,16 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// List returns up to count records from the oldest, starting after the
-// entry ID after ("" for the start of the stream). To page through the
-// stream, pass the ID of the last record returned.
-func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]Record, error) {
+// List reads up to count entries from the oldest, starting after the entry
+// ID after ("" for the start of the stream). An entry that does not decode
+// to a Record (written by another program, or by hand) is skipped and
+// reported in Page.Bad with its ID and error, so that one bad entry hides
+// none of the records behind it; Get, Delete and Replay still take its ID.
+// To page through the stream, pass Page.Next as after until it is "".
+// The error is Redis's, or a bad count.
+func (d *DeadLetters) List(ctx context.Context, after string, count int64) (Page, error) {
 	if count <= 0 {
-		return nil, fmt.Errorf("redis: List: count = %d: must be > 0", count)
+		return Page{}, fmt.Errorf("redis: List: count = %d: must be > 0", count)
 	}
 	start := "-"
 	if after != "" {
@@ -143,20 +147,41 @@ func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]Re
 	}
 	msgs, err := d.client.XRangeN(ctx, d.stream, start, "+", count).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redis: XRANGE %s: %w", d.stream, err)
+		return Page{}, fmt.Errorf("redis: XRANGE %s: %w", d.stream, err)
 	}
-	out := make([]Record, 0, len(msgs))
+	p := Page{Records: make([]Record, 0, len(msgs))}
 	for _, m := range msgs {
 		r, err := decodeRecord(m.ID, m.Values)
 		if err != nil {
-			return out, err
+			p.Bad = append(p.Bad, BadEntry{ID: m.ID, Err: err})
+		} else {
+			p.Records = append(p.Records, r)
 		}
-		out = append(out, r)
+		p.Next = m.ID
 	}
-	return out, nil
+	return p, nil
 }
 
-// Get returns the record with entry ID id.
+// Page is what List read: the records, oldest first, the entries it skipped,
+// and where the next page starts.
+type Page struct {
+	Records []Record
+	Bad     []BadEntry // entries that do not decode, oldest first
+	// Next is the ID of the last entry read, good or bad: List's after for
+	// the next page. It is "" when no entry was read, at the stream's end.
+	Next string
+}
+
+// BadEntry is a stream entry that List skipped: its ID and the error of
+// decoding it, which names the field, its value and the rule.
+type BadEntry struct {
+	ID  string
+	Err error
+}
+
+// Get returns the record with entry ID id. As in XRANGE, an ID without its
+// sequence part ("1700000000000") names the first entry of that
+// millisecond; the record's ID is then the entry's full ID.
 func (d *DeadLetters) Get(ctx context.Context, id string) (Record, error) {
 	msgs, err := d.client.XRangeN(ctx, d.stream, id, id, 1).Result()
 	if err != nil {
@@ -191,9 +216,10 @@ func (d *DeadLetters) Delete(ctx context.Context, id string) error {
 // Replay sends the record with entry ID id again, as a manual retry: send
 // runs through a fresh call of retry.Run with opts (typically the Retrier
 // that failed it, so the same policy applies), its attempts starting from
-// one. On success the record is deleted from the stream; on failure it is
-// kept and Replay returns the call's error (a Retrier whose sink is this
-// stream also appends a new record for the failed replay).
+// one. On success the record sent (the entry Get(id) returns, by its full
+// ID) is deleted from the stream; on failure it is kept and Replay returns
+// the call's error (a Retrier whose sink is this stream also appends a new
+// record for the failed replay).
 //
 // send gets the record, whose Payload carries what the work needs; a
 // Transport's record decodes with Record.RequestRecord, and is sent through
@@ -210,7 +236,9 @@ func (d *DeadLetters) Replay(ctx context.Context, id string, send func(context.C
 	if err != nil {
 		return err
 	}
-	return d.Delete(ctx, id)
+	// The entry read, whose ID may be longer than id ("5" names "5-0" and
+	// XRANGE reads "5-1" too).
+	return d.Delete(ctx, rec.ID)
 }
 
 // decodeRecord parses a stream entry's fields into a Record. An entry with

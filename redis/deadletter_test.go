@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,11 +68,12 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("server saw %d requests, want 6", hits.Load())
 	}
 
-	recs, err := dl.List(ctx, "", 10)
+	page, err := dl.List(ctx, "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 {
+	recs := page.Records
+	if len(recs) != 2 || len(page.Bad) != 0 || page.Next != recs[1].ID {
 		t.Fatalf("listed %d records, want 2", len(recs))
 	}
 	rec := recs[1]
@@ -87,9 +89,9 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("payload %+v", rr)
 	}
 	// Paging: after the first record comes the second only.
-	page, err := dl.List(ctx, recs[0].ID, 10)
-	if err != nil || len(page) != 1 || page[0].ID != rec.ID {
-		t.Fatalf("page after %s: %v, %v", recs[0].ID, page, err)
+	page, err = dl.List(ctx, recs[0].ID, 10)
+	if err != nil || len(page.Records) != 1 || page.Records[0].ID != rec.ID {
+		t.Fatalf("page after %s: %+v, %v", recs[0].ID, page, err)
 	}
 
 	// Replay while the server still fails: the record stays.
@@ -131,9 +133,9 @@ func TestDeadLetters(t *testing.T) {
 	if lastBody.Load() != `{"order":2}` {
 		t.Fatalf("replayed body %q", lastBody.Load())
 	}
-	recs, err = dl.List(ctx, "", 10)
-	if err != nil || len(recs) != 1 || recs[0].ID == rec.ID {
-		t.Fatalf("after replay: %v, %v; want the other record only", recs, err)
+	page, err = dl.List(ctx, "", 10)
+	if err != nil || len(page.Records) != 1 || page.Records[0].ID == rec.ID {
+		t.Fatalf("after replay: %+v, %v; want the other record only", page, err)
 	}
 	if _, err := dl.Get(ctx, rec.ID); !errors.Is(err, retryredis.ErrNoRecord) {
 		t.Fatalf("Get of a replayed record: %v", err)
@@ -192,6 +194,136 @@ func TestNewDeadLettersErrors(t *testing.T) {
 			_, err := retryredis.NewDeadLetters(tc.client, tc.stream, 0)
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDeadLettersReplayID: Replay deletes the entry it sent, by its full
+// ID, also when given an ID without its sequence part, and nothing else.
+func TestDeadLettersReplayID(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	tests := []struct {
+		name     string
+		id       string
+		err      error    // want errors.Is
+		sent     string   // the ID of the record sent; "" for none
+		leftOver []string // IDs in the stream afterwards
+	}{
+		{"full ID", "5-2", nil, "5-2", []string{"5-1", "6-0"}},
+		{"ID without its sequence", "5", nil, "5-1", []string{"5-2", "6-0"}},
+		{"ID of no entry", "7", retryredis.ErrNoRecord, "", []string{"5-1", "5-2", "6-0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			stream := "dl:replay:" + tt.name
+			for _, id := range []string{"5-1", "5-2", "6-0"} {
+				if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: id, Values: []any{"key", "k", "attempts", "3"}}).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dl, err := retryredis.NewDeadLetters(c, stream, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sent []string
+			err = dl.Replay(ctx, tt.id, func(_ context.Context, r retryredis.Record) error {
+				sent = append(sent, r.ID)
+				return nil
+			})
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("Replay(%q): %v, want %v", tt.id, err, tt.err)
+			}
+			if strings.Join(sent, " ") != tt.sent {
+				t.Errorf("sent %v, want %q", sent, tt.sent)
+			}
+			msgs, err := c.XRange(ctx, stream, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, m := range msgs {
+				left = append(left, m.ID)
+			}
+			if strings.Join(left, " ") != strings.Join(tt.leftOver, " ") {
+				t.Errorf("stream holds %v after Replay(%q), want %v", left, tt.id, tt.leftOver)
+			}
+		})
+	}
+}
+
+// TestDeadLettersListBad: entries that do not decode are skipped and
+// reported with their ID and error; the records behind them are listed,
+// and paging by Page.Next reaches every entry, even past a page of bad
+// entries only.
+func TestDeadLettersListBad(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	good := []any{"key", "k", "attempts", "2"}
+	bad := []any{"attempts", "-1"}
+	tests := []struct {
+		name    string
+		entries [][]any // in stream order, IDs 1-0, 2-0, ...
+		count   int64
+		pages   []string // per page: "g" for a record, "b" for a bad entry
+	}{
+		{"no bad entry", [][]any{good, good}, 10, []string{"gg", ""}},
+		{"a bad entry first", [][]any{bad, good, good}, 10, []string{"bgg", ""}},
+		{"bad entries between", [][]any{good, bad, bad, good}, 10, []string{"gbbg", ""}},
+		{"a page of bad entries only", [][]any{good, bad, bad, good}, 2, []string{"gb", "bg", ""}},
+		{"only bad entries", [][]any{bad, bad, bad}, 2, []string{"bb", "b", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			stream := "dl:list:" + tt.name
+			for i, v := range tt.entries {
+				if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: strconv.Itoa(i+1) + "-0", Values: v}).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dl, err := retryredis.NewDeadLetters(c, stream, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, n := "", 0
+			for i, want := range tt.pages {
+				p, err := dl.List(ctx, after, tt.count)
+				if err != nil {
+					t.Fatalf("page %d: %v", i, err)
+				}
+				// Merge the page back into stream order by ID.
+				kinds := map[string]byte{}
+				for _, r := range p.Records {
+					if r.Key != "k" || r.Attempts != 2 {
+						t.Errorf("page %d: record %+v", i, r)
+					}
+					kinds[r.ID] = 'g'
+				}
+				for _, b := range p.Bad {
+					if b.Err == nil || !strings.Contains(b.Err.Error(), "dead-letter record "+b.ID+": field attempts = \"-1\"") {
+						t.Errorf("page %d: bad entry %s: error %v", i, b.ID, b.Err)
+					}
+					kinds[b.ID] = 'b'
+				}
+				var got []byte
+				for j := range len(kinds) {
+					got = append(got, kinds[strconv.Itoa(n+j+1)+"-0"])
+				}
+				if string(got) != want {
+					t.Fatalf("page %d after %q: %q (%+v), want %q", i, after, got, p, want)
+				}
+				n += len(kinds)
+				wantNext := ""
+				if want != "" {
+					wantNext = strconv.Itoa(n) + "-0"
+				}
+				if p.Next != wantNext {
+					t.Fatalf("page %d: Next %q, want %q", i, p.Next, wantNext)
+				}
+				after = p.Next
 			}
 		})
 	}

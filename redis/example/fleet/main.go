@@ -125,10 +125,11 @@ func run(addr string, dur time.Duration) error {
 	}
 
 	dl := workers[0].dl
-	recs, err := dl.List(ctx, "", 5)
+	page, err := dl.List(ctx, "", 5)
 	if err != nil {
 		return err
 	}
+	recs := page.Records
 	n, _ := dl.Len(ctx)
 	fmt.Printf("%d dead letters in the stream; replaying the first %d\n", n, len(recs))
 	for _, rec := range recs {
