@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -66,4 +68,67 @@ func checkOutcome(t *testing.T, args []string) {
 	default:
 		t.Errorf("%q: status %d, stderr %q", args, code, stderr)
 	}
+}
+
+// FuzzHeader: parseHeaders accepts a header only with an RFC 9110 name and
+// value, and its error is one of its fixed texts, with the name at most:
+// never the value.
+func FuzzHeader(f *testing.F) {
+	f.Add("Content-Type: application/json")
+	f.Add("Authorization Bearer SECRETTOKEN")
+	f.Add("X-A: a\tb\x01")
+	f.Add("X-(B): 2")
+	f.Add(": v")
+	f.Add("X-A: a\r\nX-B: b")
+	f.Fuzz(func(t *testing.T, h string) {
+		hdr, err := parseHeaders([]string{"X-Ok: 1", h})
+		if err == nil {
+			for k, vs := range hdr {
+				if !validHeaderName(k) || strings.ContainsAny(k, " \t\r\n:") {
+					t.Errorf("%q: name %q accepted", h, k)
+				}
+				for _, v := range vs {
+					if strings.ContainsAny(v, "\r\n\x00") {
+						t.Errorf("%q: value %q accepted", h, v)
+					}
+				}
+			}
+			return
+		}
+		msg := err.Error()
+		name, _, _ := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if msg != fmt.Sprintf(errHeaderColon, 2) && msg != fmt.Sprintf(errHeaderName, 2) &&
+			!(validHeaderName(name) && msg == fmt.Sprintf(errHeaderValue, name)) {
+			t.Errorf("%q: error %q is not one of parseHeaders' texts", h, msg)
+		}
+	})
+}
+
+// FuzzShowURL: showURL never panics, and drops the userinfo of a URL that
+// does not parse.
+func FuzzShowURL(f *testing.F) {
+	f.Add("ftp://alice:s3cr3tpw@h/p?api_key=KEY123")
+	f.Add("http://alice:Hx7pUserinfoPw91@127.0.0.1\x7f:1/v1/items")
+	f.Add("http://bob:pw@h%zz/x#token=abc")
+	f.Add("alice:pw@h/p")
+	f.Fuzz(func(t *testing.T, raw string) {
+		out := showURL(raw)
+		if _, err := url.Parse(raw); err == nil {
+			return
+		}
+		rest := raw
+		if _, r, ok := strings.Cut(raw, "://"); ok {
+			rest = r
+		}
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			rest = rest[:i]
+		}
+		if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+			ui := rest[:i]
+			if len(ui) >= 8 && strings.Count(raw, ui) == 1 && strings.Contains(out, ui) {
+				t.Errorf("showURL(%q) = %q: the userinfo %q is in it", raw, out, ui)
+			}
+		}
+	})
 }

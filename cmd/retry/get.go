@@ -61,7 +61,11 @@ of 400 or more), and 1 when none did.
 			}
 			u, err := url.Parse(args[0])
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return usagef("URL %q: must be an absolute http or https URL", args[0])
+				return usagef("URL %q: must be an absolute http or https URL", showURL(args[0]))
+			}
+			hdr, err := parseHeaders(headers)
+			if err != nil {
+				return err
 			}
 			if method == "" {
 				method = http.MethodGet
@@ -70,14 +74,6 @@ of 400 or more), and 1 when none did.
 				}
 			}
 			method = strings.ToUpper(method)
-			hdr := http.Header{}
-			for _, h := range headers {
-				k, v, ok := strings.Cut(h, ":")
-				if !ok || strings.TrimSpace(k) == "" || strings.ContainsAny(strings.TrimSpace(k), " \t") {
-					return usagef("flag --header = %q: must be Name: value", h)
-				}
-				hdr.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-			}
 			d, err := positiveDuration("timeout", timeout)
 			if err != nil {
 				return err
@@ -194,4 +190,84 @@ func unwrapURL(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// showURL renders a URL given by the user for an error message: its
+// userinfo dropped and secret-looking parameters redacted, as
+// retry.SanitizeURL does, or, when it does not parse, its userinfo, query
+// and fragment dropped and the rest passed through retry.Sanitize.
+func showURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return retry.SanitizeURL(u)
+	}
+	prefix, rest := "", raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		prefix, rest = raw[:i+3], raw[i+3:]
+	}
+	host := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		host = rest[:i]
+	}
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i+1] + retry.Redacted
+	}
+	return retry.Sanitize(prefix + rest)
+}
+
+// The errors of parseHeaders: none shows a value.
+const (
+	errHeaderColon = "flag --header #%d: must be Name: value, with a colon (its text is not shown, as it may hold a secret)"
+	errHeaderName  = "flag --header #%d: the name must be a token of letters, digits and !#$%%&'*+-.^_`|~ (RFC 9110; the header is not shown, as it may hold a secret)"
+	errHeaderValue = "flag --header %s: the value must be visible characters, spaces and tabs, no control characters (RFC 9110 field-value; the value is not shown)"
+)
+
+// parseHeaders reads the --header flags, each "Name: value", checking the
+// name and the value against RFC 9110. Its errors name the header by its
+// name, or by its place when the name is not valid, and never show a value.
+func parseHeaders(headers []string) (http.Header, error) {
+	hdr := http.Header{}
+	for i, h := range headers {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok {
+			return nil, usagef(errHeaderColon, i+1)
+		}
+		k, v = strings.TrimSpace(k), strings.Trim(v, " \t")
+		if !validHeaderName(k) {
+			return nil, usagef(errHeaderName, i+1)
+		}
+		if !validHeaderValue(v) {
+			return nil, usagef(errHeaderValue, k)
+		}
+		hdr.Add(k, v)
+	}
+	return hdr, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s is an RFC 9110 field-value: visible
+// ASCII, obs-text (bytes from 0x80), spaces and tabs; no other control
+// character.
+func validHeaderValue(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

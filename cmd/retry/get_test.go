@@ -72,6 +72,7 @@ func TestGet(t *testing.T) {
 		{"POST from stdin with --retry-any", []int{503, 200}, append(fast, "--data-file", "-", "--retry-any"), 0, "OK", 2,
 			nil, "from stdin|from stdin", ""},
 		{"include headers", []int{200}, []string{"-i"}, 0, "HTTP/1.1 200 OK\r\n", 1, nil, "", ""},
+		{"a tab and obs-text inside a value", []int{200}, []string{"-H", "X-T: a\tb\xe9"}, 0, "OK", 1, nil, "", "X-T: a\tb\xe9"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -137,7 +138,12 @@ func TestGetUsage(t *testing.T) {
 	}{
 		{[]string{"get"}, "give one URL"},
 		{[]string{"get", "ftp://127.0.0.1/"}, `URL "ftp://127.0.0.1/": must be an absolute http or https URL`},
-		{[]string{"get", "-H", "NoColon", "http://127.0.0.1:1/"}, `flag --header = "NoColon": must be Name: value`},
+		{[]string{"get", "-H", "NoColon", "http://127.0.0.1:1/"}, `flag --header #1: must be Name: value, with a colon`},
+		{[]string{"get", "-H", "X-A: a\tb\x01", "http://127.0.0.1:1/"}, `flag --header X-A: the value must be visible characters, spaces and tabs`},
+		{[]string{"get", "-H", "X-A: a\r\nX-B: b", "http://127.0.0.1:1/"}, `flag --header X-A: the value must be`},
+		{[]string{"get", "-H", "X-A: 1", "-H", "X-(B): 2", "http://127.0.0.1:1/"}, `flag --header #2: the name must be a token`},
+		{[]string{"get", "-H", "X-\x00: 2", "http://127.0.0.1:1/"}, `flag --header #1: the name must be a token`},
+		{[]string{"get", "-H", ": v", "http://127.0.0.1:1/"}, `flag --header #1: the name must be a token`},
 		{[]string{"get", "--data-file", "testdata/none", "http://127.0.0.1:1/"}, `flag --data-file = "testdata/none": no such file or directory`},
 		{[]string{"get", "--timeout", "0", "http://127.0.0.1:1/"}, `flag --timeout = "0": must be a duration > 0`},
 		{[]string{"get", "-X", "GE T", "http://127.0.0.1:1/"}, `flag --request = "GE T"`},

@@ -85,3 +85,53 @@ func TestGetRedactsSecrets(t *testing.T) {
 		t.Fatal("the server received nothing")
 	}
 }
+
+// TestGetUsageRedactsSecrets: a URL or a header that `retry get` refuses is
+// named in the one-line usage error without the secret it carries, for
+// every shape of the corpus that fits a URL or a header, and for the
+// examples of the review that found the leak.
+func TestGetUsageRedactsSecrets(t *testing.T) {
+	type usageCase struct {
+		name, secret string
+		args         []string
+		want         string // in the line
+	}
+	const host = "127.0.0.1:1"
+	cases := []usageCase{
+		{"ftp with userinfo and key", "s3cr3tpw", []string{"ftp://alice:s3cr3tpw@h/p?api_key=KEY123"}, "must be an absolute http or https URL"},
+		{"ftp with userinfo and key: the key", "KEY123", []string{"ftp://alice:s3cr3tpw@h/p?api_key=KEY123"}, "must be an absolute http or https URL"},
+		{"header without a colon", "SECRETTOKEN", []string{"-H", "Authorization Bearer SECRETTOKEN", "http://" + host + "/"}, "flag --header #1: must be Name: value"},
+	}
+	for _, sh := range loadSecrets(t) {
+		if sh.URL != "" {
+			u := strings.ReplaceAll(sh.URL, "{host}", host)
+			cases = append(cases,
+				usageCase{sh.Name + "/ftp", sh.Secret, []string{strings.Replace(u, "http://", "ftp://", 1)}, "must be an absolute http or https URL"},
+				usageCase{sh.Name + "/no scheme", sh.Secret, []string{strings.TrimPrefix(u, "http://")}, "must be an absolute http or https URL"},
+				// A control character: url.Parse fails.
+				usageCase{sh.Name + "/unparsable", sh.Secret, []string{strings.Replace(u, host, host+"\x7f", 1)}, "must be an absolute http or https URL"},
+				usageCase{sh.Name + "/unparsable host", sh.Secret, []string{strings.Replace(u, host, "h%zz", 1)}, "must be an absolute http or https URL"})
+		}
+		if len(sh.Header) == 2 {
+			name, value := sh.Header[0], sh.Header[1]
+			cases = append(cases,
+				usageCase{sh.Name + "/no colon", sh.Secret, []string{"-H", name + " " + value, "http://" + host + "/"}, "flag --header #1: must be Name: value"},
+				usageCase{sh.Name + "/control character", sh.Secret, []string{"-H", name + ": " + value + "\x01", "http://" + host + "/"}, "flag --header " + name + ": the value must be"},
+				usageCase{sh.Name + "/bad name", sh.Secret, []string{"-H", "X-Ok: 1", "-H", name + " " + value + ": x", "http://" + host + "/"}, "flag --header #2: the name must be a token"})
+		}
+	}
+	if len(cases) < 40 {
+		t.Fatalf("%d cases, want at least 40", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", append([]string{"get"}, c.args...)...)
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("status %d, stdout %q, stderr %q, want one line with %q", code, stdout, stderr, c.want)
+			}
+			if strings.Contains(stderr, c.secret) {
+				t.Errorf("secret %q in the usage error: %s", c.secret, stderr)
+			}
+		})
+	}
+}
