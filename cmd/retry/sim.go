@@ -5,12 +5,14 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/steadyhq/retry"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -55,7 +57,10 @@ attempt fails and the load is back within 10% of the offered rate. --plot draws 
 --clients (100) clients each update one row once under optimistic concurrency (a write succeeds
 only if no one wrote since the read), over a network of |N(10ms, 2ms)| per message, backing off
 from a 5 ms base to a 2 s cap. It compares no backoff, exponential without jitter, and full,
-equal and decorrelated jitter (or only --jitter), averaged over --runs.
+equal and decorrelated jitter (or only --jitter), averaged over --runs. It takes no other flag
+than --clients, --runs, --seed, --jitter and --json.
+
+A load simulation holds at most 1000000 requests (--rate × --duration).
 
 The circuit breaker is left out: it measures its open period on real time.`,
 		Example: `  retry sim --rate 100 --duration 2m --outage 30s:60s
@@ -66,6 +71,9 @@ The circuit breaker is left out: it measures its open period on real time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			flags := cmd.Flags()
+			if err := simFlagsApply(flags, contend); err != nil {
+				return err
+			}
 			if contend {
 				n := 100
 				if flags.Changed("clients") {
@@ -125,6 +133,10 @@ The circuit breaker is left out: it measures its open period on real time.`,
 					return err
 				}
 			}
+			if n := rate * s.duration.Seconds(); n > maxRequests {
+				return usagef("flags --rate and --duration: %s/s over %s is %.0f requests: must be at most %d (lower --rate or --duration)",
+					strconv.FormatFloat(rate, 'f', -1, 64), human(s.duration), n, maxRequests)
+			}
 			if s.srv.outageStart, s.srv.outageEnd, err = parseOutage(outage); err != nil {
 				return err
 			}
@@ -181,6 +193,33 @@ The circuit breaker is left out: it measures its open period on real time.`,
 	f.BoolVar(&contend, "contention", false, `the AWS "Exponential Backoff and Jitter" contention setup`)
 	f.IntVar(&runs, "runs", 10, "with --contention: runs to average")
 	return cmd
+}
+
+// maxRequests bounds the requests of a load simulation, rate × duration:
+// each one waiting at the same time holds a few kilobytes.
+const maxRequests = 1_000_000
+
+// contentionFlags are the flags --contention takes (and --progress, which
+// every command takes).
+var contentionFlags = []string{"clients", "runs", "seed", "jitter", "json"}
+
+// simFlagsApply rejects a flag given where it has no effect: with
+// --contention, any but contentionFlags; without it, --runs.
+func simFlagsApply(fs *pflag.FlagSet, contend bool) error {
+	var err error
+	fs.Visit(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		switch {
+		case contend && f.Name != "contention" && f.Name != "progress" && !slices.Contains(contentionFlags, f.Name):
+			err = usagef("flag --%s: does not apply to --contention, which takes only --%s and --%s", f.Name,
+				strings.Join(contentionFlags[:len(contentionFlags)-1], ", --"), contentionFlags[len(contentionFlags)-1])
+		case !contend && f.Name == "runs":
+			err = usagef("flag --runs: applies only with --contention")
+		}
+	})
+	return err
 }
 
 // simDuration parses a duration flag of sim.

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // TestVClockOrder: tasks run one at a time, in order of wake-up time, ties
@@ -205,7 +208,31 @@ func TestSimUsage(t *testing.T) {
 		{[]string{"--contention", "--jitter", "proportional"}, `flag --jitter = "proportional": with --contention`},
 		{[]string{"--bucket", "1ms", "--horizon", "2h"}, "buckets"},
 		{[]string{"--plot", "load.gif", "--duration", "1s"}, `image format "gif"`},
+		{[]string{"--rate", "1e6", "--duration", "1h"}, "flags --rate and --duration: 1000000/s over 1h is 3600000000 requests: must be at most 1000000"},
+		{[]string{"--rate", "10000"}, "flags --rate and --duration: 10000/s over 2m is 1200000 requests: must be at most 1000000"},
+		{[]string{"--runs", "3"}, "flag --runs: applies only with --contention"},
 	}
+	// --contention runs its own setup: every other flag is refused.
+	refused := map[string]bool{}
+	for _, f := range [][]string{
+		{"--plot", "c.svg"}, {"--outage", "1s:1s"}, {"--rate", "5"}, {"--budget", "off"}, {"--fail-rate", "0.1"},
+		{"--duration", "1s"}, {"--latency", "1ms"}, {"--capacity", "5"}, {"--timeout", "1s"}, {"--horizon", "1h"},
+		{"--bucket", "1ms"}, {"--policy", "{}"}, {"--preset", "ojs"}, {"--param", "x=1"}, {"--attempts", "3"},
+		{"--initial", "1s"}, {"--max", "1s"}, {"--offset", "1s"}, {"--coefficient", "3"}, {"--strategy", "linear"},
+		{"--jitter-factor", "0.5"}, {"--jitter-amount", "1s"}, {"--on-exhaustion", "discard"}, {"--non-retryable", "x"},
+	} {
+		refused[f[0]] = true
+		cases = append(cases, struct {
+			args []string
+			want string
+		}{append([]string{"--contention", "--runs", "1", "--clients", "2"}, f...),
+			"flag " + f[0] + ": does not apply to --contention, which takes only --clients, --runs, --seed, --jitter and --json"})
+	}
+	newSim(&env{}).Flags().VisitAll(func(f *pflag.Flag) {
+		if !refused["--"+f.Name] && f.Name != "contention" && !slices.Contains(contentionFlags, f.Name) {
+			t.Errorf("flag --%s: no case checks it is refused with --contention", f.Name)
+		}
+	})
 	for _, c := range cases {
 		stdout, stderr, code := cli(t, "", append([]string{"sim"}, c.args...)...)
 		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
