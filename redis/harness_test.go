@@ -179,3 +179,40 @@ func TestHarness(t *testing.T) {
 		t.Fatalf("GET after restart: %v, want redis.Nil", err)
 	}
 }
+
+// latency is a client hook that holds every command, and every pipeline,
+// for its duration before sending it, or until the command's context ends:
+// a Redis that answers, slowly.
+type latency time.Duration
+
+func (latency) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (l latency) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := l.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (l latency) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := l.wait(ctx); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (l latency) wait(ctx context.Context) error {
+	t := time.NewTimer(time.Duration(l))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

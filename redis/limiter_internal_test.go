@@ -1,0 +1,48 @@
+package redis
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGCRALimit: every limit NewLimiter takes becomes a Rate of at least 1
+// with the limit's emission interval; a limit too small for a Duration is
+// refused with an error naming the value and the rule.
+func TestGCRALimit(t *testing.T) {
+	tests := []struct {
+		limit float64
+		tol   float64 // relative error allowed on the emission interval
+		err   string
+	}{
+		{100, 0, ""},
+		{1, 0, ""},
+		{2.5, 0, ""},
+		{1.0005, 5e-4, ""},
+		{1e9 - 0.5, 5e-4, ""},
+		{1.0 / 3, 1e-9, ""},
+		{0.0004, 1e-9, ""},
+		{0.0001234, 1e-9, ""},
+		{1e-9, 1e-9, ""},
+		{1e-10, 0, "redis: NewLimiter: limit = 1e-10: must be >= 1e-9 attempts per second (one in about 32 years)"},
+	}
+	for _, tt := range tests {
+		l, err := gcraLimit(tt.limit, 3)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("limit %v: error %v, want %q", tt.limit, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("limit %v: %v", tt.limit, err)
+			continue
+		}
+		want := float64(time.Second) / tt.limit
+		got := float64(l.Period) / float64(l.Rate)
+		if l.Rate < 1 || l.Burst != 3 || math.Abs(got-want) > tt.tol*want {
+			t.Errorf("limit %v: %+v, emission interval %v ns, want %v ns", tt.limit, l, got, want)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// TestLimiterSlowRedis: with Redis slower than Options.Timeout, a call
+// takes a token from the local bucket whatever its deadline, even one
+// under twice the timeout, and is refused only when the bucket's own wait
+// does not fit.
+func TestLimiterSlowRedis(t *testing.T) {
+	s := startServer(t)
+	tests := []struct {
+		name     string
+		limit    float64
+		burst    int
+		deadline time.Duration
+		calls    int
+		refused  int // calls refused as rate_limited, the last ones
+	}{
+		{"a deadline of six timeouts", 1000, 10, 300 * time.Millisecond, 1, 0},
+		{"a deadline under two timeouts", 1000, 10, 80 * time.Millisecond, 1, 0},
+		{"a deadline under one timeout", 1000, 10, 30 * time.Millisecond, 1, 0},
+		{"the bucket's wait past the deadline", 1, 1, 80 * time.Millisecond, 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := s.Client()
+			c.AddHook(latency(time.Second)) // cut by every timeout
+			l, err := retryredis.NewLimiter(c, tt.limit, tt.burst, false, retryredis.Options{Prefix: tt.name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := retry.New(retry.WithLimiter(l))
+			for i := range tt.calls {
+				ctx, cancel := context.WithTimeout(t.Context(), tt.deadline)
+				ran := false
+				err := r.Run(ctx, func(context.Context) error { ran = true; return nil })
+				cancel()
+				var re *retry.Error
+				if refuse := i >= tt.calls-tt.refused; refuse {
+					if ran || !errors.As(err, &re) || re.Reason != retry.ReasonRateLimited {
+						t.Errorf("call %d: ran %v, %v; want rate_limited by the local bucket", i, ran, err)
+					}
+				} else if !ran || err != nil {
+					t.Errorf("call %d: ran %v, %v; want paced by the local bucket", i, ran, err)
+				}
+			}
+			if st := l.Stats(); st.Fallbacks != int64(tt.calls) || st.Allowed != 0 || st.Denied != 0 {
+				t.Errorf("%+v, want %d fallbacks", st, tt.calls)
+			}
+		})
+	}
+}
+
+// TestLimiterSmallRates: limits under one attempt per second, down to
+// 0.0004/s, are kept by Redis: the first attempt is granted, the next
+// refused for the emission interval, and Redis never fails.
+func TestLimiterSmallRates(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	for _, limit := range []float64{0.9, 1.0 / 3, 0.0004, 1e-9} {
+		l, err := retryredis.NewLimiter(c, limit, 1, false, retryredis.Options{Prefix: time.Duration(float64(time.Second) / limit).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if _, _, ok := l.Reserve(t.Context(), "", now, time.Second); !ok {
+			t.Errorf("limit %v: first reservation refused", limit)
+		}
+		if _, _, ok := l.Reserve(t.Context(), "", now, time.Second); ok {
+			t.Errorf("limit %v: second reservation granted within a second", limit)
+		}
+		// Waits may count a refusal of a few hundred nanoseconds, GCRA's
+		// floating-point rounding at the boundary of the burst.
+		if st := l.Stats(); st.Allowed != 1 || st.Denied != 1 || st.Fallbacks != 0 {
+			t.Errorf("limit %v: %+v, want 1 allowed and 1 denied by Redis", limit, st)
+		}
+	}
+	if _, err := retryredis.NewLimiter(c, 1e-10, 1, false, retryredis.Options{}); err == nil {
+		t.Error("a limit under 1e-9 was accepted")
+	}
+}
