@@ -77,6 +77,9 @@ POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with p
 			if err != nil {
 				return err
 			}
+			if err := outputDir("output", output); err != nil {
+				return err
+			}
 			p, err := curvePlot(curves, limit, samples, seed, logY, cumulative)
 			if err != nil {
 				return err
@@ -216,12 +219,24 @@ func savePlot(p *plot.Plot, width, height vg.Length, format, output string, w io
 		_, err = w.Write(buf.Bytes())
 		return err
 	}
-	if dir := filepath.Dir(output); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
 	return os.WriteFile(output, buf.Bytes(), 0o644)
+}
+
+// outputDir checks that the directory of an image file named by flag
+// exists, as nothing creates it.
+func outputDir(flag, output string) error {
+	if output == "-" {
+		return nil
+	}
+	dir := filepath.Dir(output)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return usagef("flag --%s = %q: directory %q: %v", flag, output, dir, unwrapPath(err))
+	case !st.IsDir():
+		return usagef("flag --%s = %q: %q is not a directory", flag, output, dir)
+	}
+	return nil
 }
 
 // timeUnit picks the unit that suits durations up to top.

@@ -104,6 +104,9 @@ The circuit breaker is left out: it measures its open period on real time.`,
 				if format, err = plotFormat(plotFile, ""); err != nil {
 					return err
 				}
+				if err := outputDir("plot", plotFile); err != nil {
+					return err
+				}
 			}
 			s := &loadSim{rate: rate, clients: clients, seed: seed}
 			if !(rate > 0 && rate <= 1e6) {
