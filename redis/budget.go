@@ -30,7 +30,11 @@ const budgetSlices = 10
 // add, and sent to Redis with the next retry's request for a token: the
 // fleet's counts lag by the time between this process's failures, which
 // only makes the budget stricter. Counts older than the window when they
-// are sent are scaled down to the window's share of the time they cover.
+// are sent are scaled down to the window's share of the time they cover:
+// since they were last sent or, for the first counts, since the Budget (or,
+// with PerKey, the key's counter) was built, read on the wall clock. With a
+// Retrier clock (retry.WithClock) behind the wall clock, the first counts
+// are sent in full.
 //
 // When Redis fails or is slower than Options.Timeout, Budget fails open: the
 // retry is allowed and counted in Stats.FailOpen, and the unsent counts are
@@ -85,7 +89,7 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 		spec:   spec,
 		opts:   opts,
 		slice:  max(spec.Window/budgetSlices, time.Millisecond),
-		global: new(firsts),
+		global: newFirsts(),
 	}, nil
 }
 
@@ -101,8 +105,13 @@ type firsts struct {
 	}
 	mu   sync.Mutex
 	sent int64
-	last time.Time // when counts were last sent
+	last time.Time // when counts were last sent; at first, when f was made
 }
+
+// newFirsts returns a counter whose counts date from now, on the wall
+// clock: the first Retry scales them by the time since, as it does counts
+// sent before.
+func newFirsts() *firsts { return &firsts{last: time.Now()} }
 
 func (f *firsts) load() int64 {
 	var n int64
@@ -119,7 +128,7 @@ func (b *Budget) firsts(key string) *firsts {
 	if f, ok := b.keys.Load(key); ok {
 		return f.(*firsts)
 	}
-	f, _ := b.keys.LoadOrStore(key, new(firsts))
+	f, _ := b.keys.LoadOrStore(key, newFirsts())
 	return f.(*firsts)
 }
 
@@ -163,11 +172,9 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 	total := f.load()
 	delta := total - f.sent
 	sent := delta
-	if !f.last.IsZero() {
-		if since := now.Sub(f.last); since > b.spec.Window {
-			// Counts from before the window: send the window's share.
-			sent = int64(float64(delta) * float64(b.spec.Window) / float64(since))
-		}
+	if since := now.Sub(f.last); since > b.spec.Window {
+		// Counts from before the window: send the window's share.
+		sent = int64(float64(delta) * float64(b.spec.Window) / float64(since))
 	}
 	f.sent, f.last = total, now
 	f.mu.Unlock()

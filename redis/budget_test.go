@@ -1,6 +1,8 @@
 package redis_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,5 +71,102 @@ func TestBudgetRule(t *testing.T) {
 				t.Errorf("granted %d after %v, want %d", n, tt.later, tt.wantNow)
 			}
 		})
+	}
+}
+
+// TestBudgetFirstsAge: first attempts count in full while they are within
+// the window, and at the window's share of the time they cover once older,
+// the first ones sent too (dated from when the Budget, or its key, began).
+func TestBudgetFirstsAge(t *testing.T) {
+	s := startServer(t)
+	spec := retry.Budget{Ratio: 0.5, Window: 10 * time.Second}
+	tests := []struct {
+		name   string
+		perKey bool
+		firsts int
+		age    time.Duration // from building the Budget to the retry
+		want   int
+	}{
+		{"fresh", false, 100, 0, 50},
+		{"half a window old", false, 100, 5 * time.Second, 50},
+		{"an hour old", false, 10_000, time.Hour, 13}, // 10000·10/3600 = 27 sent
+		{"an hour old, per key", true, 10_000, time.Hour, 13},
+		{"a clock behind the wall clock", false, 100, -time.Hour, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := spec
+			spec.PerKey = tt.perKey
+			b, err := retryredis.NewBudget(s.Client(), spec, retryredis.Options{Prefix: tt.name + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range tt.firsts {
+				b.First("k")
+			}
+			now := time.Now().Add(tt.age)
+			got := 0
+			for b.Retry(t.Context(), "k", now) {
+				if got++; got > 10_000 {
+					t.Fatal("no end to the retries")
+				}
+			}
+			if got != tt.want {
+				t.Errorf("granted %d retries for %d first attempts %v old, want %d; %+v", got, tt.firsts, tt.age, tt.want, b.Stats())
+			}
+		})
+	}
+}
+
+// stepClock is a retry.Clock that moves only when told.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stepClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+func (c *stepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestBudgetAfterQuiet: an outage an hour after 10,000 healthy calls gets
+// about the retries from the fleet budget that the in-process budget gives:
+// the old first attempts do not count as the window's.
+func TestBudgetAfterQuiet(t *testing.T) {
+	s := startServer(t)
+	retries := func(shared bool) int {
+		clk := &stepClock{t: time.Now()}
+		opts := []retry.Option{retry.WithClock(clk), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond})}
+		if shared {
+			b, err := retryredis.NewBudget(s.Client(), retry.Budget{}, retryredis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, retry.WithSharedBudget(b))
+		}
+		r := retry.New(opts...)
+		for range 10_000 {
+			_ = r.Run(t.Context(), func(context.Context) error { return nil })
+		}
+		clk.Add(time.Hour)
+		attempts := 0
+		for range 100 {
+			_ = r.Run(t.Context(), func(context.Context) error { attempts++; return errDown })
+		}
+		return attempts - 100
+	}
+	local, fleet := retries(false), retries(true)
+	t.Logf("retries granted to 100 failing calls an hour after 10,000 healthy ones: in process %d, on Redis %d", local, fleet)
+	if fleet > local+5 || fleet < local-5 {
+		t.Errorf("the fleet budget granted %d retries, the in-process one %d", fleet, local)
 	}
 }
