@@ -92,10 +92,12 @@ of 400 or more), and 1 when none did.
 			}
 			opts := []retry.Option{retry.WithPolicy(p), retry.WithBudget(retry.Budget{Off: true}),
 				retry.OnFailure(func(ev retry.Event) {
+					// The line has the prefix; the core's own errors repeat it.
+					msg := strings.TrimPrefix(ev.Message, "retry: ")
 					if ev.Reason == 0 {
-						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); next attempt in %s\n", ev.Attempt, ev.Message, ev.Type, human(ev.Delay))
+						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); next attempt in %s\n", ev.Attempt, msg, ev.Type, human(ev.Delay))
 					} else {
-						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); %s\n", ev.Attempt, ev.Message, ev.Type, ev.Reason)
+						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); %s\n", ev.Attempt, msg, ev.Type, ev.Reason)
 					}
 				})}
 			if attemptTimeout != "" {
@@ -118,7 +120,7 @@ of 400 or more), and 1 when none did.
 			resp, err := client.Do(req)
 			attempts := t.Stats().Attempts
 			if err != nil {
-				return failed(fmt.Errorf("%s %s: %w", method, retry.SanitizeURL(u), unwrapURL(err)))
+				return failed(fmt.Errorf("%s %s: %s", method, retry.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: ")))
 			}
 			defer resp.Body.Close()
 			fmt.Fprintf(e.stderr, "retry: %s %s after %d %s in %s\n", resp.Proto, resp.Status, attempts,

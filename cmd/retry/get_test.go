@@ -57,10 +57,10 @@ func TestGet(t *testing.T) {
 	}{
 		{"ok at once", []int{200}, nil, 0, "OK", 1, []string{"retry: HTTP/1.1 200 OK after 1 attempt"}, "", ""},
 		{"503 twice then ok", []int{503, 503, 200}, fast, 0, "OK", 3,
-			[]string{"attempt 1: retry: http status 503 (http.5xx.503); next attempt in", "attempt 2:", "200 OK after 3 attempts"}, "", ""},
+			[]string{"retry: attempt 1: http status 503 (http.5xx.503); next attempt in", "attempt 2:", "200 OK after 3 attempts"}, "", ""},
 		{"429 with Retry-After", []int{429, 200}, fast, 0, "OK", 2, []string{"(http.4xx.429)", "after 2 attempts"}, "", ""},
 		{"exhausted: the last 503 is returned", []int{503}, fast, 0, "Service Unavailable", 3,
-			[]string{"attempt 3: retry: http status 503 (http.5xx.503); exhausted", "503 Service Unavailable after 3 attempts"}, "", ""},
+			[]string{"retry: attempt 3: http status 503 (http.5xx.503); exhausted", "503 Service Unavailable after 3 attempts"}, "", ""},
 		{"--fail on 404, not retried", []int{404}, append(fast, "--fail"), exitHTTPError, "Not Found", 1,
 			[]string{"404 Not Found after 1 attempt"}, "", ""},
 		{"POST is not retried", []int{503, 200}, append(fast, "--data-file", body), 0, "Service Unavailable", 1,
@@ -126,7 +126,7 @@ func TestGetNoResponse(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	last := lines[len(lines)-1]
-	if len(lines) != 3 || !strings.Contains(last, "retry: GET http://"+addr+"/: retry: exhausted after 2 attempts") || !strings.Contains(stderr, "net.connection_refused") {
+	if len(lines) != 3 || !strings.Contains(last, "retry: GET http://"+addr+"/: exhausted after 2 attempts") || !strings.Contains(stderr, "net.connection_refused") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 }
