@@ -156,12 +156,26 @@ func failed(err error) error {
 	return &runError{err}
 }
 
+// typeRules restate, by the type of a flag, the parse errors pflag
+// reports in strconv's words.
+var typeRules = map[string]string{
+	"bool":           "must be true or false",
+	"int":            "must be an integer",
+	"uint64":         "must be an integer >= 0",
+	"float64":        "must be a number",
+	"stringToString": "must be name=value",
+}
+
 // line renders err as one line prefixed with "retry: ".
 func line(err error) string {
 	msg := err.Error()
 	var ive *pflag.InvalidValueError
 	if errors.As(err, &ive) {
-		msg = fmt.Sprintf("flag --%s = %q: %v", ive.GetFlag().Name, ive.GetValue(), errors.Unwrap(ive))
+		rule := typeRules[ive.GetFlag().Value.Type()]
+		if rule == "" {
+			rule = errors.Unwrap(ive).Error()
+		}
+		msg = fmt.Sprintf("flag --%s = %q: %s", ive.GetFlag().Name, ive.GetValue(), rule)
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
 	if !strings.HasPrefix(msg, "retry: ") {

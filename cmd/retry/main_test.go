@@ -58,8 +58,19 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"bogus"}, `unknown command "bogus"`},
 		{"unknown flag", []string{"schedule", "--bogus"}, "unknown flag: --bogus"},
 		{"progress", []string{"--progress", "sometimes", "schedule"}, `flag --progress = "sometimes": must be auto, always or never`},
-		{"attempts not a number", []string{"schedule", "--attempts", "x"}, `flag --attempts = "x": must be an integer >= 1`},
-		{"attempts zero", []string{"schedule", "--attempts", "0"}, `flag --attempts = "0": must be an integer >= 1`},
+		{"attempts not a number", []string{"schedule", "--attempts", "x"}, `flag --attempts = "x": must be an integer in [1, 2147483647]`},
+		{"attempts zero", []string{"schedule", "--attempts", "0"}, `flag --attempts = "0": must be an integer in [1, 2147483647]`},
+		{"attempts too many", []string{"schedule", "--attempts", "99999999999"}, `flag --attempts = "99999999999": must be an integer in [1, 2147483647]`},
+		{"attempts past int32", []string{"get", "--attempts", "2147483648", "http://127.0.0.1:1/"}, `flag --attempts = "2147483648": must be an integer in [1, 2147483647]`},
+		{"seed negative", []string{"schedule", "--seed", "-1"}, `flag --seed = "-1": must be an integer >= 0`},
+		{"samples not a number", []string{"schedule", "--samples", "abc"}, `flag --samples = "abc": must be an integer`},
+		{"json not a bool", []string{"schedule", "--json=maybe"}, `flag --json = "maybe": must be true or false`},
+		{"rate not a number", []string{"sim", "--rate", "abc"}, `flag --rate = "abc": must be a number`},
+		{"param without =", []string{"schedule", "--preset", "ojs", "--param", "x"}, `flag --param = "x": must be name=value`},
+		{"empty policy", []string{"schedule", "--policy", ""}, `flag --policy = "": must be a file, - for stdin, or inline JSON`},
+		{"blank policy", []string{"run", "--policy", " ", "--", "true"}, `flag --policy = " ": must be a file, - for stdin, or inline JSON`},
+		{"param duration without a unit", []string{"schedule", "--preset", "daycry", "--param", "base=3"}, `flag --param base = "3": must be a duration with a unit, such as 1.5s, 500ms or PT1.5S`},
+		{"policy argument duration without a unit", []string{"plot", "-o", "-", "--format", "svg", "zizq:jitter=30"}, `flag --param jitter = "30": must be a duration with a unit`},
 		{"bad duration", []string{"schedule", "--initial", "soon"}, `flag --initial = "soon": must be a duration`},
 		{"coefficient below 1", []string{"schedule", "--coefficient", "0.5"}, "flag --coefficient = 0.5: must be >= 1.0"},
 		{"unknown strategy", []string{"schedule", "--strategy", "fibonacci"}, `flag --strategy = "fibonacci": must be`},
@@ -104,6 +115,13 @@ func TestHelp(t *testing.T) {
 		stdout, stderr, code := cli(t, "", args...)
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage:") {
 			t.Errorf("%v: status %d, stderr %q, stdout %q", args, code, stderr, stdout)
+		}
+	}
+	// Preset parameters say what a duration is.
+	for _, cmd := range []string{"schedule", "plot", "run", "get"} {
+		stdout, _, _ := cli(t, "", cmd, "--help")
+		if !strings.Contains(strings.Join(strings.Fields(stdout), " "), "a duration takes a unit, as 1.5s, 500ms, 2m or PT1.5S") {
+			t.Errorf("%s --help does not say the unit of a preset's durations", cmd)
 		}
 	}
 }

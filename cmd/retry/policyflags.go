@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -28,9 +29,12 @@ type policyFlags struct {
 	nonRetr []string
 }
 
+// attemptsRule is the rule of --attempts.
+const attemptsRule = "must be an integer in [1, 2147483647]"
+
 // The policy field flags: name → what it sets.
 var fieldFlags = []struct{ name, usage string }{
-	{"attempts", "maximum attempts, the first included"},
+	{"attempts", "maximum attempts, the first included: " + attemptsRule[len("must be "):]},
 	{"initial", "initial interval (1.5s, PT1.5S or 1500 for milliseconds)"},
 	{"max", "maximum interval, capping each delay before and after jitter"},
 	{"offset", "delay offset added to every raw delay"},
@@ -64,6 +68,8 @@ func (f *policyFlags) policy(stdin io.Reader) (retry.Policy, string, error) {
 	var p retry.Policy
 	label := "default"
 	switch {
+	case f.changed("policy") && strings.TrimSpace(f.source) == "":
+		return p, "", usagef("flag --policy = %q: must be a file, - for stdin, or inline JSON {...}", f.source)
 	case f.source != "" && f.preset != "":
 		return p, "", usagef("flags --policy and --preset: give one or the other")
 	case f.source != "":
@@ -175,8 +181,8 @@ func (f *policyFlags) override(p retry.Policy) (retry.Policy, error) {
 	}
 	if v, ok := str("attempts"); ok {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return p, fmt.Errorf("flag --attempts = %q: must be an integer >= 1", v)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return p, fmt.Errorf("flag --attempts = %q: %s", v, attemptsRule)
 		}
 		p.MaxAttempts = n
 	}

@@ -125,7 +125,8 @@ func presetNames() []string { return slices.Sorted(maps.Keys(presets)) }
 // presetHelp describes the presets and their parameters.
 func presetHelp() string {
 	var b strings.Builder
-	b.WriteString("Presets (--preset NAME, parameters with --param name=value):\n")
+	b.WriteString("Presets (--preset NAME, parameters with --param name=value; a duration takes a unit, as\n" +
+		"1.5s, 500ms, 2m or PT1.5S, since the systems differ on what a bare number means):\n")
 	for _, name := range presetNames() {
 		pr := presets[name]
 		fmt.Fprintf(&b, "  %-8s %s\n", name, pr.about)
@@ -203,9 +204,10 @@ func (v *values) duration(name string) time.Duration {
 func (v *values) durationOrZero(name string) time.Duration {
 	s := v.get(name)
 	d, err := retry.ParseDuration(s)
+	_, bare := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	switch {
-	case err != nil:
-		v.fail(name, s, "must be a duration such as 1.5s, PT1.5S or 1500 (milliseconds)")
+	case err != nil || (bare == nil && d != 0):
+		v.fail(name, s, "must be a duration with a unit, such as 1.5s, 500ms or PT1.5S")
 	case d < 0:
 		v.fail(name, s, "must be >= 0")
 	}
