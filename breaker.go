@@ -42,12 +42,17 @@ type Breaker struct {
 	// the same store (github.com/steadyhq/retry/redis has one on Redis):
 	// the breaker runs as gobreaker's DistributedCircuitBreaker, named by
 	// its key with PerKey and "" otherwise. See sharedBreaker for how an
-	// attempt runs outside the store's lock. When the store fails, or its
-	// lock cannot be had within StoreWait, the call falls back to this
-	// process's own breaker, counted in Stats.BreakerFallbacks.
+	// attempt runs outside the store's lock. When the store fails, the call
+	// falls back to this process's own breaker, counted in
+	// Stats.BreakerFallbacks; that breaker is told the outcome of every
+	// attempt, so that it starts from this process's recent history. A
+	// store that implements ContextStore is held to the caller's deadline.
 	Store gobreaker.SharedDataStore
 	// StoreWait bounds how long a call waits for the store's lock, within
-	// the caller's deadline; default 50 ms.
+	// the caller's deadline; default 50 ms. Past it, the call follows the
+	// shared state read without the lock: it waits for an open breaker,
+	// looks again shortly at a half-open one, and runs its attempt when the
+	// breaker is closed.
 	StoreWait time.Duration
 }
 
@@ -192,6 +197,10 @@ type breaker struct {
 	cb     *gobreaker.CircuitBreaker[struct{}]
 	opened atomic.Int64 // unix nanoseconds
 	shared *sharedBreaker
+	// standIn counts the calls running through cb because the store
+	// failed; with a shared breaker, only cb's changes during such calls
+	// are reported, not those the outcomes it is told bring about.
+	standIn atomic.Int32
 }
 
 // Outcomes reported to gobreaker by the attempt function.
@@ -214,23 +223,34 @@ func (bs *breakers) newBreaker(key string) *breaker {
 			return counted >= spec.MinRequests && float64(n.TotalFailures) >= spec.FailureRatio*float64(counted)
 		},
 		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			// Under gobreaker's lock: record only; calls deliver the event.
-			now := time.Now()
-			if to == gobreaker.StateOpen {
-				b.opened.Store(now.UnixNano())
-			}
-			bs.mu.Lock()
-			bs.changes = append(bs.changes, BreakerChange{Key: key, From: stateOf(from), To: stateOf(to), Time: now})
-			bs.mu.Unlock()
-			bs.pending.Add(1)
-		},
 	}
-	b.cb = gobreaker.NewCircuitBreaker[struct{}](settings)
+	// Under gobreaker's lock: record only; calls deliver the event.
+	local := settings
+	local.OnStateChange = func(_ string, from, to gobreaker.State) {
+		now := time.Now()
+		if to == gobreaker.StateOpen {
+			b.opened.Store(now.UnixNano())
+		}
+		if b.shared == nil || b.standIn.Load() > 0 {
+			bs.record(key, from, to, now)
+		}
+	}
+	b.cb = gobreaker.NewCircuitBreaker[struct{}](local)
 	if spec.Store != nil {
+		settings.OnStateChange = func(_ string, from, to gobreaker.State) {
+			bs.record(key, from, to, time.Now())
+		}
 		b.shared = newSharedBreaker(spec.Store, settings)
 	}
 	return b
+}
+
+// record keeps a change of state for the next flush.
+func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) {
+	bs.mu.Lock()
+	bs.changes = append(bs.changes, BreakerChange{Key: key, From: stateOf(from), To: stateOf(to), Time: now})
+	bs.mu.Unlock()
+	bs.pending.Add(1)
 }
 
 func stateOf(s gobreaker.State) BreakerState {
@@ -251,28 +271,43 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 }
 
 // run runs attempt through the breaker. ran is false when the breaker
-// rejected it; wait is then how long until it may let a probe through.
+// rejected it; wait is then how long until it may let a probe through, or
+// zero when the caller's context ended before the attempt could start.
 func (b *breaker) run(ctx context.Context, bs *breakers, attempt func() error) (ran bool, wait time.Duration) {
 	spec := &bs.spec
 	if b.shared != nil {
-		ran, wait, ok := b.shared.run(ctx, spec, attempt)
+		var outcome error
+		ran, wait, ok := b.shared.run(ctx, spec, func() error {
+			outcome = attempt()
+			return outcome
+		})
 		if ok {
+			if ran {
+				// The stand-in learns the outcome too; an open or busy
+				// stand-in counts nothing.
+				b.cb.Execute(func() (struct{}, error) { return struct{}{}, outcome })
+			}
 			return ran, wait
 		}
 		bs.fallbacks.Add(1)
+		b.standIn.Add(1)
+		defer b.standIn.Add(-1)
 	}
 	_, err := b.cb.Execute(func() (struct{}, error) { return struct{}{}, attempt() })
 	switch err {
 	case gobreaker.ErrOpenState:
-		// gobreaker lets a probe through once its clock is past the
-		// expiry, not at it: wait one nanosecond beyond.
 		left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
-		return false, max(left+1, time.Nanosecond)
+		return false, max(left+1, time.Nanosecond) // see openWait
 	case gobreaker.ErrTooManyRequests:
-		// Half-open, its probes in flight: look again shortly.
-		return false, min(max(spec.OpenTimeout/10, 10*time.Millisecond), time.Second)
+		return false, spec.recheck()
 	}
 	return true, 0
+}
+
+// recheck is how long a call waits before it looks again at a half-open
+// breaker whose probes are in flight.
+func (b *Breaker) recheck() time.Duration {
+	return min(max(b.OpenTimeout/10, 10*time.Millisecond), time.Second)
 }
 
 // flush delivers the recorded state changes to hooks, outside any lock.

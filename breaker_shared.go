@@ -19,17 +19,22 @@ import (
 //  1. admission: an Execute whose function reports an excluded outcome, so
 //     that it counts nothing; the breaker's answer (open, too many
 //     requests, or admitted) is gobreaker's own;
-//  2. the attempt, outside the lock;
+//  2. the attempt, outside the lock, if the caller's context is still live;
 //  3. the outcome: an Execute whose function reports it, unless the
 //     breaker's generation changed meanwhile (gobreaker drops such
-//     outcomes too) or the breaker is no longer closed.
+//     outcomes too), the breaker is no longer closed, or the caller's
+//     context has ended (the outcome is then dropped rather than make the
+//     call wait for the store past its end).
 //
 // A probe, in the half-open state, runs inside the admission's Execute,
-// holding the lock, so that the fleet lets through exactly Probes of them;
-// calls that find the lock taken wait for it, and fall back to the local
-// breaker past Breaker.StoreWait. An open breaker's wait is read from the
-// shared state's expiry, so a rejected call waits for the probe exactly,
-// without consuming an attempt.
+// holding the lock, so that the fleet lets through exactly Probes of them.
+// Calls that find the lock taken wait for it up to Breaker.StoreWait; past
+// that they read the state without the lock and follow it: an open breaker
+// makes them wait for its expiry, a half-open one (a probe under way) look
+// again shortly, and a closed one lets the attempt run, its outcome sent as
+// in step 3. Only a store that fails sends a call to the local breaker. An
+// open breaker's wait is read from the shared state's expiry, so a rejected
+// call waits for the probe exactly, without consuming an attempt.
 type sharedBreaker struct {
 	dcb  *gobreaker.DistributedCircuitBreaker[struct{}]
 	view *storeView
@@ -39,9 +44,9 @@ type sharedBreaker struct {
 func newSharedBreaker(s gobreaker.SharedDataStore, settings gobreaker.Settings) *sharedBreaker {
 	sb := &sharedBreaker{view: &storeView{store: s, initializing: true}, sem: make(chan struct{}, 1)}
 	// With the view initializing, the constructor never reaches the store:
-	// it records the lock's name and the initial state, which the view
-	// serves whenever the store holds none (first use, or a store that
-	// lost its data).
+	// it records the names of the lock and the state and the initial
+	// state, which the view serves whenever the store holds none (first
+	// use, or a store that lost its data).
 	dcb, err := gobreaker.NewDistributedCircuitBreaker[struct{}](sb.view, settings)
 	if err != nil {
 		panic("retry: shared breaker: " + err.Error()) // unreachable: the view cannot fail while initializing
@@ -53,21 +58,44 @@ func newSharedBreaker(s gobreaker.SharedDataStore, settings gobreaker.Settings) 
 
 // ErrStoreLocked is the error a Breaker.Store's Lock should return, or
 // wrap, when another holder has the lock: the call then tries again for up
-// to Breaker.StoreWait. Any other error is the store failing, and the call
-// falls back to the local breaker at once.
+// to Breaker.StoreWait, and past it reads the state without the lock. Any
+// other error is the store failing, and the call falls back to the local
+// breaker at once.
 var ErrStoreLocked = errors.New("retry: breaker store: lock held elsewhere")
+
+// ContextStore is a Breaker.Store whose operations take a context, as the
+// Store of github.com/steadyhq/retry/redis does. The shared breaker then
+// bounds each operation by the caller's deadline (taking the lock, also by
+// Breaker.StoreWait), so that a slow store holds a call at most one of its
+// own timeouts past its deadline. It releases the lock, and records a
+// probe's outcome, with a context that keeps the caller's values but not
+// its deadline: the store's own timeout bounds those.
+//
+// A Store without these methods is called through gobreaker's
+// SharedDataStore, which takes no context: each operation is bounded by
+// the store alone, and none starts once the caller's context has ended
+// (but the same two).
+type ContextStore interface {
+	gobreaker.SharedDataStore
+	LockContext(ctx context.Context, name string) error
+	UnlockContext(ctx context.Context, name string) error
+	GetDataContext(ctx context.Context, name string) ([]byte, error)
+	SetDataContext(ctx context.Context, name string, data []byte) error
+}
 
 // errStoreBusy reports that the store's lock could not be had in time.
 var errStoreBusy = errors.New("retry: breaker store: lock not acquired in time")
 
 // run runs attempt through the shared breaker, as breaker.run does. ok is
 // false when the store failed before the attempt ran: the caller then runs
-// it through the local breaker.
+// it through the local breaker. ran and wait are both zero when the
+// caller's context ended before the attempt could start.
 func (sb *sharedBreaker) run(ctx context.Context, spec *Breaker, attempt func() error) (ran bool, wait time.Duration, ok bool) {
 	var probed bool
 	err, set, serr := sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
-		if sb.dcb.CircuitBreaker.State() == gobreaker.StateHalfOpen {
+		if sb.dcb.CircuitBreaker.State() == gobreaker.StateHalfOpen && !ended(ctx) {
 			probed = true
+			sb.view.probe = true
 			return struct{}{}, attempt()
 		}
 		return struct{}{}, errBreakerExcluded
@@ -75,29 +103,85 @@ func (sb *sharedBreaker) run(ctx context.Context, spec *Breaker, attempt func() 
 	if probed {
 		return true, 0, true // whatever the store did afterwards
 	}
-	if serr != nil {
-		return false, 0, false
-	}
-	switch err {
-	case gobreaker.ErrOpenState:
-		// gobreaker lets a probe through once its clock is past the
-		// expiry, not at it: wait one nanosecond beyond.
-		return false, max(time.Until(set.Expiry)+1, time.Nanosecond), true
-	case gobreaker.ErrTooManyRequests:
-		return false, min(max(spec.OpenTimeout/10, 10*time.Millisecond), time.Second), true
-	case errBreakerExcluded:
-	default:
-		return false, 0, false
-	}
-	gen := set.Generation
-	outcome := attempt()
-	sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
-		if sb.view.seen.Generation != gen {
-			return struct{}{}, errBreakerExcluded
+	var gen uint64
+	switch {
+	case ended(ctx):
+		return false, 0, true
+	case errors.Is(serr, errStoreBusy):
+		st, err := sb.peek(ctx)
+		switch {
+		case err != nil:
+			return false, 0, ended(ctx)
+		case st.State == gobreaker.StateOpen && time.Now().Before(st.Expiry):
+			return false, openWait(st.Expiry), true
+		case st.State != gobreaker.StateClosed:
+			// Half-open, or open past its expiry: the lock's holder is
+			// likely probing.
+			return false, spec.recheck(), true
 		}
-		return struct{}{}, outcome
-	})
+		gen = st.Generation
+	case serr != nil:
+		return false, 0, false
+	case err == gobreaker.ErrOpenState:
+		return false, openWait(set.Expiry), true
+	case err == gobreaker.ErrTooManyRequests:
+		return false, spec.recheck(), true
+	case err != errBreakerExcluded:
+		return false, 0, false
+	default:
+		gen = set.Generation
+	}
+	if ended(ctx) {
+		return false, 0, true
+	}
+	outcome := attempt()
+	if !ended(ctx) {
+		sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
+			if sb.view.seen.Generation != gen {
+				return struct{}{}, errBreakerExcluded
+			}
+			return struct{}{}, outcome
+		})
+	}
 	return true, 0, true
+}
+
+// ended reports whether ctx is done or its deadline has passed, which a
+// timer set for the same instant may notice first.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// openWait is the wait for an open breaker that expires at expiry:
+// gobreaker lets a probe through once its clock is past the expiry, not at
+// it, so one nanosecond beyond.
+func openWait(expiry time.Time) time.Duration {
+	return max(time.Until(expiry)+1, time.Nanosecond)
+}
+
+// peek reads the shared state without the lock.
+func (sb *sharedBreaker) peek(ctx context.Context) (gobreaker.SharedState, error) {
+	v := sb.view
+	var st gobreaker.SharedState
+	var data []byte
+	var err error
+	if cs, ok := v.store.(ContextStore); ok {
+		data, err = cs.GetDataContext(ctx, v.state)
+	} else if err = ctx.Err(); err == nil {
+		data, err = v.store.GetData(v.state)
+	}
+	if err != nil {
+		return st, err
+	}
+	if len(data) == 0 {
+		data = v.initial
+	}
+	err = json.Unmarshal(data, &st)
+	return st, err
 }
 
 // execute runs one DistributedCircuitBreaker.Execute of req, waiting at most
@@ -123,9 +207,12 @@ func (sb *sharedBreaker) execute(ctx context.Context, wait time.Duration, req fu
 			return nil, set, errStoreBusy
 		}
 	}
-	defer func() { <-sb.sem }()
 	v := sb.view
-	v.until, v.done, v.err = until, ctx.Done(), nil
+	defer func() {
+		v.ctx = nil // not kept past the call
+		<-sb.sem
+	}()
+	v.ctx, v.until, v.err, v.probe = ctx, until, nil, false
 	v.seen, v.set = gobreaker.SharedState{}, gobreaker.SharedState{}
 	_, err = sb.dcb.Execute(req)
 	return err, v.set, v.err
@@ -139,18 +226,25 @@ func (sb *sharedBreaker) execute(ctx context.Context, wait time.Duration, req fu
 // before reading and treats gobreaker's own Lock call as done. While the
 // lock is held elsewhere (ErrStoreLocked) it tries again, briefly, until
 // the call's bound (gobreaker would sleep 500 ms between tries, for up to
-// 5 s), records the states it reads and writes
-// and the store's first failure, and releases the lock itself when the
-// read fails, since gobreaker then returns without unlocking.
+// 5 s), records the states it reads and writes and the store's first
+// failure, and releases the lock itself when the read fails, since
+// gobreaker then returns without unlocking. It passes the Execute's context
+// to a ContextStore (see there).
 type storeView struct {
 	store        gobreaker.SharedDataStore
 	initializing bool
 	mutex        string // the lock's name, from the constructor
+	state        string // the state's name, from the constructor
 	initial      []byte // the initial state, from the constructor
+	buckets      int    // the length of a state's Buckets
 	held         bool
 
+	// Set by execute for one Execute, under sharedBreaker.sem: the
+	// caller's context (dropped when Execute returns), the bound of the
+	// wait for the lock, and whether the function ran a probe.
+	ctx   context.Context
 	until time.Time
-	done  <-chan struct{}
+	probe bool
 	err   error
 	seen  gobreaker.SharedState // as read
 	set   gobreaker.SharedState // as written
@@ -170,24 +264,40 @@ func (v *storeView) Lock(name string) error {
 func (v *storeView) lock() error {
 	pause := 500 * time.Microsecond
 	for {
-		err := v.store.Lock(v.mutex)
+		err := v.lockOnce()
 		if err == nil {
 			v.held = true
 			return nil
 		}
 		left := time.Until(v.until)
 		if left <= 0 || !errors.Is(err, ErrStoreLocked) {
-			return v.fail(fmt.Errorf("%w: %w", errStoreBusy, err))
+			if errors.Is(err, ErrStoreLocked) {
+				err = fmt.Errorf("%w: %w", errStoreBusy, err)
+			}
+			return v.fail(err)
 		}
 		t := time.NewTimer(min(pause, left))
 		select {
 		case <-t.C:
-		case <-v.done:
+		case <-v.ctx.Done():
 			t.Stop()
 			return v.fail(fmt.Errorf("%w: %w", errStoreBusy, err))
 		}
 		pause = min(2*pause, 4*time.Millisecond)
 	}
+}
+
+// lockOnce asks the store for the lock once, within the wait's bound.
+func (v *storeView) lockOnce() error {
+	if cs, ok := v.store.(ContextStore); ok {
+		ctx, cancel := context.WithDeadline(v.ctx, v.until)
+		defer cancel()
+		return cs.LockContext(ctx, v.mutex)
+	}
+	if err := v.ctx.Err(); err != nil {
+		return err
+	}
+	return v.store.Lock(v.mutex)
 }
 
 func (v *storeView) fail(err error) error {
@@ -202,7 +312,13 @@ func (v *storeView) Unlock(name string) error {
 		return nil
 	}
 	v.held = false
-	if err := v.store.Unlock(name); err != nil {
+	var err error
+	if cs, ok := v.store.(ContextStore); ok {
+		err = cs.UnlockContext(context.WithoutCancel(v.ctx), name)
+	} else {
+		err = v.store.Unlock(name)
+	}
+	if err != nil {
 		return v.fail(err)
 	}
 	return nil
@@ -210,12 +326,19 @@ func (v *storeView) Unlock(name string) error {
 
 func (v *storeView) GetData(name string) ([]byte, error) {
 	if v.initializing {
+		v.state = name
 		return nil, nil
 	}
 	if err := v.lock(); err != nil {
 		return nil, err
 	}
-	data, err := v.store.GetData(name)
+	var data []byte
+	var err error
+	if cs, ok := v.store.(ContextStore); ok {
+		data, err = cs.GetDataContext(v.ctx, name)
+	} else if err = v.ctx.Err(); err == nil {
+		data, err = v.store.GetData(name)
+	}
 	if err != nil {
 		v.fail(err)
 		v.Unlock(v.mutex)
@@ -224,7 +347,12 @@ func (v *storeView) GetData(name string) ([]byte, error) {
 	if len(data) == 0 {
 		data = v.initial
 	}
-	if err := json.Unmarshal(data, &v.seen); err != nil {
+	err = json.Unmarshal(data, &v.seen)
+	if err == nil && len(v.seen.Buckets) != v.buckets {
+		// gobreaker would index past the end of the buckets.
+		err = fmt.Errorf("retry: breaker store: state %s has %d buckets, want %d", name, len(v.seen.Buckets), v.buckets)
+	}
+	if err != nil {
 		v.fail(err)
 		v.Unlock(v.mutex)
 		return nil, err
@@ -235,12 +363,27 @@ func (v *storeView) GetData(name string) ([]byte, error) {
 func (v *storeView) SetData(name string, data []byte) error {
 	if v.initializing {
 		v.initial = data
-		return nil
+		var st gobreaker.SharedState
+		err := json.Unmarshal(data, &st)
+		v.buckets = len(st.Buckets)
+		return err
 	}
 	if err := json.Unmarshal(data, &v.set); err != nil {
 		return v.fail(err)
 	}
-	if err := v.store.SetData(name, data); err != nil {
+	// A probe's outcome is written whatever is left of the caller's time:
+	// the fleet waits for it.
+	var err error
+	if cs, ok := v.store.(ContextStore); ok {
+		ctx := v.ctx
+		if v.probe {
+			ctx = context.WithoutCancel(ctx)
+		}
+		err = cs.SetDataContext(ctx, name, data)
+	} else if err = v.ctx.Err(); err == nil || v.probe {
+		err = v.store.SetData(name, data)
+	}
+	if err != nil {
 		return v.fail(err)
 	}
 	return nil
