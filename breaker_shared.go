@@ -270,10 +270,13 @@ func (v *storeView) lock() error {
 			return nil
 		}
 		left := time.Until(v.until)
-		if left <= 0 || !errors.Is(err, ErrStoreLocked) {
-			if errors.Is(err, ErrStoreLocked) {
-				err = fmt.Errorf("%w: %w", errStoreBusy, err)
-			}
+		switch {
+		case left <= 0:
+			// Held elsewhere, or cut at the bound of the wait (by this
+			// process's queue, or the store's own slowness, which a read
+			// without the lock then shows).
+			return v.fail(fmt.Errorf("%w: %w", errStoreBusy, err))
+		case !errors.Is(err, ErrStoreLocked):
 			return v.fail(err)
 		}
 		t := time.NewTimer(min(pause, left))

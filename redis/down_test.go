@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,8 +12,9 @@ import (
 	retryredis "github.com/steadyhq/retry/redis"
 )
 
-// storeTimeout bounds the Store's round trips, which gobreaker gives no
-// context: a slow Redis may hold a call that long past its deadline.
+// storeTimeout bounds the Store's round trips: a slow Redis may hold a
+// call that long past its deadline, to release the lock or undo a lock
+// request that timed out.
 const storeTimeout = 10 * time.Millisecond
 
 // fleetMember is one Retrier with all three shared components on one client.
@@ -115,16 +117,72 @@ func TestRedisDown(t *testing.T) {
 	}
 	t.Logf("first call after the restart took %v", took)
 
-	// Slow: Redis blocked for 300 ms. Calls keep their deadlines.
-	blocker := s.Client()
-	go blocker.Do(context.Background(), "DEBUG", "SLEEP", "0.3")
+	// Slow: Redis stalled for 500 ms. Calls keep their deadlines: one with
+	// time for the fallbacks succeeds through them; one without starts no
+	// attempt past its deadline.
+	blocker := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = 2 * time.Second })
+	resumed := make(chan error, 1)
+	go func() { resumed <- blocker.Do(context.Background(), "DEBUG", "SLEEP", "0.5").Err() }()
 	time.Sleep(20 * time.Millisecond)
-	for _, timeout := range []time.Duration{100 * time.Millisecond, 20 * time.Millisecond} {
-		took, err := call(timeout)
-		t.Logf("Redis slow, deadline %v: returned after %v: %v", timeout, took, err)
-		if took > timeout+storeTimeout+5*time.Millisecond {
-			t.Errorf("Redis slow: call took %v, past its %v deadline and the store's %v", took, timeout, storeTimeout)
+	for _, tt := range []struct {
+		timeout time.Duration
+		ok      bool
+	}{
+		// Limiter 50 ms, breaker 20 ms (the lock and undoing it), the
+		// attempt, budget 50 ms, limiter 50 ms, breaker 20 ms: 190 ms.
+		{250 * time.Millisecond, true},
+		// Limiter 10 ms (half the time left), then the lock until the
+		// deadline: no time for the attempt.
+		{20 * time.Millisecond, false},
+	} {
+		s0, ls0 := m.r.Stats(), m.limiter.Stats()
+		ctx, cancel := context.WithTimeout(ctx, tt.timeout)
+		start := time.Now()
+		var late atomic.Bool
+		first := true
+		err := m.r.Run(ctx, func(ctx context.Context) error {
+			if ctx.Err() != nil {
+				late.Store(true)
+			}
+			if first {
+				first = false
+				return errDown
+			}
+			return nil
+		})
+		took := time.Since(start)
+		cancel()
+		s1, ls1 := m.r.Stats(), m.limiter.Stats()
+		t.Logf("Redis slow, deadline %v: returned after %v: %v; %d attempts, %d breaker fallbacks, %d limiter fallbacks",
+			tt.timeout, took, err, s1.Attempts-s0.Attempts, s1.BreakerFallbacks-s0.BreakerFallbacks, ls1.Fallbacks-ls0.Fallbacks)
+		if took > tt.timeout+storeTimeout+10*time.Millisecond || late.Load() {
+			t.Errorf("Redis slow: call took %v, past its %v deadline and the store's %v; an attempt started past the deadline: %v", took, tt.timeout, storeTimeout, late.Load())
+		}
+		if tt.ok {
+			if err != nil || s1.Attempts-s0.Attempts != 2 || s1.BreakerFallbacks-s0.BreakerFallbacks != 2 || ls1.Fallbacks-ls0.Fallbacks != 2 {
+				t.Errorf("Redis slow, deadline %v: %v; want success after 2 attempts through 2 breaker and 2 limiter fallbacks", tt.timeout, err)
+			}
+			continue
+		}
+		// No attempt, and the deadline's error. The engine reports a
+		// deadline that passes while the breaker consults its store as
+		// breaker_open, with a wait of 0.
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 0 || re.Reason != retry.ReasonCanceled && re.Reason != retry.ReasonBreakerOpen {
+			t.Errorf("Redis slow, deadline %v: %v; want the call stopped at its deadline before any attempt", tt.timeout, err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
+	}
+	// Redis answers again: the shared breaker serves the next call, and a
+	// lock a stalled request took once Redis resumed is taken back, not
+	// waited out.
+	s0, st0 := m.r.Stats(), m.store.Stats()
+	if _, err := call(time.Second); err != nil {
+		t.Fatalf("Redis resumed: %v", err)
+	}
+	if s1, st1 := m.r.Stats(), m.store.Stats(); s1.BreakerFallbacks != s0.BreakerFallbacks || st1 != st0 {
+		t.Errorf("Redis resumed: store %+v → %+v, fallbacks %d → %d; want the shared breaker, its lock free", st0, st1, s0.BreakerFallbacks, s1.BreakerFallbacks)
+	}
 }

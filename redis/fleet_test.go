@@ -30,8 +30,9 @@ func TestFleetBreaker(t *testing.T) {
 	s := startServer(t)
 	var mu sync.Mutex
 	changes := map[string]int{}
-	// A StoreWait for a loaded machine: twelve calls queue for the lock.
-	spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: 100 * time.Millisecond, StoreWait: time.Second}
+	// The default StoreWait: calls that queue past it for the lock follow
+	// the state read without it.
+	spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: 100 * time.Millisecond}
 	rs := make([]*retry.Retrier, 3)
 	for i := range rs {
 		spec.Store = mustStore(t, s.Client())
@@ -84,6 +85,86 @@ func TestFleetBreaker(t *testing.T) {
 		}
 	}
 	t.Logf("three Retrier resumed %v after the breaker opened; changes %v", elapsed, changes)
+}
+
+// TestFleetBreakerBusyLock: 48 callers across three Retrier queue for the
+// store's lock past StoreWait, while the shared breaker is open or
+// half-open with its one probe in flight: none runs an attempt against
+// the dependency, and none falls back to its process's closed breaker.
+func TestFleetBreakerBusyLock(t *testing.T) {
+	s := startServer(t)
+	tests := []struct {
+		name        string
+		openTimeout time.Duration
+		probe       time.Duration // a probe that fails after this, started half-open; 0: none
+	}{
+		{"open", 10 * time.Second, 0},
+		{"half-open, its probe slow", 100 * time.Millisecond, 300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: tt.openTimeout}
+			rs := make([]*retry.Retrier, 3)
+			for i := range rs {
+				// Timeouts for a loaded machine: this test is about the
+				// lock, not Redis failing.
+				c := s.ClientWith(func(o *goredis.Options) {
+					o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+				})
+				store, err := retryredis.NewStore(c, retryredis.Options{Prefix: tt.name + ":", Timeout: time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				spec.Store = store
+				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec))
+			}
+			for range 3 {
+				_ = rs[0].Run(t.Context(), func(context.Context) error { return errDown })
+			}
+			var guarded atomic.Bool // attempts must not run
+			guarded.Store(true)
+			var wg sync.WaitGroup
+			if tt.probe > 0 {
+				time.Sleep(tt.openTimeout + 20*time.Millisecond)
+				wg.Go(func() {
+					_ = rs[0].Run(t.Context(), func(context.Context) error {
+						time.Sleep(tt.probe)
+						guarded.Store(false)
+						return errDown // still down
+					})
+				})
+				time.Sleep(30 * time.Millisecond) // the probe holds the lock
+			}
+			var calls, ran atomic.Int64
+			stop := time.Now().Add(300 * time.Millisecond)
+			for _, r := range rs {
+				for range 16 {
+					wg.Go(func() {
+						for time.Now().Before(stop) {
+							calls.Add(1)
+							ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+							_ = r.Run(ctx, func(context.Context) error {
+								if guarded.Load() {
+									ran.Add(1)
+								}
+								return errDown
+							})
+							cancel()
+						}
+					})
+				}
+			}
+			wg.Wait()
+			var fallbacks int64
+			for _, r := range rs {
+				fallbacks += r.Stats().BreakerFallbacks
+			}
+			t.Logf("%d calls; %d attempts ran while guarded; %d fallbacks", calls.Load(), ran.Load(), fallbacks)
+			if ran.Load() != 0 || fallbacks != 0 {
+				t.Errorf("%d attempts ran against the dependency, %d calls fell back to a local breaker; want none", ran.Load(), fallbacks)
+			}
+		})
+	}
 }
 
 // TestFleetLimiter: three clients share one limit; over a measured period

@@ -10,11 +10,11 @@ import (
 //
 // Every Redis round trip of the Limiter and the Budget is bounded by Timeout
 // and by half of what is left of the caller's deadline, so that the
-// fallback still has time; the Store's, which gobreaker's SharedDataStore
-// gives no context, by Timeout alone. Give the client ContextTimeoutEnabled
-// and DialerRetries: 1 (go-redis Options) so that a slow or stopped Redis is
-// cut at those bounds rather than at the client's read timeout and dial
-// retries.
+// fallback still has time; the Store's by Timeout and by the caller's
+// deadline, but for releasing the lock (see Store). Give the client
+// ContextTimeoutEnabled and DialerRetries: 1 (go-redis Options) so that a
+// slow or stopped Redis is cut at those bounds rather than at the client's
+// read timeout and dial retries.
 type Options struct {
 	// Prefix starts every key this package writes; default "retry:". Give
 	// each dependency, or each service, its own prefix when their
