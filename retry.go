@@ -363,6 +363,9 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 	if ran {
 		return true, nil
 	}
+	if ctx.Err() != nil { // the caller's deadline ended while the breaker was consulted
+		return false, c.canceled(ctx)
+	}
 	c.breakerWait += wait
 	fits := bs.spec.MaxWait >= 0 && c.breakerWait <= bs.spec.MaxWait && c.fits(ctx, c.cfg.now(), wait)
 	if !fits {
