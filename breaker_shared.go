@@ -134,15 +134,25 @@ func (sb *sharedBreaker) run(ctx context.Context, spec *Breaker, attempt func() 
 	if ended(ctx) {
 		return false, 0, true
 	}
-	outcome := attempt()
-	if !ended(ctx) {
-		sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
-			if sb.view.seen.Generation != gen {
-				return struct{}{}, errBreakerExcluded
-			}
-			return struct{}{}, outcome
-		})
+	record := func(outcome error) {
+		if !ended(ctx) {
+			sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
+				if sb.view.seen.Generation != gen {
+					return struct{}{}, errBreakerExcluded
+				}
+				return struct{}{}, outcome
+			})
+		}
 	}
+	returned := false
+	defer func() {
+		if !returned { // attempt panicked: a failure, and the panic goes on
+			record(errBreakerFailure)
+		}
+	}()
+	outcome := attempt()
+	returned = true
+	record(outcome)
 	return true, 0, true
 }
 

@@ -497,3 +497,23 @@ func TestSharedBreakerBadStoreWait(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestSharedBreakerPanic: an attempt that panics is recorded in the shared
+// breaker as a failure, and the panic reaches the caller.
+func TestSharedBreakerPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		rs := fleet(2, store, retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute})
+		func() {
+			defer func() {
+				if p := recover(); p != "boom" {
+					t.Fatalf("recovered %v, want boom", p)
+				}
+			}()
+			_ = rs[0].Run(t.Context(), func(context.Context) error { panic("boom") })
+		}()
+		if st := store.shared(t, ""); st.State != gobreaker.StateOpen {
+			t.Fatalf("shared state %v, want open after the panic", st.State)
+		}
+	})
+}

@@ -106,10 +106,14 @@ func callSink(ctx context.Context, sink func(context.Context, Event) error, ev E
 // Stats is a snapshot of a Retrier's counters. The JSON names follow the
 // lifecycle counters of job systems (attempts, failed, retried,
 // failed_permanently, dead_letter_failed).
+//
+// An attempt that panics counts in Calls and Attempts only: the panic goes
+// on to the caller unrecovered, so that the success path needs no deferred
+// call, and a circuit breaker records it as a failure.
 type Stats struct {
 	Calls             int64 `json:"calls"`              // calls that ran a first attempt
 	Attempts          int64 `json:"attempts"`           // attempts run, first ones included
-	Failed            int64 `json:"failed"`             // failed attempts, retried or not
+	Failed            int64 `json:"failed"`             // failed attempts, retried or not (a panic is not a failure here; see Stats)
 	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
 	FailedPermanently int64 `json:"failed_permanently"` // calls that ran an attempt and ended in failure, whatever the reason
 	DeadLettered      int64 `json:"dead_lettered"`      // records the sink accepted

@@ -127,14 +127,7 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		// The success path: steps 1 to 4 with nothing to wait for, the
 		// caller's own context, no clock read and no allocation.
 		cfg.state.calls.add()
-		returned := false
-		defer func() {
-			if !returned { // fn panicked: a failed attempt, not recovered
-				cfg.state.panicked()
-			}
-		}()
-		v, err := fn(ctx)
-		returned = true
+		v, err := fn(ctx) // a panic goes on to the caller, unrecovered
 		if err == nil {
 			return v, nil
 		}
@@ -163,7 +156,7 @@ func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, erro
 				if cancel != nil {
 					defer cancel() // also when fn panics
 				}
-				v, err = invoke(c, actx, fn)
+				v, err = fn(actx) // a panic goes on: the breaker records it
 				timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
 				return c.breakerOutcome(ctx, err, timedOut)
 			})
@@ -197,14 +190,7 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 	}
 	if cfg.err == nil && cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
 		cfg.state.calls.add()
-		returned := false
-		defer func() {
-			if !returned { // fn panicked: a failed attempt, not recovered
-				cfg.state.panicked()
-			}
-		}()
-		err := fn(ctx)
-		returned = true
+		err := fn(ctx) // a panic goes on to the caller, unrecovered
 		if err == nil {
 			return nil
 		}
@@ -219,20 +205,6 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 // errOnly adapts a func returning only an error to Do's shape.
 func errOnly(fn func(context.Context) error) func(context.Context) (struct{}, error) {
 	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
-}
-
-// invoke runs one attempt. A panic in fn is recorded as a failed attempt and
-// continues unrecovered, with its original stack.
-func invoke[T any](c *call, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error) {
-	returned := false
-	defer func() {
-		if !returned {
-			c.panicked()
-		}
-	}()
-	v, err = fn(ctx)
-	returned = true
-	return v, err
 }
 
 func attempts(ctx context.Context, cfg *config, errp *error) iter.Seq[int] {
@@ -494,14 +466,6 @@ func (c *call) budget(now time.Time) *budget {
 		return kb.get(c.key, now, c.cfg.newKeyBudget)
 	}
 	return c.cfg.budget
-}
-
-func (c *call) panicked() { c.cfg.state.panicked() }
-
-// panicked counts an attempt that panicked: a failure that ends its call.
-func (st *state) panicked() {
-	st.failed.Add(1)
-	st.failedPermanently.Add(1)
 }
 
 func (c *call) stopTimer() {

@@ -558,16 +558,34 @@ func TestAttemptFrom(t *testing.T) {
 
 // TestPanic: a panic in fn is recorded as a failure and re-panicked.
 func TestPanic(t *testing.T) {
-	r := retry.New()
-	defer func() {
-		if p := recover(); p != "boom" {
-			t.Fatalf("recovered %v, want boom", p)
-		}
-		if s := r.Stats(); s.Failed != 1 || s.Attempts != 1 {
-			t.Fatalf("stats = %+v: the panic must count as a failed attempt", s)
-		}
-	}()
-	_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
+	tests := []struct {
+		name string
+		opts []retry.Option
+		open bool // the breaker must have recorded the panic as a failure
+	}{
+		{"success path", nil, false},
+		{"breaker", []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1})}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := retry.New(tt.opts...)
+			func() {
+				defer func() {
+					if p := recover(); p != "boom" {
+						t.Fatalf("recovered %v, want boom", p)
+					}
+				}()
+				_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
+			}()
+			s := r.Stats()
+			if s.Calls != 1 || s.Attempts != 1 || s.Failed != 0 {
+				t.Errorf("stats = %+v: a panic counts as a call and an attempt only", s)
+			}
+			if tt.open && s.Breakers[""] != retry.BreakerOpen {
+				t.Errorf("breaker %v, want open: the panic is a failure", s.Breakers[""])
+			}
+		})
+	}
 }
 
 // TestBadInput: bad configuration and nil functions are errors, not panics.
