@@ -21,11 +21,17 @@ import (
 // with options but no Retrier, the call gets fresh state. An invalid
 // configuration is returned as an error without calling fn.
 func Do[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	if len(opts) == 0 {
+		return do(ctx, &std.cfg, fn)
+	}
 	return do(ctx, resolve(opts), fn)
 }
 
 // Run is Do for a function that returns only an error.
 func Run(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	if len(opts) == 0 {
+		return run(ctx, &std.cfg, fn)
+	}
 	return run(ctx, resolve(opts), fn)
 }
 
@@ -85,9 +91,9 @@ func Attempts(ctx context.Context, errp *error, opts ...Option) iter.Seq[int] {
 }
 
 // std is the Retrier used by Do, Run and Attempts without options.
-var std *Retrier
+var std Retrier
 
-func init() { std = New() }
+func init() { std.cfg.build(nil) }
 
 // config returns r's configuration; a nil or zero Retrier means the
 // default one.
