@@ -83,12 +83,15 @@ func TestRedisDown(t *testing.T) {
 	}
 
 	s.Stop()
-	for _, timeout := range []time.Duration{time.Second, 30 * time.Millisecond, 5 * time.Millisecond} {
+	// slack is what a loaded machine may add between a deadline and the
+	// moment the call notices it.
+	const slack = 20 * time.Millisecond
+	for _, timeout := range []time.Duration{time.Second, 100 * time.Millisecond, 30 * time.Millisecond} {
 		took, err := call(timeout)
 		if err != nil {
 			t.Errorf("Redis down, deadline %v: %v, want success through the fallbacks", timeout, err)
 		}
-		if took > timeout {
+		if took > timeout+slack {
 			t.Errorf("Redis down: call took %v, past its %v deadline", took, timeout)
 		}
 	}
@@ -155,7 +158,7 @@ func TestRedisDown(t *testing.T) {
 		s1, ls1 := m.r.Stats(), m.limiter.Stats()
 		t.Logf("Redis slow, deadline %v: returned after %v: %v; %d attempts, %d breaker fallbacks, %d limiter fallbacks",
 			tt.timeout, took, err, s1.Attempts-s0.Attempts, s1.BreakerFallbacks-s0.BreakerFallbacks, ls1.Fallbacks-ls0.Fallbacks)
-		if took > tt.timeout+storeTimeout+10*time.Millisecond || late.Load() {
+		if took > tt.timeout+storeTimeout+slack || late.Load() {
 			t.Errorf("Redis slow: call took %v, past its %v deadline and the store's %v; an attempt started past the deadline: %v", took, tt.timeout, storeTimeout, late.Load())
 		}
 		if tt.ok {
@@ -164,9 +167,9 @@ func TestRedisDown(t *testing.T) {
 			}
 			continue
 		}
-		// No attempt, and the deadline's error. The engine reports a
-		// deadline that passes while the breaker consults its store as
-		// breaker_open, with a wait of 0.
+		// No attempt, and the deadline's error: canceled when the deadline
+		// passes while the breaker consults its store, breaker_open when
+		// the breaker's wait is found not to fit first.
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Attempts != 0 || re.Reason != retry.ReasonCanceled && re.Reason != retry.ReasonBreakerOpen {
 			t.Errorf("Redis slow, deadline %v: %v; want the call stopped at its deadline before any attempt", tt.timeout, err)
