@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Built-in error types. TypeOf returns one of these, a type named by the
@@ -87,43 +88,83 @@ const (
 // outcome is what one walk of a failed attempt's error chain tells the engine.
 type outcome struct {
 	typ       string        // the error's type
-	named     string        // the outermost ErrorType, if any
-	builtin   string        // the best built-in type found
-	prio      int           // the priority of builtin
+	hint      time.Duration // the outermost server-directed delay, or 0
 	verdict   verdict       // the first explicit verdict (retry, discard, dead letter, fail)
 	permanent bool          // Permanent somewhere in the chain
-	hint      time.Duration // the outermost server-directed delay, or 0
+}
+
+// walk is the state of one walk of an error chain.
+type walk struct {
+	outcome
+	named   string // the outermost ErrorType, if any
+	builtin string // the best built-in type found
+	prio    int    // the priority of builtin
+	budget  int    // errors left to visit
 }
 
 // inspect classifies err and collects its verdicts and server hint in one
 // walk of its chain, without allocating.
 func inspect(err error) outcome {
-	var o outcome
-	budget := maxNodes
-	o.visit(err, &budget)
-	switch {
-	case o.named != "":
-		o.typ = o.named
-	case o.builtin != "":
-		o.typ = o.builtin
-	default:
-		o.typ = TypeUnknown
+	if reflect.TypeOf(err) == errorStringType {
+		// errors.New values, the commonest failures: no chain, no verdict,
+		// no method but Error. This is what the walk below concludes for
+		// them, without its type assertions.
+		return outcome{typ: plainType(err)}
 	}
-	return o
+	return inspectChain(err)
+}
+
+// inspectChain is inspect's walk of the whole chain.
+func inspectChain(err error) outcome {
+	w := walk{budget: maxNodes}
+	w.visit(err)
+	switch {
+	case w.named != "":
+		w.typ = w.named
+	case w.builtin != "":
+		w.typ = w.builtin
+	default:
+		w.typ = TypeUnknown
+	}
+	return w.outcome
+}
+
+// plainType types an errors.New value: a sentinel of the standard library,
+// one of net/http's untyped messages, or TypeUnknown.
+func plainType(err error) string {
+	// err == io.EOF would call the runtime to compare the values; with the
+	// type known, comparing the pointers is the same test.
+	switch p := dataOf(err); p {
+	case dataOf(context.Canceled):
+		return TypeCanceled
+	case dataOf(io.EOF), dataOf(io.ErrUnexpectedEOF):
+		return TypeEOF
+	case dataOf(driver.ErrBadConn):
+		return TypeBadConn
+	case dataOf(context.DeadlineExceeded), dataOf(os.ErrDeadlineExceeded):
+		// Not errors.New values today, but sentinels may change type.
+		if typ, _ := sentinelType(err); typ != "" {
+			return typ
+		}
+	}
+	if typ := errorStringKind(err.Error()); typ != "" {
+		return typ
+	}
+	return TypeUnknown
 }
 
 // visit walks err's chain depth-first, in the order errors.As uses, visiting
-// at most *budget errors.
-func (o *outcome) visit(err error, budget *int) {
-	for ; err != nil && *budget > 0; *budget-- {
-		o.node(err)
+// at most w.budget errors.
+func (w *walk) visit(err error) {
+	for ; err != nil && w.budget > 0; w.budget-- {
+		w.node(err)
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
-			*budget--
+			w.budget--
 			for _, e := range u.Unwrap() {
-				o.visit(e, budget)
+				w.visit(e)
 			}
 			return
 		default:
@@ -133,44 +174,46 @@ func (o *outcome) visit(err error, budget *int) {
 }
 
 // node records what one error of the chain says.
-func (o *outcome) node(err error) {
+func (w *walk) node(err error) {
 	switch e := err.(type) {
 	case *verdictError:
 		if e.v == verdictPermanent {
-			o.permanent = true
-		} else if o.verdict == verdictNone {
-			o.verdict = e.v
+			w.permanent = true
+		} else if w.verdict == verdictNone {
+			w.verdict = e.v
 		}
 		return
 	case *afterError:
-		if o.hint == 0 {
-			o.hint = max(e.d, 0)
+		if w.hint == 0 {
+			w.hint = max(e.d, 0)
 		}
 		return
 	case *StatusError:
-		if o.hint == 0 {
-			o.hint = max(e.RetryAfter, 0)
+		if w.hint == 0 {
+			w.hint = max(e.RetryAfter, 0)
 		}
 	}
-	if o.named != "" {
+	if w.named != "" {
 		return // the outermost named type wins; nothing deeper changes it
 	}
 	if t, ok := err.(interface{ ErrorType() string }); ok {
-		if o.named = t.ErrorType(); o.named != "" {
+		if w.named = t.ErrorType(); w.named != "" {
 			return
 		}
 	}
-	o.builtinType(builtinType(err))
-}
-
-func (o *outcome) builtinType(typ string, prio int) {
-	if prio > o.prio {
-		o.builtin, o.prio = typ, prio
+	if typ, prio := builtinType(err); prio > w.prio {
+		w.builtin, w.prio = typ, prio
 	}
 }
 
-// builtinType classifies one error of a chain, ignoring what it wraps.
-func builtinType(err error) (string, int) {
+// dataOf returns the data word of an error interface: for a pointer type,
+// the pointer itself.
+func dataOf(err error) unsafe.Pointer {
+	return (*[2]unsafe.Pointer)(unsafe.Pointer(&err))[1]
+}
+
+// sentinelType recognises the sentinel errors of the standard library.
+func sentinelType(err error) (string, int) {
 	switch err {
 	case context.Canceled:
 		return TypeCanceled, prioContext
@@ -182,6 +225,14 @@ func builtinType(err error) (string, int) {
 		return TypeNetTimeout, prioDeadline
 	case io.EOF, io.ErrUnexpectedEOF:
 		return TypeEOF, prioEOF
+	}
+	return "", prioNone
+}
+
+// builtinType classifies one error of a chain, ignoring what it wraps.
+func builtinType(err error) (string, int) {
+	if typ, prio := sentinelType(err); prio != prioNone {
+		return typ, prio
 	}
 	switch e := err.(type) {
 	case syscall.Errno:
@@ -275,9 +326,22 @@ var requestInvalidPrefixes = [...]string{
 	"net/http: invalid trailer ",
 }
 
+// kindFirstBytes holds the first bytes of the messages errorStringKind
+// knows, so that most messages are turned away at their first byte.
+var kindFirstBytes = func() (first [256]bool) {
+	first[http2GoAwayMessage[0]] = true
+	for _, p := range requestInvalidPrefixes {
+		first[p[0]] = true
+	}
+	return first
+}()
+
 // errorStringKind types the plain errors.New values of net/http that carry no
 // type of their own.
 func errorStringKind(msg string) string {
+	if msg == "" || !kindFirstBytes[msg[0]] {
+		return ""
+	}
 	if msg == http2GoAwayMessage {
 		return TypeHTTP2GoAway
 	}
