@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -148,7 +149,7 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 // attempt that has already run.
 func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, error), failed error) (T, error) {
 	var zero T
-	defer c.stopTimer()
+	defer c.end()
 	for {
 		err, timedOut := failed, false
 		if failed == nil {
@@ -223,7 +224,7 @@ func attempts(ctx context.Context, cfg *config, errp *error) iter.Seq[int] {
 			return
 		}
 		c := call{cfg: cfg, key: cfg.key}
-		defer c.stopTimer()
+		defer c.end()
 		for {
 			if err := c.begin(ctx); err != nil {
 				*errp = err
@@ -265,7 +266,10 @@ type attemptKey struct{}
 // AttemptFrom returns the number of the attempt whose context is ctx: 2 for
 // the first retry, and so on. The first attempt of a call runs with the
 // caller's own context (so the success path allocates nothing), and a context
-// that carries no attempt number gives 1.
+// that carries no attempt number gives 1. The contexts of retries come from
+// blocks shared by many calls, so a retry allocates nothing either; a retry's
+// context that fn keeps after its call keeps its block, and the parents of
+// the block's other contexts, from being collected.
 func AttemptFrom(ctx context.Context) int {
 	if n, ok := ctx.Value(attemptKey{}).(int); ok {
 		return n
@@ -290,7 +294,7 @@ type call struct {
 	payload any           // dead-letter payload
 	record  func() any    // builds the payload when a record is routed
 	nested  bool          // ctx already carried an attempt number
-	ctxs    []attemptCtx  // contexts for the coming attempts
+	slab    *ctxSlab      // attempt contexts, taken on the first retry
 
 	breakerWait time.Duration // time waited for open breakers
 }
@@ -434,15 +438,35 @@ func (c *call) numbered(ctx context.Context) context.Context {
 		return ctx
 	}
 	// A context is never changed once handed out (fn may keep it), so each
-	// attempt gets its own; they are allocated together, on the first retry.
-	if len(c.ctxs) == 0 {
-		c.ctxs = make([]attemptCtx, min(max(c.cfg.policy.MaxAttempts-c.attempt+1, 1), 8))
+	// attempt gets its own, taken from a slab of them.
+	if c.slab == nil {
+		c.slab, _ = ctxSlabs.Get().(*ctxSlab)
+		if c.slab == nil {
+			c.slab = new(ctxSlab)
+		}
 	}
-	a := &c.ctxs[0]
-	c.ctxs = c.ctxs[1:]
+	s := c.slab
+	a := &s.ctxs[s.used]
+	if s.used++; s.used == len(s.ctxs) {
+		c.slab = nil // used up: it is garbage once its contexts are
+	}
 	a.Context, a.n = ctx, c.attempt
 	return a
 }
+
+// ctxSlab is a block of attempt contexts. A call holds one while it runs and
+// hands its contexts out in order; at the end of the call the rest of the
+// block goes back to ctxSlabs for the next call. A context handed out is
+// never reused, so many calls share one allocation: in exchange, a context
+// kept past its call keeps the block's other contexts, and their parents,
+// reachable.
+type ctxSlab struct {
+	ctxs [32]attemptCtx
+	used int
+}
+
+// ctxSlabs holds the partly used blocks of attempt contexts.
+var ctxSlabs sync.Pool
 
 // attemptCtx is the context of an attempt after the first: it carries the
 // attempt number for AttemptFrom.
@@ -474,9 +498,15 @@ func (c *call) budget(now time.Time) *budget {
 	return c.cfg.budget
 }
 
-func (c *call) stopTimer() {
+// end releases what the call holds: its timer and its block of attempt
+// contexts.
+func (c *call) end() {
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.slab != nil {
+		ctxSlabs.Put(c.slab)
+		c.slab = nil
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -553,6 +554,55 @@ func TestAttemptFrom(t *testing.T) {
 	}, p)
 	if fmt.Sprint(outer) != "[1 2]" || fmt.Sprint(inner) != "[1 2 1 2]" {
 		t.Fatalf("outer %v inner %v, want [1 2] and [1 2 1 2]", outer, inner)
+	}
+}
+
+// TestAttemptContextsKept checks that an attempt's context kept after its
+// call still carries its own number and parent while other calls, on other
+// goroutines too, take contexts for their retries.
+func TestAttemptContextsKept(t *testing.T) {
+	type key struct{}
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 4, Backoff: retry.Immediate}), retry.WithBudget(retry.Budget{Off: true}))
+	type kept struct {
+		ctx     context.Context
+		call    int
+		attempt int
+	}
+	const goroutines, calls = 4, 50
+	results := make([][]kept, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range calls {
+				id := g*calls + i
+				parent := context.WithValue(t.Context(), key{}, id)
+				_ = r.Run(parent, func(ctx context.Context) error {
+					n := retry.AttemptFrom(ctx)
+					results[g] = append(results[g], kept{ctx, id, n})
+					if n < 3 {
+						return errTransient
+					}
+					return nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	for g := range results {
+		if len(results[g]) != 3*calls {
+			t.Fatalf("goroutine %d kept %d contexts, want %d", g, len(results[g]), 3*calls)
+		}
+		for i, k := range results[g] {
+			if want := i%3 + 1; k.attempt != want {
+				t.Fatalf("call %d: attempt %d inside fn, want %d", k.call, k.attempt, want)
+			}
+			if got := retry.AttemptFrom(k.ctx); got != k.attempt {
+				t.Fatalf("call %d: kept context says attempt %d, want %d", k.call, got, k.attempt)
+			}
+			if got := k.ctx.Value(key{}); got != k.call {
+				t.Fatalf("call %d attempt %d: kept context's parent value %v", k.call, k.attempt, got)
+			}
+		}
 	}
 }
 

@@ -179,7 +179,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	defer rt.finish()
 	c := call{cfg: cfg, key: t.key(req), req: req}
-	defer c.stopTimer()
+	defer c.end()
 	for {
 		if err := c.begin(ctx); err != nil {
 			return nil, err
