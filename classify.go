@@ -23,32 +23,31 @@ import (
 // error itself through an ErrorType method, an "http.<class>.<code>" type for
 // a StatusError, or TypeUnknown.
 const (
-	TypeUnknown              = "error"
-	TypeCanceled             = "context.canceled"
-	TypeDeadlineExceeded     = "context.deadline_exceeded"
-	TypeAttemptTimeout       = "timeout.attempt"
-	TypeNetTimeout           = "net.timeout"
-	TypeConnectionRefused    = "net.connection_refused"
-	TypeConnectionReset      = "net.connection_reset"
-	TypeDNSNotFound          = "net.dns.not_found"
-	TypeDNSTemporary         = "net.dns.temporary"
-	TypeDNS                  = "net.dns.error"
-	TypeNet                  = "net.error"
-	TypeEOF                  = "net.eof"
-	TypeHTTP2RefusedStream   = "http2.refused_stream"
-	TypeHTTP2GoAway          = "http2.goaway"        // a graceful GOAWAY before the stream was sent: never processed
-	TypeHTTP2GoAwayClosed    = "http2.goaway_closed" // the server sent GOAWAY and closed: the stream may have been processed
-	TypeBadConn              = "sql.bad_conn"
-	TypeTLSCertificate       = "tls.certificate"
-	TypeTLSHandshake         = "tls.handshake"
-	TypeRequestInvalid       = "request.invalid"
-	TypeTooManyRedirects     = "redirect.too_many"
-	TypeBodyNotReplayable    = "body.not_replayable"
-	TypeBreakerOpen          = "breaker.open"
-	TypeRateLimited          = "ratelimit.local"
-	TypeBudgetExhausted      = "budget.exhausted"
-	typeHTTPPrefix           = "http."
-	typeContextPrefixPattern = "context.*"
+	TypeUnknown            = "error"
+	TypeCanceled           = "context.canceled"
+	TypeDeadlineExceeded   = "context.deadline_exceeded"
+	TypeAttemptTimeout     = "timeout.attempt"
+	TypeNetTimeout         = "net.timeout"
+	TypeConnectionRefused  = "net.connection_refused"
+	TypeConnectionReset    = "net.connection_reset"
+	TypeDNSNotFound        = "net.dns.not_found"
+	TypeDNSTemporary       = "net.dns.temporary"
+	TypeDNS                = "net.dns.error"
+	TypeNet                = "net.error"
+	TypeEOF                = "net.eof"
+	TypeHTTP2RefusedStream = "http2.refused_stream"
+	TypeHTTP2GoAway        = "http2.goaway"        // a graceful GOAWAY before the stream was sent: never processed
+	TypeHTTP2GoAwayClosed  = "http2.goaway_closed" // the server sent GOAWAY and closed: the stream may have been processed
+	TypeBadConn            = "sql.bad_conn"
+	TypeTLSCertificate     = "tls.certificate"
+	TypeTLSHandshake       = "tls.handshake"
+	TypeRequestInvalid     = "request.invalid"
+	TypeTooManyRedirects   = "redirect.too_many"
+	TypeBodyNotReplayable  = "body.not_replayable"
+	TypeBreakerOpen        = "breaker.open"
+	TypeRateLimited        = "ratelimit.local"
+	TypeBudgetExhausted    = "budget.exhausted"
+	typeHTTPPrefix         = "http."
 )
 
 // TypeOf returns the dot-namespaced type of err, used to match the policy's
@@ -394,7 +393,7 @@ func builtinNonRetryable(typ string) bool {
 	case TypeTLSCertificate, TypeRequestInvalid, TypeTooManyRedirects, TypeBodyNotReplayable:
 		return true
 	}
-	if Match(typeContextPrefixPattern, typ) {
+	if strings.HasPrefix(typ, "context.") && len(typ) > len("context.") {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(typ, typeHTTPPrefix); ok && len(rest) == len("4xx.404") {

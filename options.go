@@ -79,8 +79,17 @@ type config struct {
 	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
 	// directly, and takes the full path only after a failure.
 	fast bool
+	// direct says attempts need no breaker and no per-attempt timeout
+	// around them.
+	direct bool
 	// timed says events or records are observed, so failures record times.
 	timed bool
+	// clockAlways says every failure reads the clock: for events, records,
+	// MaxElapsed or a retry budget.
+	clockAlways bool
+	// unknownNonRetryable caches nonRetryable(TypeUnknown), the commonest
+	// question.
+	unknownNonRetryable bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -130,6 +139,8 @@ func (c *config) build(opts []Option) {
 	}
 	c.finish()
 	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
+	c.direct = c.breakers == nil && c.attemptTimeout == 0
+	c.clockAlways = c.timed || c.maxElapsed > 0 || c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
 	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
 }
 
@@ -169,6 +180,7 @@ func (c *config) finish() {
 		}
 		c.exact[p] = struct{}{}
 	}
+	c.unknownNonRetryable = c.matchNonRetryable(TypeUnknown)
 }
 
 // cutPattern returns the prefix of a "prefix.*" pattern.
@@ -182,6 +194,14 @@ func cutPattern(p string) (string, bool) {
 // nonRetryable reports whether typ is non-retryable under the policy's
 // patterns or by default.
 func (c *config) nonRetryable(typ string) bool {
+	if typ == TypeUnknown {
+		return c.unknownNonRetryable
+	}
+	return c.matchNonRetryable(typ)
+}
+
+// matchNonRetryable is nonRetryable without the cache.
+func (c *config) matchNonRetryable(typ string) bool {
 	if _, ok := c.exact[typ]; ok {
 		return true
 	}

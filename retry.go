@@ -152,32 +152,39 @@ func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, erro
 	defer c.end()
 	for {
 		err, timedOut := failed, false
-		if failed == nil {
-			if err := c.begin(ctx); err != nil {
-				return zero, err
+		failed = nil
+		if err == nil {
+			if stop := c.begin(ctx); stop != nil {
+				return zero, stop
 			}
 			var v T
-			ran, stop := c.guard(ctx, func() error {
+			if c.cfg.direct {
+				// No breaker and no attempt timeout: nothing to guard or
+				// cancel around fn.
 				c.started()
-				actx, cancel := c.attemptContext(ctx)
-				if cancel != nil {
-					defer cancel() // also when fn panics
+				v, err = fn(c.numbered(ctx)) // a panic goes on to the caller
+			} else {
+				ran, stop := c.guard(ctx, func() error {
+					c.started()
+					actx, cancel := c.attemptContext(ctx)
+					if cancel != nil {
+						defer cancel() // also when fn panics
+					}
+					v, err = fn(actx) // a panic goes on: the breaker records it
+					timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
+					return c.breakerOutcome(ctx, err, timedOut)
+				})
+				if !ran {
+					if stop != nil {
+						return zero, stop
+					}
+					continue
 				}
-				v, err = fn(actx) // a panic goes on: the breaker records it
-				timedOut = cancel != nil && actx.Err() != nil && ctx.Err() == nil
-				return c.breakerOutcome(ctx, err, timedOut)
-			})
-			if !ran {
-				if stop != nil {
-					return zero, stop
-				}
-				continue
 			}
 			if err == nil {
 				return v, nil
 			}
 		}
-		failed = nil
 		d, stop := c.fail(ctx, err, timedOut)
 		if stop == nil {
 			stop = c.sleep(ctx, d)
@@ -554,8 +561,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 // records, MaxElapsed, the caller's deadline or the retry budget. Otherwise
 // the failure path reads no clock at all.
 func (c *call) clocked(ctx context.Context) bool {
-	cfg := c.cfg
-	if cfg.timed || cfg.maxElapsed > 0 || cfg.budget != nil || cfg.keyBudgets != nil || cfg.sharedBudget != nil {
+	if c.cfg.clockAlways {
 		return true
 	}
 	_, ok := ctx.Deadline()
