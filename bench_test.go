@@ -2,6 +2,8 @@ package retry_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -79,6 +81,50 @@ func BenchmarkTransportGET(b *testing.B) {
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkRunTwoFailures measures a call that fails twice, then succeeds,
+// with no wait between attempts.
+func BenchmarkRunTwoFailures(b *testing.B) {
+	ctx := context.Background()
+	errFlaky := errors.New("flaky")
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate}), retry.WithBudget(retry.Budget{Off: true}))
+	n := 0
+	fn := func(context.Context) error {
+		if n++; n%3 != 0 {
+			return errFlaky
+		}
+		return nil
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.Run(ctx, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var typeSink string
+
+// BenchmarkTypeOf measures the classification of common errors.
+func BenchmarkTypeOf(b *testing.B) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"errors.New", errors.New("flaky")},
+		{"io.EOF", io.EOF},
+		{"wrapped", fmt.Errorf("read: %w", io.ErrUnexpectedEOF)},
+		{"status", &retry.StatusError{StatusCode: 503}},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				typeSink = retry.TypeOf(tt.err)
 			}
 		})
 	}

@@ -256,6 +256,9 @@ func WithSharedBudget(b SharedBudget) Option {
 
 // allowRetry takes a retry token from the call's budget, if it has one.
 func (c *call) allowRetry(ctx context.Context, now time.Time) bool {
+	if c.cfg.budget == nil && c.cfg.keyBudgets == nil && c.cfg.sharedBudget == nil {
+		return true
+	}
 	if sb := c.cfg.sharedBudget; sb != nil {
 		return sb.Retry(ctx, c.key, now)
 	}

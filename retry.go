@@ -303,6 +303,12 @@ type call struct {
 	nested  bool          // ctx already carried an attempt number
 	slab    *ctxSlab      // attempt contexts, taken on the first retry
 
+	dl      time.Time // the caller's deadline
+	dlKnown uint8     // 0: not looked up yet; 1: none; 2: dl
+
+	// Counts not yet added to the Retrier's Stats: see publish.
+	failedN, retriedN, retryAttemptsN int64
+
 	breakerWait time.Duration // time waited for open breakers
 }
 
@@ -338,6 +344,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 		attempt()
 		return true, nil
 	}
+	c.publish()
 	var now time.Time
 	if bs.keys != nil {
 		now = c.cfg.now()
@@ -420,7 +427,7 @@ func (c *call) started() {
 			sb.First(c.key)
 		}
 	} else {
-		st.retryAttempts.Add(1)
+		c.retryAttemptsN++
 	}
 }
 
@@ -505,9 +512,32 @@ func (c *call) budget(now time.Time) *budget {
 	return c.cfg.budget
 }
 
+// publish adds the call's counts to the Retrier's Stats. Counting in the
+// call and publishing in one go spares the shared counters an atomic add per
+// attempt: the counts are published before every wait, hook, breaker and
+// sink, and at the end of the call, so that nothing but a concurrent reader
+// between two attempts with no wait between them sees them late.
+func (c *call) publish() {
+	if c.failedN|c.retriedN|c.retryAttemptsN == 0 {
+		return
+	}
+	st := c.cfg.state
+	if c.failedN != 0 {
+		st.failed.Add(c.failedN)
+	}
+	if c.retriedN != 0 {
+		st.retried.Add(c.retriedN)
+	}
+	if c.retryAttemptsN != 0 {
+		st.retryAttempts.Add(c.retryAttemptsN)
+	}
+	c.failedN, c.retriedN, c.retryAttemptsN = 0, 0, 0
+}
+
 // end releases what the call holds: its timer and its block of attempt
 // contexts.
 func (c *call) end() {
+	c.publish()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -521,7 +551,7 @@ func (c *call) end() {
 // returns the wait before the next attempt, or the terminal error.
 func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duration, error) {
 	cfg := c.cfg
-	cfg.state.failed.Add(1)
+	c.failedN++
 	c.last = err
 	o := inspect(err)
 	if timedOut && strings.HasPrefix(o.typ, "context.") {
@@ -547,8 +577,9 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
-	cfg.state.retried.Add(1)
+	c.retriedN++
 	if cfg.hooks() {
+		c.publish()
 		ev := c.event(o, now)
 		ev.Delay = d
 		cfg.fire(cfg.onFailure, ev)
@@ -564,7 +595,7 @@ func (c *call) clocked(ctx context.Context) bool {
 	if c.cfg.clockAlways {
 		return true
 	}
-	_, ok := ctx.Deadline()
+	_, ok := c.deadline(ctx)
 	return ok
 }
 
@@ -632,10 +663,24 @@ func (c *call) fits(ctx context.Context, now time.Time, d time.Duration) bool {
 	if m := c.cfg.maxElapsed; m > 0 && (d > m || now.Sub(c.start) > m-d) {
 		return false
 	}
-	if dl, ok := ctx.Deadline(); ok && (d >= maxDuration/2 || !now.Add(d).Before(dl)) {
+	if dl, ok := c.deadline(ctx); ok && (d >= maxDuration/2 || !now.Add(d).Before(dl)) {
 		return false
 	}
 	return true
+}
+
+// deadline returns ctx's deadline, looked up once per call: a context's
+// deadline never changes.
+func (c *call) deadline(ctx context.Context) (time.Time, bool) {
+	if c.dlKnown == 0 {
+		var ok bool
+		c.dl, ok = ctx.Deadline()
+		c.dlKnown = 1
+		if ok {
+			c.dlKnown = 2
+		}
+	}
+	return c.dl, c.dlKnown == 2
 }
 
 // unit clamps a random draw into [0, 1).
@@ -655,6 +700,7 @@ func (c *call) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	c.publish()
 	if clk := c.cfg.clock; clk != nil {
 		if clk.Sleep(ctx, d) != nil {
 			return c.canceled(ctx)
@@ -692,6 +738,7 @@ func (c *call) canceled(ctx context.Context) error {
 // refusal before any attempt, or the caller's context ending between
 // attempts. typ overrides the type of the error.
 func (c *call) gaveUp(e *Error, typ string) {
+	c.publish()
 	hooks := c.cfg.onGiveUp
 	if len(hooks) == 0 {
 		return
@@ -742,6 +789,7 @@ func (c *call) newError(ctx context.Context, reason Reason) *Error {
 // so that a panicking hook cannot lose it.
 func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route bool, now time.Time, failed bool) error {
 	cfg := c.cfg
+	c.publish()
 	cfg.state.failedPermanently.Add(1)
 	e := c.newError(ctx, reason)
 	switch {

@@ -557,6 +557,66 @@ func TestAttemptFrom(t *testing.T) {
 	}
 }
 
+// TestStatsSeenByHooksAndDuringWaits checks that a call's counts reach Stats
+// before every hook it fires and before every wait, not only at its end.
+func TestStatsSeenByHooksAndDuringWaits(t *testing.T) {
+	type seen struct {
+		hook             string
+		failed, retried  int64
+		attempts, permas int64
+	}
+	var got []seen
+	var r *retry.Retrier
+	record := func(hook string) func(retry.Event) {
+		return func(retry.Event) {
+			s := r.Stats()
+			got = append(got, seen{hook, s.Failed, s.Retried, s.Attempts, s.FailedPermanently})
+		}
+	}
+	r = retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate}),
+		retry.WithBudget(retry.Budget{Off: true}),
+		retry.OnRetry(record("retry")),
+		retry.OnGiveUp(record("giveup")),
+	)
+	_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+	want := []seen{
+		{"retry", 1, 1, 1, 0},
+		{"retry", 2, 2, 2, 0},
+		{"giveup", 3, 2, 3, 1},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Stats seen by hooks:\n got %v\nwant %v", got, want)
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter}),
+			retry.WithBudget(retry.Budget{Off: true}),
+		)
+		done := make(chan error)
+		go func() {
+			n := 0
+			done <- r.Run(t.Context(), func(context.Context) error {
+				if n++; n == 1 {
+					return errTransient
+				}
+				return nil
+			})
+		}()
+		synctest.Wait() // the call waits before its retry
+		if s := r.Stats(); s.Failed != 1 || s.Retried != 1 || s.Attempts != 1 {
+			t.Fatalf("during the wait: Failed %d Retried %d Attempts %d, want 1 1 1", s.Failed, s.Retried, s.Attempts)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Failed != 1 || s.Retried != 1 || s.Attempts != 2 {
+			t.Fatalf("after the call: Failed %d Retried %d Attempts %d, want 1 1 2", s.Failed, s.Retried, s.Attempts)
+		}
+	})
+}
+
 // TestAttemptContextsKept checks that an attempt's context kept after its
 // call still carries its own number and parent while other calls, on other
 // goroutines too, take contexts for their retries.
