@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
 )
 
@@ -125,6 +126,48 @@ func BenchmarkTypeOf(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				typeSink = retry.TypeOf(tt.err)
+			}
+		})
+	}
+}
+
+// BenchmarkGuardedParts measures the success path with each guard alone and
+// all together, next to gobreaker's own Execute with the settings
+// DefaultBreaker gives it.
+func BenchmarkGuardedParts(b *testing.B) {
+	ctx := context.Background()
+	b.Run("gobreaker-execute", func(b *testing.B) {
+		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+			Name:         "bench",
+			MaxRequests:  retry.DefaultBreaker.Probes,
+			Interval:     retry.DefaultBreaker.Window,
+			BucketPeriod: retry.DefaultBreaker.Window / 10,
+			Timeout:      retry.DefaultBreaker.OpenTimeout,
+		})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	tests := []struct {
+		name string
+		opts []retry.Option
+	}{
+		{"budget", []retry.Option{retry.WithBudget(retry.DefaultBudget)}},
+		{"limiter", []retry.Option{retry.WithRateLimit(1e9, 1e9)}},
+		{"breaker", []retry.Option{retry.WithBreaker(retry.DefaultBreaker)}},
+		{"all", []retry.Option{retry.WithBreaker(retry.DefaultBreaker), retry.WithRateLimit(1e9, 1e9), retry.WithBudget(retry.DefaultBudget)}},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			r := retry.New(tt.opts...)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.Run(ctx, ok); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

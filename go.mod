@@ -5,5 +5,4 @@ go 1.25.0
 require (
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/time v0.15.0
 )

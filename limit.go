@@ -4,12 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Limiter paces the attempts of a Retrier or Transport, first ones and
@@ -45,8 +44,8 @@ func WithLimiter(l Limiter) Option {
 }
 
 // WithRateLimit paces attempts, first ones and retries alike, to limit per
-// second with bursts of burst, through a token bucket (golang.org/x/time/rate)
-// shared by every call of the Retrier or Transport; see WithLimiter.
+// second with bursts of burst, through a token bucket shared by every call
+// of the Retrier or Transport; see WithLimiter.
 func WithRateLimit(limit float64, burst int) Option {
 	return optionFunc(func(c *config) {
 		if err := validRate(limit, burst); err != nil {
@@ -97,45 +96,127 @@ func validRate(limit float64, burst int) *rateError {
 
 // tokenBucket is the in-process Limiter: one bucket, or one per key.
 type tokenBucket struct {
-	limit  rate.Limit
+	limit  float64
 	burst  int
-	global *rate.Limiter
-	keys   *keyed[*rate.Limiter]
+	global atomic.Pointer[gcra] // made on first use, from that reading of the clock
+	keys   *keyed[*gcra]
 }
 
 func newTokenBucket(limit float64, burst int, perKey bool) *tokenBucket {
-	b := &tokenBucket{limit: rate.Limit(limit), burst: burst}
+	b := &tokenBucket{limit: limit, burst: burst}
 	if perKey {
-		b.keys = newKeyed[*rate.Limiter](maxKeys)
-	} else {
-		b.global = rate.NewLimiter(b.limit, burst)
+		b.keys = newKeyed[*gcra](maxKeys)
 	}
 	return b
 }
 
-func (b *tokenBucket) bucket(key string, now time.Time) *rate.Limiter {
-	if b.global != nil {
-		return b.global
+func (b *tokenBucket) bucket(key string, now time.Time) *gcra {
+	if b.keys != nil {
+		return b.keys.get(key, now, func() *gcra { return newGCRA(b.limit, b.burst, now) })
 	}
-	return b.keys.get(key, now, func() *rate.Limiter { return rate.NewLimiter(b.limit, b.burst) })
+	if g := b.global.Load(); g != nil {
+		return g
+	}
+	b.global.CompareAndSwap(nil, newGCRA(b.limit, b.burst, now))
+	return b.global.Load()
 }
 
 // Reserve implements Limiter.
 func (b *tokenBucket) Reserve(_ context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
-	lim := b.bucket(key, now)
-	if lim.AllowN(now, 1) {
-		return 0, nil, true
+	g := b.bucket(key, now)
+	wait, ok := g.reserve(g.ticks(now), maxWait)
+	if !ok || wait == 0 {
+		return 0, nil, ok
 	}
-	r := lim.ReserveN(now, 1)
-	if !r.OK() {
-		return 0, nil, false
+	return wait, g.cancel, true
+}
+
+// ticksPerNs is the resolution of a gcra: a quarter of a nanosecond. The
+// interval between tokens is rounded up to it, so that the bucket is never
+// faster than its limit and, at a million tokens per second or fewer, slower
+// by at most 0.025%; 36 years from a bucket's first use fit in its ticks.
+const ticksPerNs = 4
+
+// gcra is a token bucket kept as one word, the theoretical arrival time of
+// the generic cell rate algorithm (ITU-T I.371): the bucket is full at tat
+// and lacks one token per step before it. A token is taken with one
+// compare-and-swap, without a lock, and the bucket admits exactly what a
+// token bucket of the same limit and burst admits: never more than
+// burst + limit·w attempts in any span w.
+type gcra struct {
+	epoch time.Time // tick 0: the clock reading the bucket was made at
+	step  int64     // ticks per token: 1/limit seconds, rounded up
+	tol   int64     // burst·step: how far tat may run ahead of now
+	tat   atomic.Int64
+}
+
+func newGCRA(limit float64, burst int, now time.Time) *gcra {
+	step := math.Ceil(1e9 * ticksPerNs / limit)
+	g := &gcra{epoch: now, step: maxTicks}
+	if step < maxTicks {
+		g.step = max(int64(step), 1)
 	}
-	d := r.DelayFrom(now)
-	if d > maxWait {
-		r.CancelAt(now)
-		return 0, nil, false
+	g.tol = satMul(g.step, int64(burst))
+	g.tat.Store(-maxTicks) // full
+	return g
+}
+
+// maxTicks bounds every tick value, so that the sum or difference of two
+// never overflows.
+const maxTicks = math.MaxInt64 / 2
+
+// ticks converts a clock reading to the bucket's ticks.
+func (g *gcra) ticks(now time.Time) int64 {
+	return satMul(int64(now.Sub(g.epoch)), ticksPerNs)
+}
+
+// reserve takes a token at now (in ticks) and returns the wait before it is
+// due, or reports false and takes nothing when that wait would pass maxWait.
+func (g *gcra) reserve(now int64, maxWait time.Duration) (time.Duration, bool) {
+	for {
+		tat := g.tat.Load()
+		next := min(max(tat, now)+g.step, maxTicks)
+		due := next - g.tol // the token is due when the bucket, less it, is not over-full
+		if due <= now {
+			if g.tat.CompareAndSwap(tat, next) {
+				return 0, true
+			}
+			continue
+		}
+		wait := time.Duration((due - now + ticksPerNs - 1) / ticksPerNs)
+		if wait > maxWait {
+			return 0, false
+		}
+		if g.tat.CompareAndSwap(tat, next) {
+			return wait, true
+		}
 	}
-	return d, r.CancelAt, true
+}
+
+// cancel gives back a token taken by a reservation that will not be used,
+// at the clock reading now. The bucket then holds at most what it would hold
+// had the reservation never been made, so what it admits stays within the
+// limit.
+func (g *gcra) cancel(now time.Time) {
+	t := g.ticks(now)
+	for {
+		tat := g.tat.Load()
+		back := max(tat-g.step, t)
+		if back >= tat || g.tat.CompareAndSwap(tat, back) {
+			return
+		}
+	}
+}
+
+// satMul returns a·b for b > 0, saturated to ±maxTicks.
+func satMul(a, b int64) int64 {
+	switch {
+	case a > maxTicks/b:
+		return maxTicks
+	case a < -maxTicks/b:
+		return -maxTicks
+	}
+	return a * b
 }
 
 // limiter is the rate limit of a Retrier and its counters.

@@ -17,5 +17,4 @@ require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
-	golang.org/x/time v0.15.0 // indirect
 )
