@@ -288,3 +288,29 @@ func TestBreakerBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerRefusalKeepsToken checks that an attempt the limiter let
+// through but the breaker refused keeps its token for when the breaker lets
+// it run: the call waits for the breaker only, not for a second token.
+func TestBreakerRefusalKeepsToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(
+			retry.WithRateLimit(1, 1),
+			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 5 * time.Second, MaxWait: time.Minute}),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+			retry.WithBudget(retry.Budget{Off: true}),
+		)
+		if err := r.Run(t.Context(), func(context.Context) error { return errTransient }); err == nil {
+			t.Fatal("the first call succeeded")
+		}
+		time.Sleep(time.Second) // one token again; the breaker stays open until 5 s
+		start := time.Now()
+		if err := r.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		s := r.Stats()
+		if waited := time.Since(start); waited < 4*time.Second || waited > 4*time.Second+time.Millisecond || s.LimiterWaits != 0 || s.Attempts != 2 || s.BreakerWaits != 1 {
+			t.Fatalf("waited %v with %d limiter waits, %d breaker waits, %d attempts; want 4s, 0, 1, 2", waited, s.LimiterWaits, s.BreakerWaits, s.Attempts)
+		}
+	})
+}

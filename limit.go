@@ -131,6 +131,18 @@ func (b *tokenBucket) Reserve(_ context.Context, key string, now time.Time, maxW
 	return wait, g.cancel, true
 }
 
+// admit takes a token from the in-process token bucket for a first attempt
+// on the success path, if the bucket has one at once; it takes nothing and
+// reports false when the attempt would have to wait, and the call then
+// takes the full path.
+func (c *config) admit() bool {
+	b := c.bucket
+	now := c.mono()
+	g := b.bucket(c.key, now)
+	_, ok := g.reserve(g.ticks(now), 0)
+	return ok
+}
+
 // ticksPerNs is the resolution of a gcra: a quarter of a nanosecond. The
 // interval between tokens is rounded up to it, so that the bucket is never
 // faster than its limit and, at a million tokens per second or fewer, slower

@@ -75,10 +75,17 @@ type config struct {
 	budgetSet      bool
 	sharedBudget   SharedBudget // in place of the budgets above
 	optErrs        []error
-	// fast says the first attempt needs none of the limiter, the breakers,
-	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
-	// directly, and takes the full path only after a failure.
+	// fast says the first attempt needs none of the breakers, a
+	// per-attempt timeout, MaxElapsed or a key's budget, and no limiter but
+	// the in-process token bucket: Do runs it directly when the bucket has a
+	// token at once, and takes the full path otherwise or after a failure.
 	fast bool
+	// bucket is the limiter when it is the in-process token bucket.
+	bucket *tokenBucket
+	// fastBreaker is the single in-process breaker when the first attempt
+	// needs nothing else that fast excludes: Do runs it directly through
+	// the breaker.
+	fastBreaker *breaker
 	// direct says attempts need no breaker and no per-attempt timeout
 	// around them.
 	direct bool
@@ -141,7 +148,16 @@ func (c *config) build(opts []Option) {
 	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
 	c.direct = c.breakers == nil && c.attemptTimeout == 0
 	c.clockAlways = c.timed || c.maxElapsed > 0 || c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
-	c.fast = c.limiter == nil && c.breakers == nil && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
+	c.bucket = nil
+	if c.limiter != nil {
+		c.bucket, _ = c.limiter.l.(*tokenBucket)
+	}
+	simple := (c.limiter == nil || c.bucket != nil) && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
+	c.fast = simple && c.breakers == nil
+	c.fastBreaker = nil
+	if bs := c.breakers; simple && bs != nil && bs.single != nil && bs.single.shared == nil {
+		c.fastBreaker = bs.single
+	}
 }
 
 // clone copies c so that appending hooks to the copy never changes c.

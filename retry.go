@@ -130,9 +130,10 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	if fn == nil {
 		return zero, errNilFunc
 	}
-	if cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+	if cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil && (cfg.bucket == nil || cfg.admit()) {
 		// The success path: steps 1 to 4 with nothing to wait for, the
-		// caller's own context, no clock read and no allocation.
+		// caller's own context, no allocation, and no clock read but the
+		// token bucket's.
 		cfg.state.calls.add()
 		v, err := fn(ctx) // a panic goes on to the caller, unrecovered
 		if err == nil {
@@ -141,8 +142,39 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		c := call{cfg: cfg, key: cfg.key, attempt: 1}
 		return loop(ctx, &c, fn, err)
 	}
+	if b := cfg.fastBreaker; b != nil && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil && (cfg.bucket == nil || cfg.admit()) {
+		return guarded(ctx, cfg, b, fn)
+	}
 	c := call{cfg: cfg, key: cfg.key}
 	return loop(ctx, &c, fn, nil)
+}
+
+// guarded is the success path through the single in-process breaker: the
+// attempt runs in the breaker's Execute with the caller's own context, and
+// the full path takes over after a failure, or when the breaker refuses the
+// attempt (the token the limiter gave it is then kept for the next try).
+func guarded[T any](ctx context.Context, cfg *config, b *breaker, fn func(context.Context) (T, error)) (T, error) {
+	bs := cfg.breakers
+	var v T
+	var err error
+	ran := false
+	b.cb.Execute(func() (struct{}, error) {
+		ran = true
+		bs.flush(cfg.onBreaker) // a change made as the attempt was let through
+		cfg.state.calls.add()
+		v, err = fn(ctx) // a panic goes on: the breaker records it
+		return struct{}{}, cfg.breakerOutcome(ctx, err, false)
+	})
+	bs.flush(cfg.onBreaker)
+	if !ran {
+		c := call{cfg: cfg, key: cfg.key, tokened: cfg.bucket != nil}
+		return loop(ctx, &c, fn, nil)
+	}
+	if err == nil {
+		return v, nil
+	}
+	c := call{cfg: cfg, key: cfg.key, attempt: 1}
+	return loop(ctx, &c, fn, err)
 }
 
 // loop drives the call's attempts; failed, when not nil, is the error of an
@@ -202,7 +234,7 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		}
 		return errNilFunc
 	}
-	if cfg.err == nil && cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+	if cfg.err == nil && cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil && (cfg.bucket == nil || cfg.admit()) {
 		cfg.state.calls.add()
 		err := fn(ctx) // a panic goes on to the caller, unrecovered
 		if err == nil {
@@ -301,6 +333,7 @@ type call struct {
 	payload any           // dead-letter payload
 	record  func() any    // builds the payload when a record is routed
 	nested  bool          // ctx already carried an attempt number
+	tokened bool          // the limiter already gave the next attempt its token
 	slab    *ctxSlab      // attempt contexts, taken on the first retry
 
 	dl      time.Time // the caller's deadline
@@ -315,13 +348,15 @@ type call struct {
 // begin runs steps 1 and 2 before an attempt: the context, then the rate
 // limiter, whose wait is not an attempt.
 func (c *call) begin(ctx context.Context) error {
+	tokened := c.tokened
+	c.tokened = false
 	if ctx.Err() != nil {
 		return c.canceled(ctx)
 	}
 	if c.cfg.maxElapsed > 0 && c.start.IsZero() {
 		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
 	}
-	if l := c.cfg.limiter; l != nil {
+	if l := c.cfg.limiter; l != nil && !tokened {
 		ok, err := l.wait(ctx, c, c.key)
 		if err != nil {
 			return err
@@ -391,11 +426,16 @@ func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error)
 	return c.terminal(ctx, o, reason, c.cfg.policy.OnExhaustion == ExhaustDeadLetter, c.cfg.now(), false)
 }
 
+// breakerOutcome is config.breakerOutcome for the call's attempt.
+func (c *call) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
+	return c.cfg.breakerOutcome(ctx, err, timedOut)
+}
+
 // breakerOutcome is what an attempt's error means to a circuit breaker:
 // nil for a success, errBreakerExcluded for the caller's own errors, which
 // must not trip it, errBreakerFailure otherwise.
-func (c *call) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
-	if err == nil || c.cfg.breakers == nil {
+func (cfg *config) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
+	if err == nil || cfg.breakers == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -408,7 +448,7 @@ func (c *call) breakerOutcome(ctx context.Context, err error, timedOut bool) err
 	switch {
 	case o.verdict == verdictRetry:
 		return errBreakerFailure
-	case o.verdict != verdictNone, o.permanent, c.cfg.nonRetryable(o.typ):
+	case o.verdict != verdictNone, o.permanent, cfg.nonRetryable(o.typ):
 		return errBreakerExcluded
 	}
 	return errBreakerFailure
