@@ -137,6 +137,12 @@ func (b *tokenBucket) Reserve(_ context.Context, key string, now time.Time, maxW
 // takes the full path.
 func (c *config) admit() bool {
 	b := c.bucket
+	if g := b.global.Load(); g != nil && c.clock == nil {
+		// The bucket's epoch carries a monotonic reading: one read of the
+		// monotonic clock gives the ticks.
+		_, ok := g.reserve(satMul(int64(time.Since(g.epoch)), ticksPerNs), 0)
+		return ok
+	}
 	now := c.mono()
 	g := b.bucket(c.key, now)
 	_, ok := g.reserve(g.ticks(now), 0)
