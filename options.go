@@ -75,16 +75,16 @@ type config struct {
 	budgetSet      bool
 	sharedBudget   SharedBudget // in place of the budgets above
 	optErrs        []error
-	// fast says the first attempt needs none of the breakers, a
-	// per-attempt timeout, MaxElapsed or a key's budget, and no limiter but
-	// the in-process token bucket: Do runs it directly when the bucket has a
-	// token at once, and takes the full path otherwise or after a failure.
+	// fast says the first attempt needs none of the limiter, the breakers,
+	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
+	// directly, and takes the full path only after a failure.
 	fast bool
+	// guardedFast says the first attempt needs only what guarded does: the
+	// in-process token bucket, the single in-process breaker, or both.
+	guardedFast bool
 	// bucket is the limiter when it is the in-process token bucket.
 	bucket *tokenBucket
-	// fastBreaker is the single in-process breaker when the first attempt
-	// needs nothing else that fast excludes: Do runs it directly through
-	// the breaker.
+	// fastBreaker is the single in-process breaker when guardedFast.
 	fastBreaker *breaker
 	// direct says attempts need no breaker and no per-attempt timeout
 	// around them.
@@ -153,11 +153,12 @@ func (c *config) build(opts []Option) {
 		c.bucket, _ = c.limiter.l.(*tokenBucket)
 	}
 	simple := (c.limiter == nil || c.bucket != nil) && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
-	c.fast = simple && c.breakers == nil
+	c.fast = simple && c.limiter == nil && c.breakers == nil
 	c.fastBreaker = nil
 	if bs := c.breakers; simple && bs != nil && bs.single != nil && bs.single.shared == nil {
 		c.fastBreaker = bs.single
 	}
+	c.guardedFast = simple && !c.fast && (c.breakers == nil || c.fastBreaker != nil)
 }
 
 // clone copies c so that appending hooks to the copy never changes c.
