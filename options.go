@@ -94,6 +94,10 @@ type config struct {
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.
 	clockAlways bool
+	// zeroDelay says the policy's backoff is zero whatever the draw.
+	zeroDelay bool
+	// budgeted says a retry asks a budget for a token.
+	budgeted bool
 	// unknownNonRetryable caches nonRetryable(TypeUnknown), the commonest
 	// question.
 	unknownNonRetryable bool
@@ -147,6 +151,7 @@ func (c *config) build(opts []Option) {
 	c.finish()
 	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
 	c.direct = c.breakers == nil && c.attemptTimeout == 0
+	c.budgeted = c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
 	c.clockAlways = c.timed || c.maxElapsed > 0 || c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
 	c.bucket = nil
 	if c.limiter != nil {
@@ -198,6 +203,8 @@ func (c *config) finish() {
 		c.exact[p] = struct{}{}
 	}
 	c.unknownNonRetryable = c.matchNonRetryable(TypeUnknown)
+	p := &c.policy
+	c.zeroDelay = p.Backoff == Immediate && p.Offset == 0 && p.Jitter.Kind != JitterAdditive && p.Jitter.Kind != JitterDecorrelated
 }
 
 // cutPattern returns the prefix of a "prefix.*" pattern.

@@ -233,7 +233,7 @@ func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, erro
 			}
 		}
 		d, stop := c.fail(ctx, err, timedOut)
-		if stop == nil {
+		if stop == nil && d > 0 {
 			stop = c.sleep(ctx, d)
 		}
 		if stop != nil {
@@ -628,7 +628,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if !ok {
 		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
-	if !c.allowRetry(ctx, now) {
+	if cfg.budgeted && !c.allowRetry(ctx, now) {
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
@@ -702,8 +702,7 @@ func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Durati
 			spread := time.Duration(float64(min(d/10, time.Second)) * unit(cfg.random()))
 			d = min(d, maxDuration-spread) + spread // saturate, never wrap
 		}
-	case cfg.policy.Backoff == Immediate && cfg.policy.Offset == 0 &&
-		cfg.policy.Jitter.Kind != JitterAdditive && cfg.policy.Jitter.Kind != JitterDecorrelated:
+	case cfg.zeroDelay:
 		// Zero, whatever the draw: spare the random source.
 	default:
 		d = cfg.policy.sample(c.attempt, c.prev, cfg.random())
@@ -715,6 +714,9 @@ func (c *call) delay(ctx context.Context, o outcome, now time.Time) (time.Durati
 // fits reports whether a wait of d from now ends before the caller's
 // deadline and within MaxElapsed of the call's start.
 func (c *call) fits(ctx context.Context, now time.Time, d time.Duration) bool {
+	if c.dlKnown == 1 && c.cfg.maxElapsed == 0 {
+		return true // no deadline, no MaxElapsed
+	}
 	if m := c.cfg.maxElapsed; m > 0 && (d > m || now.Sub(c.start) > m-d) {
 		return false
 	}
