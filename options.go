@@ -79,8 +79,9 @@ type config struct {
 	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
 	// directly, and takes the full path only after a failure.
 	fast bool
-	// guardedFast says the first attempt needs only what guarded does: the
-	// in-process token bucket, the single in-process breaker, or both.
+	// guardedFast says the first attempt needs nothing that fast excludes
+	// but the in-process token bucket, the single in-process breaker, or
+	// both: Do runs it directly, through them.
 	guardedFast bool
 	// bucket is the limiter when it is the in-process token bucket.
 	bucket *tokenBucket

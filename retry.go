@@ -130,9 +130,20 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	if fn == nil {
 		return zero, errNilFunc
 	}
-	if cfg.fast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
+	if (cfg.fast || cfg.guardedFast) && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
 		// The success path: steps 1 to 4 with nothing to wait for, the
-		// caller's own context, no clock read and no allocation.
+		// caller's own context, no allocation, and no clock read but the
+		// token bucket's. The full path takes over when the bucket would
+		// make the attempt wait, or after a failure.
+		if cfg.guardedFast {
+			if cfg.bucket != nil && !cfg.admit() {
+				c := call{cfg: cfg, key: cfg.key}
+				return loop(ctx, &c, fn, nil)
+			}
+			if b := cfg.fastBreaker; b != nil {
+				return breakered(ctx, cfg, b, fn)
+			}
+		}
 		cfg.state.calls.add()
 		v, err := fn(ctx) // a panic goes on to the caller, unrecovered
 		if err == nil {
@@ -140,35 +151,17 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		}
 		c := call{cfg: cfg, key: cfg.key, attempt: 1}
 		return loop(ctx, &c, fn, err)
-	}
-	if cfg.guardedFast && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
-		return guarded(ctx, cfg, fn)
 	}
 	c := call{cfg: cfg, key: cfg.key}
 	return loop(ctx, &c, fn, nil)
 }
 
-// guarded is the success path through the in-process token bucket and the
-// single in-process breaker, either or both: the first attempt runs with the
-// caller's own context when the bucket has a token at once, inside the
-// breaker's Execute. The full path takes over when the bucket would make the
-// attempt wait, after a failure, or when the breaker refuses the attempt
-// (the token the bucket gave it is then kept for the next try).
-func guarded[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
-	if cfg.bucket != nil && !cfg.admit() {
-		c := call{cfg: cfg, key: cfg.key}
-		return loop(ctx, &c, fn, nil)
-	}
-	b := cfg.fastBreaker
-	if b == nil {
-		cfg.state.calls.add()
-		v, err := fn(ctx) // a panic goes on to the caller, unrecovered
-		if err == nil {
-			return v, nil
-		}
-		c := call{cfg: cfg, key: cfg.key, attempt: 1}
-		return loop(ctx, &c, fn, err)
-	}
+// breakered is the success path through the single in-process breaker: the
+// first attempt runs inside the breaker's Execute with the caller's own
+// context. The full path takes over after a failure, or when the breaker
+// refuses the attempt; the token the bucket gave it is then kept for the
+// next try.
+func breakered[T any](ctx context.Context, cfg *config, b *breaker, fn func(context.Context) (T, error)) (T, error) {
 	bs := cfg.breakers
 	var v T
 	var err error
