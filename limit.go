@@ -90,9 +90,15 @@ func validRate(limit float64, burst int) *rateError {
 		return &rateError{limit, "limit must be a number of attempts per second in (0, 1e9]"}
 	case burst < 1:
 		return &rateError{burst, "burst must be >= 1"}
+	case float64(burst)/limit > maxRefill:
+		return &rateError{burst, "burst / limit, the time to refill a whole burst, must be at most 5e8 seconds"}
 	}
 	return nil
 }
+
+// maxRefill bounds burst/limit, in seconds, so that a bucket's ticks hold
+// its whole burst with room to spare.
+const maxRefill = 5e8
 
 // tokenBucket is the in-process Limiter: one bucket, or one per key.
 type tokenBucket struct {
@@ -124,11 +130,11 @@ func (b *tokenBucket) bucket(key string, now time.Time) *gcra {
 // Reserve implements Limiter.
 func (b *tokenBucket) Reserve(_ context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
 	g := b.bucket(key, now)
-	wait, ok := g.reserve(g.ticks(now), maxWait)
+	wait, next, ok := g.reserve(g.ticks(now), maxWait)
 	if !ok || wait == 0 {
 		return 0, nil, ok
 	}
-	return wait, g.cancel, true
+	return wait, func(now time.Time) { g.cancel(next, now) }, true
 }
 
 // admit takes a token from the in-process token bucket for a first attempt
@@ -140,12 +146,12 @@ func (c *config) admit() bool {
 	if g := b.global.Load(); g != nil && c.clock == nil {
 		// The bucket's epoch carries a monotonic reading: one read of the
 		// monotonic clock gives the ticks.
-		_, ok := g.reserve(satMul(int64(time.Since(g.epoch)), ticksPerNs), 0)
+		_, _, ok := g.reserve(satMul(int64(time.Since(g.epoch)), ticksPerNs), 0)
 		return ok
 	}
 	now := c.mono()
 	g := b.bucket(c.key, now)
-	_, ok := g.reserve(g.ticks(now), 0)
+	_, _, ok := g.reserve(g.ticks(now), 0)
 	return ok
 }
 
@@ -168,6 +174,7 @@ type gcra struct {
 	tat   atomic.Int64
 }
 
+// newGCRA returns a full bucket; limit and burst must pass validRate.
 func newGCRA(limit float64, burst int, now time.Time) *gcra {
 	step := math.Ceil(1e9 * ticksPerNs / limit)
 	g := &gcra{epoch: now, step: maxTicks}
@@ -189,40 +196,39 @@ func (g *gcra) ticks(now time.Time) int64 {
 }
 
 // reserve takes a token at now (in ticks) and returns the wait before it is
-// due, or reports false and takes nothing when that wait would pass maxWait.
-func (g *gcra) reserve(now int64, maxWait time.Duration) (time.Duration, bool) {
+// due and the tat it set, or reports false and takes nothing when that wait
+// would pass maxWait. A token due beyond the ticks' range (decades away, or
+// a bucket in use for longer than that) is refused too.
+func (g *gcra) reserve(now int64, maxWait time.Duration) (wait time.Duration, next int64, ok bool) {
 	for {
 		tat := g.tat.Load()
-		next := min(max(tat, now)+g.step, maxTicks)
-		due := next - g.tol // the token is due when the bucket, less it, is not over-full
-		if due <= now {
-			if g.tat.CompareAndSwap(tat, next) {
-				return 0, true
-			}
-			continue
+		from := max(tat, now)
+		if from > maxTicks-g.step {
+			return 0, 0, false
 		}
-		wait := time.Duration((due - now + ticksPerNs - 1) / ticksPerNs)
-		if wait > maxWait {
-			return 0, false
+		next := from + g.step
+		due := next - g.tol // the token is due when the bucket, less it, is not over-full
+		wait := time.Duration(0)
+		if due > now {
+			wait = time.Duration((due - now + ticksPerNs - 1) / ticksPerNs)
+			if wait > maxWait {
+				return 0, 0, false
+			}
 		}
 		if g.tat.CompareAndSwap(tat, next) {
-			return wait, true
+			return wait, next, true
 		}
 	}
 }
 
-// cancel gives back a token taken by a reservation that will not be used,
-// at the clock reading now. The bucket then holds at most what it would hold
-// had the reservation never been made, so what it admits stays within the
-// limit.
-func (g *gcra) cancel(now time.Time) {
-	t := g.ticks(now)
-	for {
-		tat := g.tat.Load()
-		back := max(tat-g.step, t)
-		if back >= tat || g.tat.CompareAndSwap(tat, back) {
-			return
-		}
+// cancel gives back the token of a reservation that set tat to next and will
+// not be used, at the clock reading now, unless a later reservation has been
+// made since: that one was scheduled after this one, and a token given back
+// under it would let an attempt run ahead of it. The bucket then holds at
+// most what it would hold had the reservation never been made.
+func (g *gcra) cancel(next int64, now time.Time) {
+	if back := max(next-g.step, g.ticks(now)); back < next {
+		g.tat.CompareAndSwap(next, back)
 	}
 }
 

@@ -11,7 +11,7 @@ func TestGCRA(t *testing.T) {
 	type op struct {
 		at      time.Duration // since the bucket was made
 		maxWait time.Duration
-		cancel  bool // give back a token at this time instead of taking one
+		cancel  int // give back, at this time, the token taken by op cancel-1, instead of taking one
 		wait    time.Duration
 		ok      bool
 	}
@@ -44,12 +44,27 @@ func TestGCRA(t *testing.T) {
 		{"a canceled reservation gives its token back", 10, 1, []op{
 			{at: 0, maxWait: forever, ok: true},
 			{at: 0, maxWait: forever, wait: 100 * time.Millisecond, ok: true},
-			{at: 0, cancel: true},
+			{at: 0, cancel: 2},
 			{at: 0, maxWait: forever, wait: 100 * time.Millisecond, ok: true},
+		}},
+		{"a cancel under a later reservation gives nothing back", 1, 1, []op{
+			{at: 0, maxWait: forever, ok: true},
+			{at: 0, maxWait: forever, wait: time.Second, ok: true},
+			{at: 0, maxWait: forever, wait: 2 * time.Second, ok: true},
+			{at: 0, cancel: 2},
+			{at: 0, maxWait: forever, wait: 3 * time.Second, ok: true},
+		}},
+		{"cancels in reverse order give both back", 1, 1, []op{
+			{at: 0, maxWait: forever, ok: true},
+			{at: 0, maxWait: forever, wait: time.Second, ok: true},
+			{at: 0, maxWait: forever, wait: 2 * time.Second, ok: true},
+			{at: 0, cancel: 3},
+			{at: 0, cancel: 2},
+			{at: 0, maxWait: forever, wait: time.Second, ok: true},
 		}},
 		{"a cancel never fills past the burst", 10, 1, []op{
 			{at: 0, maxWait: 0, ok: true},
-			{at: time.Second, cancel: true},
+			{at: time.Second, cancel: 1},
 			{at: time.Second, maxWait: 0, ok: true},
 			{at: time.Second, maxWait: 0, ok: false},
 		}},
@@ -58,9 +73,16 @@ func TestGCRA(t *testing.T) {
 			{at: 0, maxWait: 0, ok: false},
 			{at: time.Nanosecond, maxWait: 0, ok: true},
 		}},
-		{"a limit too low to refill saturates", 1e-12, math.MaxInt, []op{
+		{"the lowest limit for its burst", 2 / maxRefill, 2, []op{
 			{at: 0, maxWait: 0, ok: true},
-			{at: 1000 * time.Hour, maxWait: 0, ok: true},
+			{at: 0, maxWait: 0, ok: true},
+			{at: 0, maxWait: 0, ok: false},
+			{at: 0, maxWait: forever, wait: maxRefill / 2 * time.Second, ok: true},
+			{at: 0, maxWait: forever, wait: maxRefill * time.Second, ok: true},
+			{at: 0, maxWait: forever, ok: false}, // due beyond the ticks' range: refused, not clamped
+		}},
+		{"a bucket older than its ticks refuses", 1, 1, []op{
+			{at: 200 * 365 * 24 * time.Hour, maxWait: forever, ok: false},
 		}},
 		{"a time before the bucket was made", 1, 1, []op{
 			{at: -time.Second, maxWait: 0, ok: true},
@@ -72,13 +94,15 @@ func TestGCRA(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGCRA(tt.limit, tt.burst, epoch)
+			nexts := make([]int64, len(tt.ops))
 			for i, o := range tt.ops {
 				now := epoch.Add(o.at)
-				if o.cancel {
-					g.cancel(now)
+				if o.cancel > 0 {
+					g.cancel(nexts[o.cancel-1], now)
 					continue
 				}
-				wait, ok := g.reserve(g.ticks(now), o.maxWait)
+				wait, next, ok := g.reserve(g.ticks(now), o.maxWait)
+				nexts[i] = next
 				if wait != o.wait || ok != o.ok {
 					t.Fatalf("op %d at %v: reserve = %v, %v; want %v, %v", i, o.at, wait, ok, o.wait, o.ok)
 				}
@@ -125,7 +149,7 @@ func FuzzGCRA(f *testing.F) {
 			at += time.Duration(steps[i]) * time.Millisecond
 			maxWait := time.Duration(steps[i+1]) * time.Millisecond
 			now := g.ticks(epoch.Add(at))
-			w1, ok1 := g.reserve(now, maxWait)
+			w1, _, ok1 := g.reserve(now, maxWait)
 			w2, ok2 := ref.reserve(now, maxWait)
 			if w1 != w2 || ok1 != ok2 {
 				t.Fatalf("at %v, maxWait %v: gcra %v %v, reference %v %v", at, maxWait, w1, ok1, w2, ok2)

@@ -347,9 +347,6 @@ type call struct {
 	dl      time.Time // the caller's deadline
 	dlKnown uint8     // 0: not looked up yet; 1: none; 2: dl
 
-	// Counts not yet added to the Retrier's Stats: see publish.
-	failedN, retriedN, retryAttemptsN int64
-
 	breakerWait time.Duration // time waited for open breakers
 }
 
@@ -387,7 +384,6 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 		attempt()
 		return true, nil
 	}
-	c.publish()
 	var now time.Time
 	if bs.keys != nil {
 		now = c.cfg.now()
@@ -475,7 +471,7 @@ func (c *call) started() {
 			sb.First(c.key)
 		}
 	} else {
-		c.retryAttemptsN++
+		st.retryAttempts.Add(1)
 	}
 }
 
@@ -560,32 +556,9 @@ func (c *call) budget(now time.Time) *budget {
 	return c.cfg.budget
 }
 
-// publish adds the call's counts to the Retrier's Stats. Counting in the
-// call and publishing in one go spares the shared counters an atomic add per
-// attempt: the counts are published before every wait, hook, breaker and
-// sink, and at the end of the call, so that nothing but a concurrent reader
-// between two attempts with no wait between them sees them late.
-func (c *call) publish() {
-	if c.failedN|c.retriedN|c.retryAttemptsN == 0 {
-		return
-	}
-	st := c.cfg.state
-	if c.failedN != 0 {
-		st.failed.Add(c.failedN)
-	}
-	if c.retriedN != 0 {
-		st.retried.Add(c.retriedN)
-	}
-	if c.retryAttemptsN != 0 {
-		st.retryAttempts.Add(c.retryAttemptsN)
-	}
-	c.failedN, c.retriedN, c.retryAttemptsN = 0, 0, 0
-}
-
 // end releases what the call holds: its timer and its block of attempt
 // contexts.
 func (c *call) end() {
-	c.publish()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -599,7 +572,7 @@ func (c *call) end() {
 // returns the wait before the next attempt, or the terminal error.
 func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duration, error) {
 	cfg := c.cfg
-	c.failedN++
+	cfg.state.failed.Add(1)
 	c.last = err
 	o := inspect(err)
 	if timedOut && strings.HasPrefix(o.typ, "context.") {
@@ -625,9 +598,8 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
-	c.retriedN++
+	cfg.state.retried.Add(1)
 	if cfg.hooks() {
-		c.publish()
 		ev := c.event(o, now)
 		ev.Delay = d
 		cfg.fire(cfg.onFailure, ev)
@@ -750,7 +722,6 @@ func (c *call) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	c.publish()
 	if clk := c.cfg.clock; clk != nil {
 		if clk.Sleep(ctx, d) != nil {
 			return c.canceled(ctx)
@@ -788,7 +759,6 @@ func (c *call) canceled(ctx context.Context) error {
 // refusal before any attempt, or the caller's context ending between
 // attempts. typ overrides the type of the error.
 func (c *call) gaveUp(e *Error, typ string) {
-	c.publish()
 	hooks := c.cfg.onGiveUp
 	if len(hooks) == 0 {
 		return
@@ -839,7 +809,6 @@ func (c *call) newError(ctx context.Context, reason Reason) *Error {
 // so that a panicking hook cannot lose it.
 func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route bool, now time.Time, failed bool) error {
 	cfg := c.cfg
-	c.publish()
 	cfg.state.failedPermanently.Add(1)
 	e := c.newError(ctx, reason)
 	switch {

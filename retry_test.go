@@ -558,7 +558,8 @@ func TestAttemptFrom(t *testing.T) {
 }
 
 // TestStatsSeenByHooksAndDuringWaits checks that a call's counts reach Stats
-// before every hook it fires and before every wait, not only at its end.
+// as they happen: before every hook it fires, during its waits and during
+// its attempts, not only at its end.
 func TestStatsSeenByHooksAndDuringWaits(t *testing.T) {
 	type seen struct {
 		hook             string
@@ -615,6 +616,29 @@ func TestStatsSeenByHooksAndDuringWaits(t *testing.T) {
 			t.Fatalf("after the call: Failed %d Retried %d Attempts %d, want 1 1 2", s.Failed, s.Retried, s.Attempts)
 		}
 	})
+
+	// A retry that runs at once is counted while it runs.
+	r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}), retry.WithBudget(retry.Budget{Off: true}))
+	running, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- r.Run(t.Context(), func(ctx context.Context) error {
+			if retry.AttemptFrom(ctx) == 1 {
+				return errTransient
+			}
+			close(running)
+			<-release
+			return nil
+		})
+	}()
+	<-running
+	if s := r.Stats(); s.Failed != 1 || s.Retried != 1 || s.Attempts != 2 {
+		t.Errorf("during the retry: Failed %d Retried %d Attempts %d, want 1 1 2", s.Failed, s.Retried, s.Attempts)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestAttemptContextsKept checks that an attempt's context kept after its
