@@ -45,7 +45,11 @@ func WithLimiter(l Limiter) Option {
 
 // WithRateLimit paces attempts, first ones and retries alike, to limit per
 // second with bursts of burst, through a token bucket shared by every call
-// of the Retrier or Transport; see WithLimiter.
+// of the Retrier or Transport; see WithLimiter. limit is at most 1e9, and
+// burst/limit, the time to refill a whole burst, at most 5e8 seconds. The
+// interval between tokens is rounded up to a quarter nanosecond: the bucket
+// never runs faster than limit, and at a million per second or fewer it is
+// slower by at most 0.025%.
 func WithRateLimit(limit float64, burst int) Option {
 	return optionFunc(func(c *config) {
 		if err := validRate(limit, burst); err != nil {

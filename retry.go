@@ -314,9 +314,11 @@ type attemptKey struct{}
 // the first retry, and so on. The first attempt of a call runs with the
 // caller's own context (so the success path allocates nothing), and a context
 // that carries no attempt number gives 1. The contexts of retries come from
-// blocks shared by many calls, so a retry allocates nothing either; a retry's
-// context that fn keeps after its call keeps its block, and the parents of
-// the block's other contexts, from being collected.
+// blocks of 32 shared by many calls, so a retry allocates nothing either. A
+// block keeps the parents of the contexts it handed out reachable until it
+// is used up or the garbage collector drops it from the free list (two
+// cycles), and a retry's context that fn keeps after its call keeps its
+// block.
 func AttemptFrom(ctx context.Context) int {
 	if n, ok := ctx.Value(attemptKey{}).(int); ok {
 		return n
