@@ -46,7 +46,7 @@ func WithLimiter(l Limiter) Option {
 // WithRateLimit paces attempts, first ones and retries alike, to limit per
 // second with bursts of burst, through a token bucket shared by every call
 // of the Retrier or Transport; see WithLimiter. limit is at most 1e9, and
-// burst/limit, the time to refill a whole burst, at most 5e8 seconds. The
+// burst/limit, the time to refill a whole burst, at most 1e9 seconds. The
 // interval between tokens is rounded up to a quarter nanosecond: the bucket
 // never runs faster than limit, and at a million per second or fewer it is
 // slower by at most 0.025%.
@@ -95,14 +95,16 @@ func validRate(limit float64, burst int) *rateError {
 	case burst < 1:
 		return &rateError{burst, "burst must be >= 1"}
 	case float64(burst)/limit > maxRefill:
-		return &rateError{burst, "burst / limit, the time to refill a whole burst, must be at most 5e8 seconds"}
+		return &rateError{burst, "burst / limit, the time to refill a whole burst, must be at most 1e9 seconds"}
 	}
 	return nil
 }
 
-// maxRefill bounds burst/limit, in seconds, so that a bucket's ticks hold
-// its whole burst with room to spare.
-const maxRefill = 5e8
+// maxRefill bounds burst/limit, in seconds (about 31.7 years), so that a
+// bucket's ticks hold its whole burst. Within it, a product burst·step that
+// rounding takes past maxTicks is clamped: the bucket's burst is then a
+// little smaller, never larger.
+const maxRefill = 1e9
 
 // tokenBucket is the in-process Limiter: one bucket, or one per key.
 type tokenBucket struct {
@@ -150,7 +152,7 @@ func (c *config) admit() bool {
 	if g := b.global.Load(); g != nil && c.clock == nil {
 		// The bucket's epoch carries a monotonic reading: one read of the
 		// monotonic clock gives the ticks.
-		_, _, ok := g.reserve(satMul(int64(time.Since(g.epoch)), ticksPerNs), 0)
+		_, _, ok := g.reserve(satMul(int64(time.Since(g.epoch)), g.res), 0)
 		return ok
 	}
 	now := c.mono()
@@ -159,11 +161,17 @@ func (c *config) admit() bool {
 	return ok
 }
 
-// ticksPerNs is the resolution of a gcra: a quarter of a nanosecond. The
-// interval between tokens is rounded up to it, so that the bucket is never
-// faster than its limit and, at a million tokens per second or fewer, slower
-// by at most 0.025%; 36 years from a bucket's first use fit in its ticks.
-const ticksPerNs = 4
+// Resolutions of a gcra, in ticks per nanosecond. The interval between
+// tokens is rounded up to a tick, so that a bucket is never faster than its
+// limit: with fine ticks, at a million tokens per second or fewer, it is
+// slower by at most 0.025%. A bucket whose burst takes more than
+// fineRefill seconds to refill counts in whole nanoseconds, so that its
+// tat, a burst and a step ahead of the clock, still fits: either way a
+// bucket works for 20 years from its first use.
+const (
+	fineTicks  = 4
+	fineRefill = 2e8
+)
 
 // gcra is a token bucket kept as one word, the theoretical arrival time of
 // the generic cell rate algorithm (ITU-T I.371): the bucket is full at tat
@@ -173,6 +181,7 @@ const ticksPerNs = 4
 // burst + limit·w attempts in any span w.
 type gcra struct {
 	epoch time.Time // tick 0: the clock reading the bucket was made at
+	res   int64     // ticks per nanosecond: fineTicks, or 1 for a long refill
 	step  int64     // ticks per token: 1/limit seconds, rounded up
 	tol   int64     // burst·step: how far tat may run ahead of now
 	tat   atomic.Int64
@@ -180,8 +189,11 @@ type gcra struct {
 
 // newGCRA returns a full bucket; limit and burst must pass validRate.
 func newGCRA(limit float64, burst int, now time.Time) *gcra {
-	step := math.Ceil(1e9 * ticksPerNs / limit)
-	g := &gcra{epoch: now, step: maxTicks}
+	g := &gcra{epoch: now, res: fineTicks, step: maxTicks}
+	if float64(burst)/limit > fineRefill {
+		g.res = 1
+	}
+	step := math.Ceil(1e9 * float64(g.res) / limit)
 	if step < maxTicks {
 		g.step = max(int64(step), 1)
 	}
@@ -196,7 +208,7 @@ const maxTicks = math.MaxInt64 / 2
 
 // ticks converts a clock reading to the bucket's ticks.
 func (g *gcra) ticks(now time.Time) int64 {
-	return satMul(int64(now.Sub(g.epoch)), ticksPerNs)
+	return satMul(int64(now.Sub(g.epoch)), g.res)
 }
 
 // reserve takes a token at now (in ticks) and returns the wait before it is
@@ -214,7 +226,7 @@ func (g *gcra) reserve(now int64, maxWait time.Duration) (wait time.Duration, ne
 		due := next - g.tol // the token is due when the bucket, less it, is not over-full
 		wait := time.Duration(0)
 		if due > now {
-			wait = time.Duration((due - now + ticksPerNs - 1) / ticksPerNs)
+			wait = time.Duration((due - now + g.res - 1) / g.res)
 			if wait > maxWait {
 				return 0, 0, false
 			}

@@ -78,8 +78,21 @@ func TestGCRA(t *testing.T) {
 			{at: 0, maxWait: 0, ok: true},
 			{at: 0, maxWait: 0, ok: false},
 			{at: 0, maxWait: forever, wait: maxRefill / 2 * time.Second, ok: true},
+			{at: maxRefill * time.Second, maxWait: 0, ok: true},
+			{at: maxRefill * time.Second, maxWait: 0, ok: false},
+		}},
+		{"the lowest limit", 1 / maxRefill, 1, []op{
+			{at: 0, maxWait: 0, ok: true},
 			{at: 0, maxWait: forever, wait: maxRefill * time.Second, ok: true},
-			{at: 0, maxWait: forever, ok: false}, // due beyond the ticks' range: refused, not clamped
+			{at: 2 * maxRefill * time.Second, maxWait: 0, ok: true},
+		}},
+		{"a burst that rounding takes past the ticks is smaller, never larger", 0.99e9, 0.99e18, []op{
+			{at: 0, maxWait: 0, ok: true},
+			{at: time.Nanosecond, maxWait: 0, ok: true},
+		}},
+		{"fine ticks up to their refill bound", 1, fineRefill, []op{
+			{at: 0, maxWait: 0, ok: true},
+			{at: 20 * 365 * 24 * time.Hour, maxWait: 0, ok: true},
 		}},
 		{"a bucket older than its ticks refuses", 1, 1, []op{
 			{at: 200 * 365 * 24 * time.Hour, maxWait: forever, ok: false},
@@ -114,7 +127,7 @@ func TestGCRA(t *testing.T) {
 // refBucket is a token bucket kept the other way round, as a level of
 // credit refilled with time, for FuzzGCRA to compare with.
 type refBucket struct {
-	step, tol, credit, last int64
+	res, step, tol, credit, last int64
 }
 
 func (r *refBucket) reserve(now int64, maxWait time.Duration) (time.Duration, bool) {
@@ -124,7 +137,7 @@ func (r *refBucket) reserve(now int64, maxWait time.Duration) (time.Duration, bo
 		r.credit -= r.step
 		return 0, true
 	}
-	wait := time.Duration((r.step - r.credit + ticksPerNs - 1) / ticksPerNs)
+	wait := time.Duration((r.step - r.credit + r.res - 1) / r.res)
 	if wait > maxWait {
 		return 0, false
 	}
@@ -135,15 +148,17 @@ func (r *refBucket) reserve(now int64, maxWait time.Duration) (time.Duration, bo
 // FuzzGCRA checks the bucket against a credit-based token bucket over a
 // sequence of requests at non-decreasing times.
 func FuzzGCRA(f *testing.F) {
-	f.Add(uint32(1000), uint8(3), []byte{0, 0, 0, 0, 10, 200, 0, 5})
-	f.Add(uint32(1), uint8(1), []byte{255, 255, 0, 1})
-	f.Fuzz(func(t *testing.T, limit uint32, burst uint8, steps []byte) {
-		if limit == 0 || burst == 0 {
+	f.Add(uint32(1000), uint8(0), uint8(3), []byte{0, 0, 0, 0, 10, 200, 0, 5})
+	f.Add(uint32(1), uint8(0), uint8(1), []byte{255, 255, 0, 1})
+	f.Add(uint32(1), uint8(9), uint8(1), []byte{0, 0, 0, 255, 255, 255})
+	f.Fuzz(func(t *testing.T, units uint32, scale, burst uint8, steps []byte) {
+		limit := float64(units) / math.Pow10(int(scale%10)) // down to 1e-9 per second
+		if validRate(limit, int(burst)) != nil {
 			return
 		}
 		epoch := time.Unix(0, 0)
-		g := newGCRA(float64(limit), int(burst), epoch)
-		ref := &refBucket{step: g.step, tol: g.tol, credit: g.tol}
+		g := newGCRA(limit, int(burst), epoch)
+		ref := &refBucket{res: g.res, step: g.step, tol: g.tol, credit: g.tol}
 		at := time.Duration(0)
 		for i := 0; i+1 < len(steps); i += 2 {
 			at += time.Duration(steps[i]) * time.Millisecond

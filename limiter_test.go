@@ -114,8 +114,9 @@ func TestNewRateLimiter(t *testing.T) {
 		{10, 1, ""},
 		{0, 1, "retry: NewRateLimiter: value 0: limit must be a number of attempts per second in (0, 1e9]"},
 		{10, 0, "retry: NewRateLimiter: value 0: burst must be >= 1"},
-		{1e-9, 2, "retry: NewRateLimiter: value 2: burst / limit, the time to refill a whole burst, must be at most 5e8 seconds"},
-		{2e-9, 1, ""},
+		{1e-9, 2, "retry: NewRateLimiter: value 2: burst / limit, the time to refill a whole burst, must be at most 1e9 seconds"},
+		{1e-9, 1, ""},
+		{0.99e9, 0.99e18, ""},
 	}
 	for _, tt := range tests {
 		l, err := retry.NewRateLimiter(tt.limit, tt.burst, false)

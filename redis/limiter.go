@@ -38,7 +38,8 @@ type Limiter struct {
 }
 
 // NewLimiter returns a Limiter on client of limit attempts per second with
-// bursts of burst, across the fleet; limit must be in [1e-9, 1e9]. perKey
+// bursts of burst, across the fleet; limit must be in [1e-9, 1e9] and
+// burst/limit at most 1e9 seconds (retry.NewRateLimiter's rule). perKey
 // keeps one limit per key (WithKey, or the Transport's request key, by
 // default the host).
 func NewLimiter(client goredis.UniversalClient, limit float64, burst int, perKey bool, opts Options) (*Limiter, error) {
