@@ -32,7 +32,7 @@ fuzz:
 			echo "== $$p $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 		done; done) || exit 1; done
 
-## bench: the side-by-side benchmarks against the peer libraries (about 5 minutes)
+## bench: the side-by-side benchmarks against the peer libraries (about 7 minutes)
 bench:
 	bench/run.sh
 
