@@ -33,7 +33,11 @@ type Breaker struct {
 	OpenTimeout  time.Duration // how long it stays open; default 30 s
 	Probes       uint32        // attempts let through half-open; default 1
 	// MaxWait bounds how long one call waits, in all, for an open breaker;
-	// default 30 s. A negative MaxWait never waits.
+	// default 1 s, so that an inline caller is never held long: a call that
+	// meets a breaker with more of its open time left stops at once with
+	// Reason breaker_open. A longer MaxWait reschedules calls to the end of
+	// the open time, always within the caller's deadline. A negative
+	// MaxWait never waits.
 	MaxWait time.Duration
 	// PerKey keeps one breaker per key (WithKey, or the Transport's request
 	// key, by default the host); at most 1024 are kept, the idlest dropped.
@@ -63,7 +67,7 @@ var DefaultBreaker = Breaker{
 	Window:       10 * time.Second,
 	OpenTimeout:  30 * time.Second,
 	Probes:       1,
-	MaxWait:      30 * time.Second,
+	MaxWait:      time.Second,
 	StoreWait:    50 * time.Millisecond,
 }
 
@@ -345,6 +349,17 @@ func (b *breaker) state() BreakerState {
 		return stateOf(b.shared.dcb.CircuitBreaker.State())
 	}
 	return stateOf(b.cb.State())
+}
+
+// openFor returns how long the breaker stays open from now, or zero when
+// it is not open. A shared breaker reports zero: its state is read when an
+// attempt asks for it.
+func (b *breaker) openFor(spec *Breaker) time.Duration {
+	if b.shared != nil || b.cb.State() != gobreaker.StateOpen {
+		return 0
+	}
+	left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
+	return max(left+1, time.Nanosecond) // see run
 }
 
 // breakerError is the failure of a call stopped by an open breaker.

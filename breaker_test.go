@@ -14,7 +14,7 @@ import (
 )
 
 // tripOnFirst is a breaker that opens on the first counted failure.
-var tripOnFirst = retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second}
+var tripOnFirst = retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second, MaxWait: time.Minute}
 
 func stateOf(r *retry.Retrier, key string) retry.BreakerState {
 	return r.Stats().Breakers[key]
@@ -116,7 +116,8 @@ func TestBreakerOpenWait(t *testing.T) {
 		elapsed  time.Duration
 		attempts int // of the second call
 	}{
-		{"fits: waits the exact remaining open time", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, time.Minute, 0, 10 * time.Second, 1},
+		{"fits: waits the exact remaining open time", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: time.Minute}, time.Minute, 0, 10 * time.Second, 1},
+		{"past the default MaxWait: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 0, retry.ReasonBreakerOpen, 0, 0},
 		{"past the deadline: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 5 * time.Second, retry.ReasonBreakerOpen, 0, 0},
 		{"deadline at the reopening instant: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 10 * time.Second, retry.ReasonBreakerOpen, 0, 0},
 		{"past MaxWait: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: 3 * time.Second}, 0, retry.ReasonBreakerOpen, 0, 0},

@@ -27,6 +27,7 @@ const (
 	TypeCanceled           = "context.canceled"
 	TypeDeadlineExceeded   = "context.deadline_exceeded"
 	TypeAttemptTimeout     = "timeout.attempt"
+	TypeTimeout            = "timeout.deadline_exceeded" // a deadline inside fn, the caller's context alive
 	TypeNetTimeout         = "net.timeout"
 	TypeConnectionRefused  = "net.connection_refused"
 	TypeConnectionReset    = "net.connection_reset"

@@ -212,7 +212,7 @@ func TestDefaultNonRetryable(t *testing.T) {
 	}{
 		{errors.New("x"), true},
 		{context.Canceled, false},
-		{context.DeadlineExceeded, false},
+		{context.DeadlineExceeded, true}, // raised inside fn, the caller's context alive: TypeTimeout
 		{typed{"context.anything"}, false},
 		{typed{retry.TypeTLSCertificate}, false},
 		{typed{retry.TypeTLSHandshake}, true},

@@ -56,7 +56,7 @@ func TestClock(t *testing.T) {
 			[]time.Duration{time.Second, time.Second, time.Second}, 2},
 		// No reserve, 50% of first attempts: the first call's retry is
 		// denied (0.5 < 1), the second call's is granted (1 ≤ 1).
-		{"budget", []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
+		{"budget", []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
 			[]time.Duration{time.Second}, 2},
 	}
 	for _, tt := range tests {

@@ -111,7 +111,7 @@ func callSink(ctx context.Context, sink func(context.Context, Event) error, ev E
 // on to the caller unrecovered, so that the success path needs no deferred
 // call, and a circuit breaker records it as a failure.
 type Stats struct {
-	Calls             int64 `json:"calls"`              // calls that ran a first attempt
+	Calls             int64 `json:"calls"`              // calls, those stopped before their first attempt included
 	Attempts          int64 `json:"attempts"`           // attempts run, first ones included
 	Failed            int64 `json:"failed"`             // failed attempts, retried or not (a panic is not a failure here; see Stats)
 	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
@@ -148,7 +148,7 @@ func (c *config) stats() Stats {
 	st := c.state
 	calls := st.calls.load()
 	s := Stats{
-		Calls:             calls,
+		Calls:             calls + st.unstarted.Load(),
 		Attempts:          calls + st.retryAttempts.Load(),
 		Failed:            st.failed.Load(),
 		Retried:           st.retried.Load(),
@@ -185,7 +185,8 @@ func (c *config) stats() Stats {
 
 // state is what the calls of one Retrier share.
 type state struct {
-	calls             stripedCounter
+	calls             stripedCounter // calls that ran a first attempt
+	unstarted         atomic.Int64   // calls stopped before their first attempt
 	retryAttempts     atomic.Int64
 	failed            atomic.Int64
 	retried           atomic.Int64

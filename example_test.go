@@ -161,13 +161,14 @@ func ExampleWithBreaker() {
 	// <nil> 3 2
 }
 
-// A retry budget bounds the retries to a share of the calls: here 10%, so
-// 100 calls that all fail make 110 attempts instead of 300, and every call
-// has one retry denied.
+// A retry budget bounds the retries to a share of the calls: here 10% and no
+// reserve, so 100 calls that all fail make 110 attempts instead of 300, and
+// every call has one retry denied. Zero fields take the defaults; a
+// negative Reserve means none.
 func ExampleWithBudget() {
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
-		retry.WithBudget(retry.Budget{Ratio: 0.1, Window: time.Minute}),
+		retry.WithBudget(retry.Budget{Ratio: 0.1, Reserve: -1, Window: time.Minute}),
 	)
 	for range 100 {
 		_ = r.Run(context.Background(), func(context.Context) error { return errors.New("outage") })

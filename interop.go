@@ -29,13 +29,16 @@ type Decision struct {
 // Decide changes nothing: it fires no hook, counts nothing, and neither
 // consults nor charges the retry budget, the circuit breaker or the rate
 // limiter. A nil err is a success (Retry false, zero Reason); an invalid
-// configuration stops with ReasonFailed.
+// configuration stops with ReasonFailed; a nil ctx is context.Background().
 func (r *Retrier) Decide(ctx context.Context, attempt int, prev time.Duration, err error) Decision {
 	cfg := r.config()
 	if err == nil {
 		return Decision{}
 	}
-	o := inspect(err)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o := attemptOutcome(ctx, err, false)
 	d := Decision{Type: o.typ}
 	if cfg.err != nil {
 		d.Reason = ReasonFailed
@@ -85,4 +88,20 @@ func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error)
 		return Permanent(failure)
 	}
 	return failure
+}
+
+// ResponseError returns the error the engine understands for resp, for
+// functions given to Do that make HTTP calls: nil for a status below 400,
+// and otherwise a *StatusError with the status and the response's
+// Retry-After, so that 5xx, 408, 425 and 429 are retried after at least the
+// server's delay and other 4xx stop at once. A nil resp is an error. It
+// does not read or close the body.
+func ResponseError(resp *http.Response) error {
+	if resp == nil {
+		return errNoResponse
+	}
+	if resp.StatusCode < 400 {
+		return nil
+	}
+	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
 }

@@ -312,10 +312,12 @@ func (c *call) room(ctx context.Context, now time.Time) time.Duration {
 // plus Reserve retries per second so that a quiet client can still retry.
 // A retry the budget denies ends the call with Reason budget.
 //
-// The zero Budget means the defaults: DefaultBudget.
+// Zero fields take the defaults of DefaultBudget, field by field, so
+// Budget{Ratio: 0.5} keeps the default Reserve and Window; a negative Ratio
+// or Reserve means none. The zero Budget is DefaultBudget.
 type Budget struct {
-	Ratio   float64       // retries per first attempt; default 0.15
-	Reserve float64       // retries per second always allowed; default 2
+	Ratio   float64       // retries per first attempt; default 0.15, negative for none
+	Reserve float64       // retries per second always allowed; default 2, negative for none
 	Window  time.Duration // the sliding window; default 10 s
 	// PerKey keeps one budget per key (WithKey, or the Transport's request
 	// key, by default the host), so that one failing dependency cannot
@@ -336,11 +338,11 @@ func WithBudget(b Budget) Option {
 	return optionFunc(func(c *config) {
 		switch {
 		case b.Off:
-		case b.Ratio < 0 || b.Ratio != b.Ratio || b.Ratio > 1000:
-			c.invalid("WithBudget", b.Ratio, "Ratio must be in [0, 1000]")
+		case b.Ratio != b.Ratio || b.Ratio > 1000:
+			c.invalid("WithBudget", b.Ratio, "Ratio must be at most 1000 (negative for none)")
 			return
-		case b.Reserve < 0 || b.Reserve != b.Reserve || b.Reserve > 1e9:
-			c.invalid("WithBudget", b.Reserve, "Reserve must be in [0, 1e9]")
+		case b.Reserve != b.Reserve || b.Reserve > 1e9:
+			c.invalid("WithBudget", b.Reserve, "Reserve must be at most 1e9 (negative for none)")
 			return
 		case b.Window < 0:
 			c.invalid("WithBudget", b.Window, "Window must be >= 0")
@@ -415,13 +417,30 @@ type budgetBucket struct {
 	retries int64
 }
 
-func newBudget(b Budget, calls *stripedCounter, now time.Time) *budget {
-	if b.Ratio == 0 && b.Reserve == 0 && b.Window == 0 {
-		b = DefaultBudget
+// WithDefaults returns b with its zero fields set to DefaultBudget's, one
+// by one, and a negative Ratio or Reserve set to zero: none.
+func (b Budget) WithDefaults() Budget {
+	d := DefaultBudget
+	switch {
+	case b.Ratio == 0:
+		b.Ratio = d.Ratio
+	case b.Ratio < 0:
+		b.Ratio = 0
+	}
+	switch {
+	case b.Reserve == 0:
+		b.Reserve = d.Reserve
+	case b.Reserve < 0:
+		b.Reserve = 0
 	}
 	if b.Window == 0 {
-		b.Window = DefaultBudget.Window
+		b.Window = d.Window
 	}
+	return b
+}
+
+func newBudget(b Budget, calls *stripedCounter, now time.Time) *budget {
+	b = b.WithDefaults()
 	return &budget{
 		spec:     b,
 		calls:    calls,

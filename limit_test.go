@@ -179,7 +179,7 @@ func TestBudgetDenies(t *testing.T) {
 		denied   int64
 		balance0 bool // the balance reaches zero
 	}{
-		{"reserve only", retry.Budget{Ratio: 0, Reserve: 0.5, Window: 10 * time.Second}, 10, 5, 5, true},
+		{"reserve only", retry.Budget{Ratio: -1, Reserve: 0.5, Window: 10 * time.Second}, 10, 5, 5, true},
 		{"ratio and reserve", retry.Budget{Ratio: 0.5, Reserve: 0.1, Window: 10 * time.Second}, 10, 6, 4, true},
 		{"off", retry.Budget{Off: true}, 10, 10, 0, false},
 	}
@@ -218,7 +218,7 @@ func TestBudgetDenies(t *testing.T) {
 // window has moved past the retries that spent the budget.
 func TestBudgetWindowSlides(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Reserve: 0.2, Window: 10 * time.Second}),
+		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.2, Window: 10 * time.Second}),
 			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
 		fail := func(context.Context) error { return errTransient }
 		for range 3 {
@@ -238,7 +238,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 // TestBudgetPerKey: one key spending its budget leaves the others theirs.
 func TestBudgetPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Reserve: 0.1, Window: 10 * time.Second, PerKey: true}),
+		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: 10 * time.Second, PerKey: true}),
 			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
 		fail := func(context.Context) error { return errTransient }
 		for range 5 {

@@ -227,6 +227,14 @@ func (c *config) nonRetryable(typ string) bool {
 
 // matchNonRetryable is nonRetryable without the cache.
 func (c *config) matchNonRetryable(typ string) bool {
+	return c.listed(typ) || builtinNonRetryable(typ)
+}
+
+// listed reports whether typ matches the policy's non_retryable_errors.
+func (c *config) listed(typ string) bool {
+	if len(c.exact) == 0 && len(c.prefixes) == 0 {
+		return false
+	}
 	if _, ok := c.exact[typ]; ok {
 		return true
 	}
@@ -235,7 +243,7 @@ func (c *config) matchNonRetryable(typ string) bool {
 			return true
 		}
 	}
-	return builtinNonRetryable(typ)
+	return false
 }
 
 func (c *config) hooks() bool {

@@ -120,14 +120,19 @@ func resolve(opts []Option) *config {
 	return c
 }
 
-var errNilFunc = errors.New("retry: fn is nil")
+var (
+	errNilFunc    = errors.New("retry: fn is nil")
+	errNilContext = errors.New("retry: nil Context")
+)
 
 func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if cfg.err != nil {
+	switch {
+	case ctx == nil:
+		return zero, errNilContext
+	case cfg.err != nil:
 		return zero, cfg.err
-	}
-	if fn == nil {
+	case fn == nil:
 		return zero, errNilFunc
 	}
 	if (cfg.fast || cfg.guardedFast) && ctx.Err() == nil && ctx.Value(attemptKey{}) == nil {
@@ -236,6 +241,9 @@ func loop[T any](ctx context.Context, c *call, fn func(context.Context) (T, erro
 }
 
 func run(ctx context.Context, cfg *config, fn func(context.Context) error) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	if fn == nil {
 		if cfg.err != nil {
 			return cfg.err
@@ -264,6 +272,10 @@ func errOnly(fn func(context.Context) error) func(context.Context) (struct{}, er
 func attempts(ctx context.Context, cfg *config, errp *error) iter.Seq[int] {
 	return func(yield func(int) bool) {
 		if errp == nil {
+			return
+		}
+		if ctx == nil {
+			*errp = errNilContext
 			return
 		}
 		if cfg.err != nil {
@@ -329,22 +341,23 @@ func AttemptFrom(ctx context.Context) int {
 // call is the state of one logical call: the driver's side of the engine.
 type call struct {
 	cfg     *config
-	attempt int           // attempts run so far
-	start   time.Time     // start of the call, read only when MaxElapsed is set
-	first   time.Time     // time of the first failure
-	prev    time.Duration // previous sampled delay, for decorrelated jitter
-	timer   *time.Timer   // one reusable timer per call
-	last    error         // the last attempt's error
-	lastTyp string        // its type, as classified (timeout.attempt included)
-	key     string        // key for dedup and events
-	method  string        // HTTP method, for events
-	url     string        // sanitized URL, for events
-	req     *http.Request // the Transport's request, for events
-	payload any           // dead-letter payload
-	record  func() any    // builds the payload when a record is routed
-	nested  bool          // ctx already carried an attempt number
-	tokened bool          // the limiter already gave the next attempt its token
-	slab    *ctxSlab      // attempt contexts, taken on the first retry
+	attempt int             // attempts run so far
+	start   time.Time       // start of the call, read only when MaxElapsed is set
+	first   time.Time       // time of the first failure
+	prev    time.Duration   // previous sampled delay, for decorrelated jitter
+	timer   *time.Timer     // one reusable timer per call
+	last    error           // the last attempt's error
+	lastTyp string          // its type, as classified (timeout.attempt included)
+	key     string          // key for dedup and events
+	method  string          // HTTP method, for events
+	url     string          // sanitized URL, for events
+	req     *http.Request   // the Transport's request, for events
+	payload any             // dead-letter payload
+	record  func() any      // builds the payload when a record is routed
+	nested  bool            // ctx already carried an attempt number
+	tokened bool            // the limiter already gave the next attempt its token
+	untoken func(time.Time) // gives that token back if the attempt never runs
+	slab    *ctxSlab        // attempt contexts, taken on the first retry
 
 	dl      time.Time // the caller's deadline
 	dlKnown uint8     // 0: not looked up yet; 1: none; 2: dl
@@ -356,7 +369,7 @@ type call struct {
 // limiter, whose wait is not an attempt.
 func (c *call) begin(ctx context.Context) error {
 	tokened := c.tokened
-	c.tokened = false
+	c.tokened, c.untoken = false, nil
 	if ctx.Err() != nil {
 		return c.canceled(ctx)
 	}
@@ -423,6 +436,7 @@ func (c *call) guard(ctx context.Context, attempt func() error) (ran bool, stop 
 // the policy's on_exhaustion with the last failure.
 func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
 	if c.attempt == 0 {
+		c.cfg.state.unstarted.Add(1)
 		e := &Error{Reason: reason, Err: err, typ: typ}
 		c.gaveUp(e, typ)
 		return e
@@ -439,25 +453,57 @@ func (c *call) breakerOutcome(ctx context.Context, err error, timedOut bool) err
 
 // breakerOutcome is what an attempt's error means to a circuit breaker:
 // nil for a success, errBreakerExcluded for the caller's own errors, which
-// must not trip it, errBreakerFailure otherwise.
+// must not trip it, errBreakerFailure otherwise. An attempt cut off by the
+// caller's deadline while the dependency had not answered is a timeout
+// failure, so that a hung dependency trips the breaker; the caller's own
+// cancellation is excluded.
 func (cfg *config) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
 	if err == nil || cfg.breakers == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
+	cerr := ctx.Err()
+	if cerr == context.Canceled {
 		return errBreakerExcluded
 	}
-	o := inspect(err)
-	if timedOut && strings.HasPrefix(o.typ, "context.") {
+	o := attemptOutcome(ctx, err, timedOut)
+	if cerr != nil && unanswered(o.typ) {
 		return errBreakerFailure
 	}
 	switch {
+	case cfg.listed(o.typ):
+		return errBreakerExcluded
 	case o.verdict == verdictRetry:
 		return errBreakerFailure
 	case o.verdict != verdictNone, o.permanent, cfg.nonRetryable(o.typ):
 		return errBreakerExcluded
 	}
 	return errBreakerFailure
+}
+
+// attemptOutcome classifies the error of an attempt run with the caller's
+// context ctx: a deadline that struck inside fn while ctx is alive is
+// TypeTimeout, and the attempt's own timeout (timedOut) TypeAttemptTimeout.
+func attemptOutcome(ctx context.Context, err error, timedOut bool) outcome {
+	o := inspect(err)
+	if o.typ == TypeDeadlineExceeded || o.typ == TypeCanceled {
+		switch {
+		case timedOut:
+			o.typ = TypeAttemptTimeout
+		case o.typ == TypeDeadlineExceeded && ctx.Err() == nil:
+			o.typ = TypeTimeout
+		}
+	}
+	return o
+}
+
+// unanswered reports whether typ says an attempt ended without an answer
+// from the dependency: its context ended, or a timeout struck.
+func unanswered(typ string) bool {
+	switch typ {
+	case TypeCanceled, TypeDeadlineExceeded, TypeTimeout, TypeAttemptTimeout, TypeNetTimeout:
+		return true
+	}
+	return false
 }
 
 // started counts the attempt about to run.
@@ -564,6 +610,10 @@ func (c *call) end() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if c.untoken != nil { // a token taken for an attempt that never ran
+		c.untoken(c.cfg.mono())
+		c.untoken = nil
+	}
 	if c.slab != nil {
 		ctxSlabs.Put(c.slab)
 		c.slab = nil
@@ -576,10 +626,7 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	cfg := c.cfg
 	cfg.state.failed.Add(1)
 	c.last = err
-	o := inspect(err)
-	if timedOut && strings.HasPrefix(o.typ, "context.") {
-		o.typ = TypeAttemptTimeout
-	}
+	o := attemptOutcome(ctx, err, timedOut)
 	c.lastTyp = o.typ
 	var now time.Time
 	if c.clocked(ctx) {
@@ -596,6 +643,19 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	if !ok {
 		return 0, c.terminal(ctx, o, ReasonDeadline, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
 	}
+	if cfg.breakers != nil || cfg.limiter != nil {
+		var reason Reason
+		if d, reason = c.admitNext(ctx, d, now); reason != reasonNone {
+			if reason == ReasonCanceled {
+				return 0, c.canceled(ctx)
+			}
+			o.typ = TypeBreakerOpen
+			if reason == ReasonRateLimited {
+				o.typ = TypeRateLimited
+			}
+			return 0, c.terminal(ctx, o, reason, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
+		}
+	}
 	if cfg.budgeted && !c.allowRetry(ctx, now) {
 		o.typ = TypeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, cfg.policy.OnExhaustion == ExhaustDeadLetter, now, true)
@@ -608,6 +668,47 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 		cfg.fire(cfg.onRetry, ev)
 	}
 	return d, nil
+}
+
+// admitNext decides, before the outcome in hand is given up (for the
+// Transport, before the response is drained), whether the next attempt may
+// run after the wait d: an open breaker whose open time outlasts d must
+// fit MaxWait and the deadline, and the rate limiter's token for the next
+// attempt is taken now. It returns the wait before the next attempt, at
+// least d, or the reason that stops the call.
+func (c *call) admitNext(ctx context.Context, d time.Duration, now time.Time) (time.Duration, Reason) {
+	cfg := c.cfg
+	if bs := cfg.breakers; bs != nil {
+		if now.IsZero() {
+			now = cfg.now()
+		}
+		if left := bs.get(c.key, now).openFor(&bs.spec); left > d {
+			c.breakerWait += left - d
+			if bs.spec.MaxWait < 0 || c.breakerWait > bs.spec.MaxWait || !c.fits(ctx, now, left) {
+				bs.denied.Add(1)
+				return 0, ReasonBreakerOpen
+			}
+			bs.waits.Add(1)
+			d = left
+		}
+	}
+	if l := cfg.limiter; l != nil {
+		mono := cfg.mono()
+		w, cancel, ok := l.l.Reserve(ctx, c.key, mono, c.room(ctx, mono))
+		if !ok {
+			if ctx.Err() != nil {
+				return 0, ReasonCanceled
+			}
+			l.denied.Add(1)
+			return 0, ReasonRateLimited
+		}
+		c.tokened, c.untoken = true, cancel
+		if w > d {
+			l.waits.Add(1)
+			d = w
+		}
+	}
+	return d, reasonNone
 }
 
 // clocked says whether a failure must read the clock: for events and
@@ -637,14 +738,17 @@ func (c *call) decide(ctx context.Context, err error, o outcome) (reason Reason,
 	case verdictFail:
 		return ReasonFailed, false
 	}
+	// Retryable overrides Permanent and the built-in classification, not
+	// the policy's non_retryable_errors: OJS's RETRY means the normal
+	// policy applies.
 	transient := o.verdict == verdictRetry
-	if !transient && (o.permanent || cfg.nonRetryable(o.typ)) {
+	if cfg.listed(o.typ) || !transient && (o.permanent || cfg.nonRetryable(o.typ)) {
 		return ReasonNonRetryable, exhaust
 	}
 	if c.attempt >= cfg.policy.MaxAttempts {
 		return ReasonExhausted, exhaust
 	}
-	if !transient && cfg.decider != nil && !cfg.decider.ShouldRetry(c.attempt, err) {
+	if cfg.decider != nil && !cfg.decider.ShouldRetry(c.attempt, err) {
 		return ReasonNonRetryable, exhaust
 	}
 	return reasonNone, false
@@ -748,6 +852,8 @@ func (c *call) sleep(ctx context.Context, d time.Duration) error {
 func (c *call) canceled(ctx context.Context) error {
 	if c.attempt > 0 {
 		c.cfg.state.failedPermanently.Add(1)
+	} else {
+		c.cfg.state.unstarted.Add(1)
 	}
 	e := c.newError(ctx, ReasonCanceled)
 	if c.lastTyp == TypeAttemptTimeout {
@@ -792,15 +898,26 @@ func (c *call) gaveUp(e *Error, typ string) {
 	c.cfg.fire(hooks, ev)
 }
 
+// newError returns the error of a call that stops for reason. A call stopped
+// by the caller's context keeps the context's error and its cause, so that
+// errors.Is matches both; a call stopped because its next wait could not fit
+// (ReasonDeadline) matches context.DeadlineExceeded.
 func (c *call) newError(ctx context.Context, reason Reason) *Error {
 	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last}
-	if reason == ReasonCanceled {
-		cause := context.Cause(ctx)
+	switch reason {
+	case ReasonCanceled:
+		cerr, cause := ctx.Err(), context.Cause(ctx)
 		if e.Err == nil {
-			e.Err = cause
-		} else if cause != nil {
+			e.Err, cause = cause, nil
+		}
+		if cause != nil && cause != e.Err {
 			e.cause = cause
 		}
+		if cerr != nil && cerr != e.Err && cerr != e.cause {
+			e.ctxErr = cerr
+		}
+	case ReasonDeadline:
+		e.ctxErr = context.DeadlineExceeded
 	}
 	return e
 }
@@ -816,9 +933,9 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, route boo
 	switch {
 	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
 		e.typ = o.typ
-	case o.typ == TypeAttemptTimeout:
-		// Err is the attempt context's deadline error: without this, TypeOf
-		// would report the caller's own deadline as the cause.
+	case o.typ == TypeAttemptTimeout, o.typ == TypeTimeout:
+		// Err wraps context.DeadlineExceeded: without this, TypeOf would
+		// report the caller's own deadline as the cause.
 		e.typ = o.typ
 	}
 	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
@@ -891,17 +1008,22 @@ func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 // Error is the error of a call that did not succeed.
 //
 // Err is the last attempt's error (or the context's cause when no attempt
-// ran). Unwrap also yields the context's cause when the caller's context
-// ended, and the dead-letter sink's error when routing failed, so errors.Is
-// and errors.As reach all of them.
+// ran). When the caller's context ended, Unwrap also yields the context's
+// error and its cause, so that errors.Is(err, context.Canceled) or
+// errors.Is(err, context.DeadlineExceeded) holds whether or not the context
+// carries a cause (context.WithCancelCause, context.WithTimeoutCause), and
+// the cause is reachable too. A call stopped because its next wait could
+// not fit the deadline (ReasonDeadline) matches context.DeadlineExceeded.
+// Unwrap yields the dead-letter sink's error when routing failed as well.
 type Error struct {
 	Attempts int    // attempts run
 	Reason   Reason // why the call stopped
 	Err      error  // the last attempt's error
 
-	cause error  // context cause, when distinct from Err
-	sink  error  // dead-letter routing failure
-	typ   string // the type of a stop by the breaker, limiter or budget
+	cause  error  // context cause, when distinct from Err
+	ctxErr error  // the context's error, when distinct from Err and cause
+	sink   error  // dead-letter routing failure
+	typ    string // the type of a stop by the breaker, limiter or budget
 }
 
 // ErrorType is "breaker.open", "ratelimit.local" or "budget.exhausted" for a
@@ -940,11 +1062,11 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the last error, the context's cause and the dead-letter
-// sink's error, those that are set.
+// Unwrap returns the last error, the context's cause and error, and the
+// dead-letter sink's error, those that are set.
 func (e *Error) Unwrap() []error {
-	errs := make([]error, 0, 3)
-	for _, err := range [...]error{e.Err, e.cause, e.sink} {
+	errs := make([]error, 0, 4)
+	for _, err := range [...]error{e.Err, e.cause, e.ctxErr, e.sink} {
 		if err != nil {
 			errs = append(errs, err)
 		}

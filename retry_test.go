@@ -119,12 +119,12 @@ func TestDecisionOrder(t *testing.T) {
 		{"dead letter always reaches the sink", noJitter, []error{retry.DeadLetter(errTransient)}, nil, retry.ReasonDeadLettered, 1, 1, 0},
 		{"verdict beats non_retryable_errors", withPatterns(deadLetter, "payment.*"),
 			[]error{retry.Discard(typed{"payment.card_stolen"})}, nil, retry.ReasonDiscarded, 1, 0, 0},
-		{"retryable beats non_retryable_errors", withPatterns(noJitter, "payment.*"),
-			[]error{retry.Retryable(typed{"payment.timeout"})}, nil, 0, 2, 0, 1},
+		{"non_retryable_errors beat retryable (OJS: RETRY means the normal policy applies)", withPatterns(noJitter, "payment.*"),
+			[]error{retry.Retryable(typed{"payment.timeout"})}, nil, retry.ReasonNonRetryable, 1, 0, 0},
 		{"retryable beats permanent", noJitter, []error{retry.Retryable(retry.Permanent(errTransient))}, nil, 0, 2, 0, 1},
 		{"retryable beats a built-in non-retryable type", noJitter, []error{retry.Retryable(context.Canceled)}, nil, 0, 2, 0, 1},
-		{"retryable beats the decider", noJitter, []error{retry.Retryable(errTransient)},
-			[]retry.Option{retry.WithDecider(decider{should: func(int, error) bool { return false }})}, 0, 2, 0, 1},
+		{"the decider vetoes retryable too", noJitter, []error{retry.Retryable(errTransient)},
+			[]retry.Option{retry.WithDecider(decider{should: func(int, error) bool { return false }})}, retry.ReasonNonRetryable, 1, 0, 0},
 		{"retryable still bounded by max attempts", retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond},
 			repeat(retry.Retryable(errTransient), 5), nil, retry.ReasonExhausted, 2, 0, 1},
 		{"outermost verdict wins", deadLetter, []error{retry.Fail(retry.DeadLetter(errTransient))}, nil, retry.ReasonFailed, 1, 0, 0},
@@ -141,7 +141,8 @@ func TestDecisionOrder(t *testing.T) {
 		{"prefix pattern is anchored", withPatterns(noJitter, "auth.*"), []error{typed{"external.auth.failure"}}, nil, 0, 2, 0, 1},
 		{"built-in: 404 is not retried", noJitter, []error{&retry.StatusError{StatusCode: 404}}, nil, retry.ReasonNonRetryable, 1, 0, 0},
 		{"built-in: 503 is retried", noJitter, []error{&retry.StatusError{StatusCode: 503}}, nil, 0, 2, 0, 1},
-		{"built-in: context errors from fn are not retried", noJitter, []error{fmt.Errorf("db: %w", context.DeadlineExceeded)}, nil, retry.ReasonNonRetryable, 1, 0, 0},
+		{"built-in: a cancellation from fn is not retried", noJitter, []error{fmt.Errorf("db: %w", context.Canceled)}, nil, retry.ReasonNonRetryable, 1, 0, 0},
+		{"built-in: a deadline inside fn, the caller's context alive, is retried", noJitter, []error{fmt.Errorf("db: %w", context.DeadlineExceeded)}, nil, 0, 2, 0, 1},
 		// 6.5 exhaustion
 		{"exhausted with on_exhaustion discard", noJitter, repeat(errTransient, 5), nil, retry.ReasonExhausted, 3, 0, 2},
 		{"exhausted with on_exhaustion dead_letter", deadLetter, repeat(errTransient, 5), nil, retry.ReasonExhausted, 3, 1, 2},
@@ -911,7 +912,8 @@ func TestRefusals(t *testing.T) {
 		if len(rec.failures) != 1 || len(rec.records) != 1 {
 			t.Errorf("a refusal before any attempt fired %d failures and %d records", len(rec.failures)-1, len(rec.records)-1)
 		}
-		if s := r.Stats(); s.FailedPermanently != 1 || s.Calls != 1 || s.BreakerDenied != 2 {
+		// Both are calls: the refused one ran no attempt.
+		if s := r.Stats(); s.FailedPermanently != 1 || s.Calls != 2 || s.Attempts != 1 || s.BreakerDenied != 2 {
 			t.Errorf("stats %+v", s)
 		}
 	})

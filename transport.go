@@ -29,10 +29,20 @@ import (
 // TRACE, PUT and DELETE, and any request carrying an Idempotency-Key header.
 // Other methods are retried only when the failure proves the request was never
 // sent (connection refused, DNS failure, HTTP/2 refused stream or GOAWAY), or
-// when RetryNonIdempotent is given.
+// when RetryNonIdempotent is given. An empty Idempotency-Key header counts as
+// absent.
+//
+// Once a response is in hand, whatever stops the retry (the retry budget, an
+// open breaker, the rate limiter, a wait that cannot fit the deadline,
+// MaxElapsed or MaxServerDelay) returns that response with a nil error and
+// its body intact: the retry is admitted or refused before the response is
+// drained. A response whose Body is nil is treated as an empty body.
+//
+// The zero Transport works like NewTransport(nil).
 type Transport struct {
 	base http.RoundTripper
 	cfg  config
+	once sync.Once // resolves the zero Transport's configuration
 }
 
 // Defaults of the Transport's options.
@@ -56,14 +66,33 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 }
 
 // Stats returns a snapshot of the Transport's counters.
-func (t *Transport) Stats() Stats { return t.cfg.stats() }
+func (t *Transport) Stats() Stats { return t.config().stats() }
 
 // CloseIdleConnections closes the idle connections of the base transport, if
 // it has that method.
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// config returns the Transport's configuration, resolving the defaults once
+// for a zero Transport.
+func (t *Transport) config() *config {
+	t.once.Do(func() {
+		if t.cfg.state == nil {
+			t.cfg.build(nil)
+		}
+	})
+	return &t.cfg
+}
+
+// baseRT returns the base transport; nil means http.DefaultTransport.
+func (t *Transport) baseRT() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
 }
 
 // WithMaxReplayBytes bounds how much of a request body without GetBody the
@@ -118,13 +147,28 @@ func idempotent(req *http.Request) bool {
 	return hasIdempotencyKey(req.Header)
 }
 
-// hasIdempotencyKey reports whether h carries an idempotency key. As in
-// net/http, a key present with a nil value marks the request idempotent
-// without sending the header.
+// hasIdempotencyKey reports whether h carries an idempotency key. An empty
+// value counts as absent. As in net/http, a key present with no values (a
+// nil slice) marks the request idempotent without sending the header.
 func hasIdempotencyKey(h http.Header) bool {
-	_, ok := h["Idempotency-Key"]
-	_, xok := h["X-Idempotency-Key"]
-	return ok || xok
+	return hasKey(h, "Idempotency-Key") || hasKey(h, "X-Idempotency-Key")
+}
+
+// hasKey reports whether h's header name holds a key, or net/http's marker.
+func hasKey(h http.Header, name string) bool {
+	v, ok := h[name]
+	if !ok {
+		return false
+	}
+	if len(v) == 0 {
+		return true // net/http's marker
+	}
+	for _, s := range v {
+		if strings.TrimSpace(s) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // neverSent reports whether a failure of type typ proves that the request
@@ -166,7 +210,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, &requestInvalid{errNilRequest}
 	}
-	cfg := &t.cfg
+	cfg := t.config()
 	if cfg.err != nil {
 		closeBody(req)
 		return nil, cfg.err
@@ -180,9 +224,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer rt.finish()
 	c := call{cfg: cfg, key: t.key(req), req: req}
 	defer c.end()
+	// held is the last response being retried, kept in memory with its
+	// whole body when it fits the drain limit: admitNext refuses a retry
+	// before that response is drained, and held covers a refusal that comes
+	// only once the wait is over (a breaker opened meanwhile by other calls).
+	var held *http.Response
 	for {
 		if err := c.begin(ctx); err != nil {
-			return nil, err
+			return heldOr(held, err)
 		}
 		var (
 			resp     *http.Response
@@ -217,10 +266,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		})
 		if !ran {
 			if stop != nil {
-				return nil, stop
+				return heldOr(held, stop)
 			}
 			continue
 		}
+		held = nil
 		failure := err
 		if err == nil {
 			if failure = cfg.statusFailure(resp); failure == nil {
@@ -247,7 +297,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, stop
 		}
 		if resp != nil {
-			drain(resp.Body)
+			held = hold(resp)
 		}
 		release(cancel)
 		if stop = c.sleep(ctx, d); stop != nil {
@@ -317,7 +367,7 @@ type roundTrip struct {
 // they arrive, and the context is canceled when the response body is closed,
 // so a timeout never cuts short the body of the response returned.
 func (rt *roundTrip) attemptContext(ctx context.Context) (context.Context, context.CancelFunc, *time.Timer) {
-	d := rt.t.cfg.attemptTimeout
+	d := rt.t.config().attemptTimeout
 	if d <= 0 {
 		return ctx, nil, nil
 	}
@@ -335,7 +385,7 @@ func (rt *roundTrip) send(ctx context.Context, n int) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := rt.t.base.RoundTrip(out)
+	resp, err := rt.t.baseRT().RoundTrip(out)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
@@ -344,6 +394,9 @@ func (rt *roundTrip) send(ctx context.Context, n int) (*http.Response, error) {
 	}
 	if resp == nil {
 		return nil, errNoResponse
+	}
+	if resp.Body == nil {
+		resp.Body = http.NoBody // stub transports and middlewares return nil bodies
 	}
 	return resp, nil
 }
@@ -525,14 +578,38 @@ func deliver(resp *http.Response, cancel context.CancelFunc) *http.Response {
 	return resp
 }
 
-// drain reads a little of a response being retried and closes it, so that
-// its connection can be reused. A body that stalls is closed after
+// hold reads a response being retried, up to drainLimit, and closes it, so
+// that its connection can be reused. A body that stalls is closed after
 // drainTimeout, giving up the connection rather than the caller's time.
-func drain(body io.ReadCloser) {
-	t := time.AfterFunc(drainTimeout, func() { body.Close() })
-	io.CopyN(io.Discard, body, drainLimit)
+// When the whole body was read, hold returns a copy of the response that
+// serves it from memory, to return should the retry be refused; otherwise
+// nil.
+func hold(resp *http.Response) *http.Response {
+	body := resp.Body
+	t := time.AfterFunc(drainTimeout, func() {
+		defer func() { recover() }() // a body whose Close panics must not end the process
+		body.Close()
+	})
+	b, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
 	t.Stop()
 	body.Close()
+	if err != nil || len(b) > drainLimit {
+		return nil
+	}
+	kept := *resp
+	kept.Body = io.NopCloser(bytes.NewReader(b))
+	return &kept
+}
+
+// heldOr returns the held response with a nil error when stop refuses a
+// retry, and stop itself otherwise (the caller's context ended, or no
+// response is held).
+func heldOr(held *http.Response, stop error) (*http.Response, error) {
+	var e *Error
+	if held != nil && errors.As(stop, &e) && e.Reason != ReasonCanceled {
+		return held, nil
+	}
+	return nil, stop
 }
 
 // drainTimeout bounds the drain of a response being retried.

@@ -863,7 +863,7 @@ func TestTransportRateLimitAndBudget(t *testing.T) {
 	})
 	t.Run("budget", func(t *testing.T) {
 		srv := newScripted(t, step{status: 503, body: "down"})
-		tr := retry.NewTransport(newBase(t), fast(3), retry.WithBudget(retry.Budget{Reserve: 0.1, Window: time.Minute}))
+		tr := retry.NewTransport(newBase(t), fast(3), retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: time.Minute}))
 		attempts := 0
 		for range 4 {
 			req, _ := http.NewRequest("GET", srv.URL, nil)

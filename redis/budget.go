@@ -67,19 +67,14 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 		return nil, errors.New("redis: NewBudget: client is nil")
 	case spec.Off:
 		return nil, bad("Off", true, "a shared budget cannot be off; do not set one")
-	case spec.Ratio < 0 || spec.Ratio != spec.Ratio || spec.Ratio > 1000:
-		return nil, bad("Ratio", spec.Ratio, "must be in [0, 1000]")
-	case spec.Reserve < 0 || spec.Reserve != spec.Reserve || spec.Reserve > 1e9:
-		return nil, bad("Reserve", spec.Reserve, "must be in [0, 1e9]")
+	case spec.Ratio != spec.Ratio || spec.Ratio > 1000:
+		return nil, bad("Ratio", spec.Ratio, "must be at most 1000 (negative for none)")
+	case spec.Reserve != spec.Reserve || spec.Reserve > 1e9:
+		return nil, bad("Reserve", spec.Reserve, "must be at most 1e9 (negative for none)")
 	case spec.Window < 0:
 		return nil, bad("Window", spec.Window, "must be >= 0")
 	}
-	if spec.Ratio == 0 && spec.Reserve == 0 && spec.Window == 0 {
-		spec.Ratio, spec.Reserve = retry.DefaultBudget.Ratio, retry.DefaultBudget.Reserve
-	}
-	if spec.Window == 0 {
-		spec.Window = retry.DefaultBudget.Window
-	}
+	spec = spec.WithDefaults()
 	opts, err := opts.withDefaults("NewBudget")
 	if err != nil {
 		return nil, err

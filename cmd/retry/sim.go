@@ -287,7 +287,15 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 			return nil, "", usagef("flag --budget = %q: %s = %q: ratio must be in [0, 1000], reserve in [0, 1e9], window a duration > 0", v, k, val)
 		}
 	}
-	return &b, fmt.Sprintf("%g of first attempts + %g/s over %s", b.Ratio, b.Reserve, b.Window), nil
+	label := fmt.Sprintf("%g of first attempts + %g/s over %s", b.Ratio, b.Reserve, b.Window)
+	// A zero here means none; in a retry.Budget a zero field is the default.
+	if b.Ratio == 0 {
+		b.Ratio = -1
+	}
+	if b.Reserve == 0 {
+		b.Reserve = -1
+	}
+	return &b, label, nil
 }
 
 var errRange = fmt.Errorf("out of range")
