@@ -495,10 +495,12 @@ func withVerdict(err error, v verdict) error {
 // precedence. Permanent(nil) is nil.
 func Permanent(err error) error { return withVerdict(err, verdictPermanent) }
 
-// Retryable is the RETRY verdict: err is transient whatever its type, so
-// Permanent, non_retryable_errors and the Decider's ShouldRetry are skipped.
-// The call is still bounded by the attempt limit, the deadline and the retry
-// budget. Retryable(nil) is nil.
+// Retryable is the RETRY verdict: err is transient, so Permanent and the
+// built-in classification (a 4xx, or another type non-retryable by default)
+// are overridden. The policy's non_retryable_errors still stop the call, as
+// the OJS RETRY verdict means "the normal policy applies", and so do the
+// attempt limit, the Decider, the deadline and the retry budget.
+// Retryable(nil) is nil.
 func Retryable(err error) error { return withVerdict(err, verdictRetry) }
 
 // Discard is the DISCARD verdict: stop now, no retry and no dead letter.

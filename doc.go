@@ -8,7 +8,10 @@
 //
 //  1. the caller's context is done: stop (ReasonCanceled);
 //  2. an explicit verdict on the error: Discard, DeadLetter and Fail stop at
-//     once; Retryable says the error is transient whatever its type;
+//     once; Retryable says the error is transient: it overrides Permanent and
+//     the built-in classification (a 409 the handler knows to be transient),
+//     but not the policy's non_retryable_errors (the OJS RETRY verdict means
+//     the normal policy applies) nor the steps after 4;
 //  3. Permanent: stop, routed by the policy's on_exhaustion;
 //  4. the type matches the policy's non_retryable_errors (exact, or
 //     "prefix.*"), or a built-in non-retryable type such as context.* or an
@@ -21,7 +24,28 @@
 //
 // A failed call returns an *Error carrying the attempts, the Reason and the
 // last attempt's error; errors.Is and errors.As reach that error, the
-// context's cause and a failed dead-letter sink's error.
+// context's error and its cause, and a failed dead-letter sink's error. A
+// call stopped because its next wait could not fit the deadline matches
+// context.DeadlineExceeded. A nil context is an error, never a panic.
+//
+// A function that makes HTTP calls turns the response into the engine's
+// error with ResponseError, so that the server's Retry-After is honoured:
+//
+//	status, err := retry.Do(ctx, func(ctx context.Context) (int, error) {
+//		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+//		if err != nil {
+//			return 0, retry.Permanent(err)
+//		}
+//		resp, err := http.DefaultClient.Do(req)
+//		if err != nil {
+//			return 0, err // connection refused, reset, timeouts: retried
+//		}
+//		defer resp.Body.Close()
+//		if err := retry.ResponseError(resp); err != nil {
+//			return 0, err // 5xx, 408, 425, 429 retried after Retry-After; other 4xx stop
+//		}
+//		return resp.StatusCode, nil
+//	}, r)
 //
 // # Policies
 //
@@ -71,14 +95,21 @@
 // It never changes the caller's request, returns the last response whatever
 // its status, closes the request body exactly once, retries only requests
 // that are safe to repeat, replays bodies through GetBody or a bounded copy,
-// and honours Retry-After.
+// and honours Retry-After. Once a response is in hand, whatever stops the
+// retry (budget, breaker, rate limiter, deadline, MaxElapsed, MaxServerDelay)
+// returns that response with a nil error and its body intact: the next
+// attempt is admitted or refused before the response is drained.
 //
 // # Outages
 //
 // Every Retrier has a retry budget (see Budget): retries may reach a share of
 // the first attempts, so that an outage does not multiply the load on the
 // failing dependency. WithBreaker adds a circuit breaker, which reschedules
-// attempts while it is open without consuming them, and WithRateLimit paces
+// attempts while it is open without consuming them; by default a call waits
+// at most 1 s for it (Breaker.MaxWait), so an inline caller is never held
+// for the breaker's open time, and stops with ReasonBreakerOpen instead.
+// A hung dependency trips it: an attempt cut off by the caller's deadline
+// counts as a timeout failure. WithRateLimit paces
 // attempts; neither sleeps into a deadline it cannot meet. WithLimiter and
 // WithSharedBudget, with a Breaker's Store, share these defences across a
 // fleet (see the github.com/steadyhq/retry/redis module).

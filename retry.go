@@ -20,7 +20,7 @@ import (
 // With a *Retrier among the options, Do uses that Retrier's shared state
 // (counters, dedup window) and applies the other options to this call only;
 // with options but no Retrier, the call gets fresh state. An invalid
-// configuration is returned as an error without calling fn.
+// configuration, or a nil ctx, is returned as an error without calling fn.
 func Do[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	if len(opts) == 0 {
 		return do(ctx, &std.cfg, fn)

@@ -168,9 +168,10 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 	rt := retry.NewTransport(retryBase,
 		// The default policy (3 attempts, exponential from 1 s, ±50%
 		// jitter) and the default retry budget, plus a circuit breaker
-		// sized for a short demo: it trips on half of 20 attempts failing
-		// and probes again after a second.
-		retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second}),
+		// sized for a short demo: it trips on half of 20 attempts failing,
+		// probes again after a second, and holds a request up to 3 s for
+		// that probe (the default MaxWait, 1 s, suits inline callers).
+		retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second}),
 		retry.OnRetry(func(ev retry.Event) {
 			mu.Lock()
 			side.Retries++
@@ -185,7 +186,7 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 			}
 		}),
 	)
-	fmt.Fprintln(out, "2. retry.NewTransport(nil, retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second}))")
+	fmt.Fprintln(out, "2. retry.NewTransport(nil, retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second}))")
 	fmt.Fprintln(out, "   the default policy and retry budget, and a circuit breaker")
 	withRetry := drive(ctx, e, srv, &http.Client{Transport: rt}, "retry.Transport", ts.URL+"/")
 	mu.Lock()
