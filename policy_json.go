@@ -303,10 +303,14 @@ func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 	return parseMillis(string(raw))
 }
 
-// MarshalJSON writes p in canonical OJS form: every field, defaults filled
-// in, durations in ISO 8601, in the order of the OJS documentation, with
-// "delay_offset" only when it is set. ParsePolicy reads it back to the same
-// policy. An invalid policy is an error.
+// MarshalJSON writes p in canonical OJS form: the seven OJS fields with
+// defaults filled in, durations in ISO 8601, in the order of the OJS
+// documentation. What OJS has no field for is written only when it differs
+// from its default: "backoff_strategy" when it is not exponential,
+// "delay_offset" when it is set, and "jitter" as an object when it is not
+// OJS's proportional ±50% or none. So a policy that uses only OJS features
+// gives a document that the OJS retry-policy schema accepts. ParsePolicy
+// reads the output back to the same policy. An invalid policy is an error.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -321,9 +325,13 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	b = strconv.AppendFloat(b, p.BackoffCoefficient, 'g', -1, 64)
 	b = append(b, `,"max_interval":"`...)
 	b = appendISO(b, p.MaxInterval)
-	b = append(b, `","backoff_strategy":"`...)
-	b = append(b, p.Backoff.String()...)
-	b = append(b, `","jitter":`...)
+	b = append(b, '"')
+	if p.Backoff != Exponential {
+		b = append(b, `,"backoff_strategy":"`...)
+		b = append(b, p.Backoff.String()...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"jitter":`...)
 	b = appendJitter(b, p.Jitter)
 	b = append(b, `,"non_retryable_errors":`...)
 	if len(p.NonRetryableErrors) == 0 {

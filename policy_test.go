@@ -565,7 +565,7 @@ func TestPolicyJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const want = `{"max_attempts":3,"initial_interval":"PT1S","backoff_coefficient":2,"max_interval":"PT5M","backoff_strategy":"exponential","jitter":true,"non_retryable_errors":[],"on_exhaustion":"discard"}`
+		const want = `{"max_attempts":3,"initial_interval":"PT1S","backoff_coefficient":2,"max_interval":"PT5M","jitter":true,"non_retryable_errors":[],"on_exhaustion":"discard"}`
 		if string(b) != want {
 			t.Errorf("got  %s\nwant %s", b, want)
 		}
