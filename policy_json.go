@@ -17,7 +17,9 @@ import (
 // merged over the defaults), and the result has every field filled in.
 //
 // Durations are ISO 8601 ("PT0.5S", "PT1H", "P1D"), Go ("1.5s", "250ms") or
-// an integer number of milliseconds. "jitter" is true (proportional ±50%),
+// a whole number of milliseconds. A whole number is any JSON number without
+// a fractional part (3, 3.0, 1e2), as JSON Schema's "integer" is; this holds
+// for "max_attempts" too. "jitter" is true (proportional ±50%),
 // false, or an object {"kind": k, "factor": f, "amount": d}. An explicit
 // "max_attempts": 0 means one attempt, as OJS says. Unknown or repeated
 // fields and invalid values are rejected with a *PolicyError naming the
@@ -132,7 +134,7 @@ func clip(s string) string {
 	return s[:n] + "..."
 }
 
-const durationRule = `must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds`
+const durationRule = `must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds (1500, 1500.0 or 1.5e3)`
 
 func (p *Policy) setField(name string, raw json.RawMessage) error {
 	if string(raw) == "null" {
@@ -143,9 +145,9 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 	}
 	switch name {
 	case "max_attempts":
-		n, err := strconv.ParseInt(string(raw), 10, 32)
-		if err != nil || n < 0 {
-			return bad("must be an integer in [0, 2147483647] (0 and 1 both mean one attempt)")
+		n, neg, ok := jsonWhole(raw)
+		if !ok || neg && n != 0 || n > math.MaxInt32 {
+			return bad("must be an integer (a number without a fractional part, such as 3, 3.0 or 3e0) in [0, 2147483647]; 0 and 1 both mean one attempt")
 		}
 		p.MaxAttempts = max(int(n), 1)
 	case "initial_interval", "max_interval":
@@ -290,8 +292,8 @@ func jitterByName(s string) (JitterKind, bool) {
 	return 0, false
 }
 
-// jsonDuration reads a duration given as a JSON string or an integer number
-// of milliseconds.
+// jsonDuration reads a duration given as a JSON string or as a JSON number
+// of milliseconds without a fractional part.
 func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
@@ -300,7 +302,67 @@ func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 		}
 		return ParseDuration(s)
 	}
-	return parseMillis(string(raw))
+	n, neg, ok := jsonWhole(raw)
+	if !ok || neg && n != 0 || n > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return 0, errors.New("retry: " + clip(string(raw)) + " is not a whole number of milliseconds in range")
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// jsonWhole reads a JSON number whose value is an integer, whatever its
+// form ("3", "3.0", "1e2", "2.5e1", "-0"), as JSON Schema's "integer" does.
+// It returns the magnitude and the sign; ok is false for anything else: not
+// a number, a value with a fractional part ("3.5", "1e-1"), or a magnitude
+// beyond uint64.
+func jsonWhole(raw []byte) (n uint64, neg, ok bool) {
+	s := string(raw)
+	if neg = strings.HasPrefix(s, "-"); neg {
+		s = s[1:]
+	}
+	mant, exp10, hasExp := strings.Cut(s, "e")
+	if !hasExp {
+		mant, exp10, hasExp = strings.Cut(s, "E")
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	if !allDigits(whole) || len(whole) > 1 && whole[0] == '0' || frac != "" && !allDigits(frac) || strings.HasSuffix(mant, ".") {
+		return 0, false, false
+	}
+	exp := 0
+	if hasExp {
+		digits := strings.TrimLeft(exp10, "+-")
+		if !allDigits(digits) || len(exp10)-len(digits) > 1 {
+			return 0, false, false
+		}
+		digits = strings.TrimLeft(digits, "0")
+		if len(digits) > 6 {
+			digits = "999999" // any larger exponent gives the same answer
+		}
+		exp, _ = strconv.Atoi("0" + digits)
+		if exp10[0] == '-' {
+			exp = -exp
+		}
+	}
+	// The value is sig·10^exp, sig without leading or trailing zeros.
+	sig := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	if sig == "" {
+		return 0, neg, true // zero, whatever its exponent
+	}
+	for strings.HasSuffix(sig, "0") {
+		sig = sig[:len(sig)-1]
+		exp++
+	}
+	if exp < 0 || len(sig)+exp > 20 {
+		return 0, false, false // a fraction, or beyond uint64
+	}
+	n, err := strconv.ParseUint(sig, 10, 64)
+	for ; err == nil && exp > 0; exp-- {
+		var hi uint64
+		if hi, n = bits.Mul64(n, 10); hi != 0 {
+			return 0, false, false
+		}
+	}
+	return n, neg, err == nil
 }
 
 // MarshalJSON writes p in canonical OJS form: the seven OJS fields with

@@ -242,3 +242,67 @@ func TestMarshalOJSSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyJSONIntegers: an integer field takes any JSON number without a
+// fractional part, as JSON Schema's "integer" does, and rejects the others
+// naming the field, the value and the rule. Durations given as numbers of
+// milliseconds follow the same rule.
+func TestPolicyJSONIntegers(t *testing.T) {
+	good := []struct {
+		json string
+		want retry.Policy
+	}{
+		{json: `{"max_attempts": 3.0}`, want: retry.Policy{MaxAttempts: 3}},
+		{json: `{"max_attempts": 1e2}`, want: retry.Policy{MaxAttempts: 100}},
+		{json: `{"max_attempts": 1E2}`, want: retry.Policy{MaxAttempts: 100}},
+		{json: `{"max_attempts": 1e+2}`, want: retry.Policy{MaxAttempts: 100}},
+		{json: `{"max_attempts": 2.5e1}`, want: retry.Policy{MaxAttempts: 25}},
+		{json: `{"max_attempts": 500e-2}`, want: retry.Policy{MaxAttempts: 5}},
+		{json: `{"max_attempts": 0.0}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": -0}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": -0.0e5}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": 0e99999999999}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": 2147483647.000}`, want: retry.Policy{MaxAttempts: math.MaxInt32}},
+		{json: `{"max_attempts": 2.147483647e9}`, want: retry.Policy{MaxAttempts: math.MaxInt32}},
+		{json: `{"initial_interval": 1.5e3}`, want: retry.Policy{InitialInterval: 1500 * time.Millisecond}},
+		{json: `{"max_interval": 6e4}`, want: retry.Policy{MaxInterval: time.Minute}},
+		{json: `{"initial_interval": 250.0, "max_interval": 2.5e2}`, want: retry.Policy{InitialInterval: 250 * time.Millisecond, MaxInterval: 250 * time.Millisecond}},
+		{json: `{"delay_offset": 1e1}`, want: retry.Policy{Offset: 10 * time.Millisecond}},
+		{json: `{"jitter": {"kind": "additive", "amount": 3e4}}`, want: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterAdditive, Amount: 30 * time.Second}}},
+		{json: `{"delay_offset": 9223372036854e0}`, want: retry.Policy{Offset: 9223372036854 * time.Millisecond}},
+	}
+	for _, tt := range good {
+		t.Run(tt.json, func(t *testing.T) {
+			got, err := retry.ParsePolicy([]byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalPolicies(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want.WithDefaults())
+			}
+		})
+	}
+	bad := []struct{ json, field, value string }{
+		{json: `{"max_attempts": 3.5}`, field: "max_attempts", value: "3.5"},
+		{json: `{"max_attempts": 1e-1}`, field: "max_attempts", value: "1e-1"},
+		{json: `{"max_attempts": 1e-400}`, field: "max_attempts", value: "1e-400"},
+		{json: `{"max_attempts": 3.0000000000000001}`, field: "max_attempts", value: "3.0000000000000001"},
+		{json: `{"max_attempts": 2.147483648e9}`, field: "max_attempts", value: "2.147483648e9"},
+		{json: `{"max_attempts": 1e400}`, field: "max_attempts", value: "1e400"},
+		{json: `{"max_attempts": 18446744073709551616}`, field: "max_attempts", value: "18446744073709551616"},
+		{json: `{"max_attempts": -1.0}`, field: "max_attempts", value: "-1.0"},
+		{json: `{"max_attempts": -1e0}`, field: "max_attempts", value: "-1e0"},
+		{json: `{"max_attempts": true}`, field: "max_attempts", value: "true"},
+		{json: `{"initial_interval": 1500.5}`, field: "initial_interval", value: "1500.5"},
+		{json: `{"max_interval": 1e-3}`, field: "max_interval", value: "1e-3"},
+		{json: `{"delay_offset": -1e3}`, field: "delay_offset", value: "-1e3"},
+		{json: `{"delay_offset": 9223372036855e0}`, field: "delay_offset", value: "9223372036855e0"},
+		{json: `{"jitter": {"kind": "additive", "amount": 0.5}}`, field: "jitter.amount", value: "0.5"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.json, func(t *testing.T) {
+			_, err := retry.ParsePolicy([]byte(tt.json))
+			checkPolicyError(t, err, tt.field, tt.value)
+		})
+	}
+}
