@@ -136,6 +136,16 @@ func clip(s string) string {
 
 const durationRule = `must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds (1500, 1500.0 or 1.5e3)`
 
+// durationRuleFor is the rule a bad duration breaks: durationRule, with
+// what is wrong when the value is meant as ISO 8601.
+func durationRuleFor(err error) string {
+	var ie *isoError
+	if errors.As(err, &ie) {
+		return durationRule + "; as ISO 8601, " + ie.why
+	}
+	return durationRule
+}
+
 func (p *Policy) setField(name string, raw json.RawMessage) error {
 	if string(raw) == "null" {
 		return nil // null is an omitted field: the default
@@ -154,7 +164,7 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 		d, err := jsonDuration(raw)
 		switch {
 		case err != nil:
-			return bad(durationRule)
+			return bad(durationRuleFor(err))
 		case d <= 0 && name == "initial_interval":
 			return bad("must be > 0 (use the immediate strategy for retries without delay)")
 		case d <= 0:
@@ -168,7 +178,7 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 	case "delay_offset":
 		d, err := jsonDuration(raw)
 		if err != nil {
-			return bad(durationRule)
+			return bad(durationRuleFor(err))
 		}
 		p.Offset = d
 	case "backoff_coefficient":
@@ -270,7 +280,7 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 		case "amount":
 			d, err := jsonDuration(f.raw)
 			if err != nil {
-				return Jitter{}, bad(durationRule)
+				return Jitter{}, bad(durationRuleFor(err))
 			}
 			j.Amount = d
 		default:
@@ -490,7 +500,9 @@ func appendISO(b []byte, d time.Duration) []byte {
 // ParseDuration reads a non-negative duration written in ISO 8601
 // ("PT0.5S", "PT1H30M", "P1D", "P1W"; days are 24 hours, years and months
 // are refused for having no fixed length), as a Go duration ("1.5s",
-// "250ms") or as an integer number of milliseconds ("1500").
+// "250ms") or as an integer number of milliseconds ("1500"). In ISO 8601,
+// the last component may have a decimal fraction, written with a point or a
+// comma between digits ("PT0.5S", not "PT.5S" or "PT5.S").
 func ParseDuration(s string) (time.Duration, error) {
 	switch {
 	case s == "":
@@ -547,14 +559,21 @@ var isoUnits = [...]struct {
 	{'S', true, time.Second},
 }
 
+// isoError is a string that is not an ISO 8601 duration we accept, and why.
+type isoError struct{ s, why string }
+
+func (e *isoError) Error() string {
+	return "retry: ISO 8601 duration " + strconv.Quote(clip(e.s)) + ": " + e.why
+}
+
 func parseISO(s string) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
-		return 0, errors.New("retry: ISO 8601 duration " + strconv.Quote(clip(s)) + ": " + why)
+		return 0, &isoError{s, why}
 	}
 	rest := strings.ToUpper(s[1:])
 	var total uint64
 	next := 0 // index of the first designator still allowed
-	inTime, components := false, 0
+	inTime, components, fraction := false, 0, false
 	for rest != "" {
 		if rest[0] == 'T' {
 			if inTime {
@@ -590,11 +609,15 @@ func parseISO(s string) (time.Duration, error) {
 		if u < 0 {
 			return bad("unexpected or out-of-order designator " + strconv.Quote(string(c)))
 		}
-		next = u + 1
-		v, ok := isoComponent(num, uint64(isoUnits[u].d))
-		if !ok {
-			return bad("invalid or out-of-range number " + strconv.Quote(num))
+		if fraction {
+			return bad("only the last component may have a decimal fraction")
 		}
+		next = u + 1
+		v, why := isoComponent(num, uint64(isoUnits[u].d))
+		if why != "" {
+			return bad(strconv.Quote(num) + " " + why)
+		}
+		fraction = strings.ContainsAny(num, ".,")
 		var carry uint64
 		total, carry = bits.Add64(total, v, 0)
 		if carry != 0 || total > math.MaxInt64 {
@@ -609,32 +632,32 @@ func parseISO(s string) (time.Duration, error) {
 }
 
 // isoComponent returns num units, num being digits with an optional decimal
-// fraction, rounded to the nanosecond; ok is false on bad syntax or overflow.
-func isoComponent(num string, unit uint64) (uint64, bool) {
+// fraction, rounded to the nanosecond; why says what is wrong with num, if
+// anything.
+func isoComponent(num string, unit uint64) (v uint64, why string) {
 	whole, frac, hasFrac := strings.Cut(strings.ReplaceAll(num, ",", "."), ".")
-	if whole == "" && frac == "" || strings.Contains(frac, ".") || hasFrac && frac == "" {
-		return 0, false
+	switch {
+	case strings.Contains(frac, "."):
+		return 0, "has more than one decimal sign"
+	case whole == "":
+		return 0, `needs a digit before its decimal sign ("0.5", not ".5")`
+	case hasFrac && frac == "":
+		return 0, `needs a digit after its decimal sign ("5" or "5.0", not "5.")`
 	}
-	var v uint64
-	if whole != "" {
-		w, err := strconv.ParseUint(whole, 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		hi, lo := bits.Mul64(w, unit)
-		if hi != 0 {
-			return 0, false
-		}
-		v = lo
+	const outOfRange = "is out of range"
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil {
+		return 0, outOfRange
+	}
+	hi, v := bits.Mul64(w, unit)
+	if hi != 0 {
+		return 0, outOfRange
 	}
 	if frac != "" {
 		if len(frac) > 18 {
 			frac = frac[:18] // beyond a nanosecond of a week
 		}
-		f, err := strconv.ParseUint(frac, 10, 64)
-		if err != nil {
-			return 0, false
-		}
+		f, _ := strconv.ParseUint(frac, 10, 64) // at most 18 digits
 		den := uint64(1)
 		for range len(frac) {
 			den *= 10
@@ -646,8 +669,8 @@ func isoComponent(num string, unit uint64) (uint64, bool) {
 		}
 		var carry uint64
 		if v, carry = bits.Add64(v, q, 0); carry != 0 {
-			return 0, false
+			return 0, outOfRange
 		}
 	}
-	return v, true
+	return v, ""
 }
