@@ -468,6 +468,8 @@ func TestPolicyValidation(t *testing.T) {
 		{"star inside", retry.Policy{NonRetryableErrors: []string{"auth*"}}, "non_retryable_errors[0]", `"auth*"`},
 		{"pattern with space", retry.Policy{NonRetryableErrors: []string{"auth failed"}}, "non_retryable_errors[0]", `"auth failed"`},
 		{"empty part", retry.Policy{NonRetryableErrors: []string{"auth..token"}}, "non_retryable_errors[0]", `"auth..token"`},
+		{"repeated pattern", retry.Policy{NonRetryableErrors: []string{"auth.*", "db.timeout", "auth.*"}}, "non_retryable_errors[2]", `"auth.*"`},
+		{"pattern not UTF-8", retry.Policy{NonRetryableErrors: []string{"auth.\xff"}}, "non_retryable_errors[0]", `"auth.\xff"`},
 	}
 	for _, tc := range goCases {
 		t.Run("go/"+tc.name, func(t *testing.T) {
@@ -500,6 +502,7 @@ func TestPolicyValidation(t *testing.T) {
 		{"additive without amount", `{"jitter": {"kind": "additive"}}`, "jitter.amount", "0s"},
 		{"patterns not an array", `{"non_retryable_errors": "auth.*"}`, "non_retryable_errors", `"auth.*"`},
 		{"bad pattern", `{"non_retryable_errors": ["auth.*", "*.timeout"]}`, "non_retryable_errors[1]", `"*.timeout"`},
+		{"repeated pattern", `{"non_retryable_errors": ["FatalError", "FatalError"]}`, "non_retryable_errors[1]", `"FatalError"`},
 		{"unknown exhaustion", `{"on_exhaustion": "retry_forever"}`, "on_exhaustion", `"retry_forever"`},
 		{"not an object", `[1, 2]`, "(policy)", "[1, 2]"},
 		{"wrapper not an object", `{"retry": 5}`, "retry", "5"},
