@@ -157,7 +157,7 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 	case "max_attempts":
 		n, neg, ok := jsonWhole(raw)
 		if !ok || neg && n != 0 || n > math.MaxInt32 {
-			return bad("must be an integer (a number without a fractional part, such as 3, 3.0 or 3e0) in [0, 2147483647]; 0 and 1 both mean one attempt")
+			return bad("must be an integer in [0, 2147483647] (0 and 1 both mean one attempt; 3, 3.0 and 3e0 are integers, 3.5 is not)")
 		}
 		p.MaxAttempts = max(int(n), 1)
 	case "initial_interval", "max_interval":
