@@ -727,6 +727,16 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add(`{"retry": {"max_attempts": 0, "jitter": {"kind": "decorrelated"}, "on_exhaustion": "dead_letter", "non_retryable_errors": ["a.*", "b"]}}`)
 	f.Add(`{"jitter": {"kind": "additive", "amount": 1}, "delay_offset": "P1W"}`)
 	f.Add(`{"max_attempts": 1e3}`)
+	for _, v := range rtrVectors {
+		f.Add(v.policy)
+	}
+	for _, s := range []string{
+		`{"max_attempts": 3.0, "initial_interval": 1.5e3}`, `{"max_attempts": 3.5}`, `{"max_attempts": -0.0e5}`,
+		`{"max_attempts": 2.147483648e9}`, `{"delay_offset": 1e-3}`, `{"initial_interval": "PT.5S"}`,
+		`{"max_interval": "PT1.5H30M"}`, `{"max_interval": "PT1H0.5S"}`, `{"non_retryable_errors": ["a.*", "b", "a.*"]}`,
+	} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := retry.ParsePolicy([]byte(s))
 		if err != nil {
@@ -750,6 +760,16 @@ func FuzzParsePolicy(f *testing.F) {
 		b2, _ := q.MarshalJSON()
 		if string(b) != string(b2) {
 			t.Fatalf("round trip %s → %s", b, b2)
+		}
+		// The OJS fields are valid OJS, and a policy that uses only OJS
+		// features writes nothing else.
+		if v := ojsSchemaViolations(b, ojsExtensions...); len(v) != 0 {
+			t.Fatalf("%s breaks the OJS schema: %q", b, v)
+		}
+		ojsOnly := p.Backoff == retry.Exponential && p.Offset == 0 &&
+			(p.Jitter == retry.NoJitter || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: retry.DefaultJitterFactor})
+		if v := ojsSchemaViolations(b); ojsOnly && len(v) != 0 {
+			t.Fatalf("%s of an OJS-only policy breaks the OJS schema: %q", b, v)
 		}
 		for _, n := range []int{1, 2, 10, math.MaxInt32} {
 			if d := p.Delay(n); d < 0 || d > p.MaxInterval || d != q.Delay(n) {
