@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Strategy is how the raw delay grows from one retry to the next. The zero
@@ -165,6 +167,7 @@ type Policy struct {
 	Jitter Jitter
 	// NonRetryableErrors lists error types that stop the call at once
 	// ("non_retryable_errors"): exact types, or "prefix.*" patterns; see Match.
+	// Each pattern appears once, as the OJS schema requires.
 	NonRetryableErrors []string
 	// OnExhaustion says where a failure goes when the policy gives up
 	// ("on_exhaustion"); default ExhaustDiscard.
@@ -270,8 +273,12 @@ func (p Policy) Validate() error {
 		return err
 	}
 	for i, pat := range p.NonRetryableErrors {
+		field := "non_retryable_errors[" + strconv.Itoa(i) + "]"
 		if rule := patternRule(pat); rule != "" {
-			return policyErr("non_retryable_errors["+strconv.Itoa(i)+"]", pat, rule)
+			return policyErr(field, pat, rule)
+		}
+		if j := slices.Index(p.NonRetryableErrors[:i], pat); j >= 0 {
+			return policyErr(field, pat, "repeats non_retryable_errors["+strconv.Itoa(j)+"]; each pattern must appear once (OJS: uniqueItems)")
 		}
 	}
 	return nil
@@ -305,6 +312,8 @@ func patternRule(p string) string {
 	switch {
 	case p == "":
 		return "must not be empty"
+	case !utf8.ValidString(p):
+		return "must be valid UTF-8"
 	case len(p) > 256:
 		return "must be at most 256 bytes"
 	case strings.ContainsAny(p, " \t\r\n"):

@@ -17,7 +17,9 @@ import (
 // merged over the defaults), and the result has every field filled in.
 //
 // Durations are ISO 8601 ("PT0.5S", "PT1H", "P1D"), Go ("1.5s", "250ms") or
-// an integer number of milliseconds. "jitter" is true (proportional ±50%),
+// a whole number of milliseconds. A whole number is any JSON number without
+// a fractional part (3, 3.0, 1e2), as JSON Schema's "integer" is; this holds
+// for "max_attempts" too. "jitter" is true (proportional ±50%),
 // false, or an object {"kind": k, "factor": f, "amount": d}. An explicit
 // "max_attempts": 0 means one attempt, as OJS says. Unknown or repeated
 // fields and invalid values are rejected with a *PolicyError naming the
@@ -132,7 +134,17 @@ func clip(s string) string {
 	return s[:n] + "..."
 }
 
-const durationRule = `must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds`
+const durationRule = `must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds (1500, 1500.0 or 1.5e3)`
+
+// durationRuleFor is the rule a bad duration breaks: durationRule, with
+// what is wrong when the value is meant as ISO 8601.
+func durationRuleFor(err error) string {
+	var ie *isoError
+	if errors.As(err, &ie) {
+		return durationRule + "; as ISO 8601, " + ie.why
+	}
+	return durationRule
+}
 
 func (p *Policy) setField(name string, raw json.RawMessage) error {
 	if string(raw) == "null" {
@@ -143,16 +155,16 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 	}
 	switch name {
 	case "max_attempts":
-		n, err := strconv.ParseInt(string(raw), 10, 32)
-		if err != nil || n < 0 {
-			return bad("must be an integer in [0, 2147483647] (0 and 1 both mean one attempt)")
+		n, neg, ok := jsonWhole(raw)
+		if !ok || neg && n != 0 || n > math.MaxInt32 {
+			return bad("must be an integer in [0, 2147483647] (0 and 1 both mean one attempt; 3, 3.0 and 3e0 are integers, 3.5 is not)")
 		}
 		p.MaxAttempts = max(int(n), 1)
 	case "initial_interval", "max_interval":
 		d, err := jsonDuration(raw)
 		switch {
 		case err != nil:
-			return bad(durationRule)
+			return bad(durationRuleFor(err))
 		case d <= 0 && name == "initial_interval":
 			return bad("must be > 0 (use the immediate strategy for retries without delay)")
 		case d <= 0:
@@ -166,7 +178,7 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 	case "delay_offset":
 		d, err := jsonDuration(raw)
 		if err != nil {
-			return bad(durationRule)
+			return bad(durationRuleFor(err))
 		}
 		p.Offset = d
 	case "backoff_coefficient":
@@ -268,7 +280,7 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 		case "amount":
 			d, err := jsonDuration(f.raw)
 			if err != nil {
-				return Jitter{}, bad(durationRule)
+				return Jitter{}, bad(durationRuleFor(err))
 			}
 			j.Amount = d
 		default:
@@ -290,8 +302,8 @@ func jitterByName(s string) (JitterKind, bool) {
 	return 0, false
 }
 
-// jsonDuration reads a duration given as a JSON string or an integer number
-// of milliseconds.
+// jsonDuration reads a duration given as a JSON string or as a JSON number
+// of milliseconds without a fractional part.
 func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
@@ -300,13 +312,77 @@ func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 		}
 		return ParseDuration(s)
 	}
-	return parseMillis(string(raw))
+	n, neg, ok := jsonWhole(raw)
+	if !ok || neg && n != 0 || n > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return 0, errors.New("retry: " + clip(string(raw)) + " is not a whole number of milliseconds in range")
+	}
+	return time.Duration(n) * time.Millisecond, nil
 }
 
-// MarshalJSON writes p in canonical OJS form: every field, defaults filled
-// in, durations in ISO 8601, in the order of the OJS documentation, with
-// "delay_offset" only when it is set. ParsePolicy reads it back to the same
-// policy. An invalid policy is an error.
+// jsonWhole reads a JSON number whose value is an integer, whatever its
+// form ("3", "3.0", "1e2", "2.5e1", "-0"), as JSON Schema's "integer" does.
+// It returns the magnitude and the sign; ok is false for anything else: not
+// a number, a value with a fractional part ("3.5", "1e-1"), or a magnitude
+// beyond uint64.
+func jsonWhole(raw []byte) (n uint64, neg, ok bool) {
+	s := string(raw)
+	if neg = strings.HasPrefix(s, "-"); neg {
+		s = s[1:]
+	}
+	mant, exp10, hasExp := strings.Cut(s, "e")
+	if !hasExp {
+		mant, exp10, hasExp = strings.Cut(s, "E")
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	if !allDigits(whole) || len(whole) > 1 && whole[0] == '0' || frac != "" && !allDigits(frac) || strings.HasSuffix(mant, ".") {
+		return 0, false, false
+	}
+	exp := 0
+	if hasExp {
+		digits := strings.TrimLeft(exp10, "+-")
+		if !allDigits(digits) || len(exp10)-len(digits) > 1 {
+			return 0, false, false
+		}
+		digits = strings.TrimLeft(digits, "0")
+		if len(digits) > 6 {
+			digits = "999999" // any larger exponent gives the same answer
+		}
+		exp, _ = strconv.Atoi("0" + digits)
+		if exp10[0] == '-' {
+			exp = -exp
+		}
+	}
+	// The value is sig·10^exp, sig without leading or trailing zeros.
+	sig := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	if sig == "" {
+		return 0, neg, true // zero, whatever its exponent
+	}
+	for strings.HasSuffix(sig, "0") {
+		sig = sig[:len(sig)-1]
+		exp++
+	}
+	if exp < 0 || len(sig)+exp > 20 {
+		return 0, false, false // a fraction, or beyond uint64
+	}
+	n, err := strconv.ParseUint(sig, 10, 64)
+	for ; err == nil && exp > 0; exp-- {
+		var hi uint64
+		if hi, n = bits.Mul64(n, 10); hi != 0 {
+			return 0, false, false
+		}
+	}
+	return n, neg, err == nil
+}
+
+// MarshalJSON writes p in canonical OJS form: the seven OJS fields with
+// defaults filled in, durations in ISO 8601, in the order of the OJS
+// documentation. What OJS has no field for is written only when it differs
+// from its default: "backoff_strategy" when it is not exponential,
+// "delay_offset" when it is set, and "jitter" as an object when it is not
+// OJS's proportional ±50% or none. So a policy that uses only OJS features
+// gives a document that the OJS retry-policy schema accepts. ParsePolicy
+// reads the output back to the same policy. An invalid policy is an error.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -321,9 +397,13 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	b = strconv.AppendFloat(b, p.BackoffCoefficient, 'g', -1, 64)
 	b = append(b, `,"max_interval":"`...)
 	b = appendISO(b, p.MaxInterval)
-	b = append(b, `","backoff_strategy":"`...)
-	b = append(b, p.Backoff.String()...)
-	b = append(b, `","jitter":`...)
+	b = append(b, '"')
+	if p.Backoff != Exponential {
+		b = append(b, `,"backoff_strategy":"`...)
+		b = append(b, p.Backoff.String()...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"jitter":`...)
 	b = appendJitter(b, p.Jitter)
 	b = append(b, `,"non_retryable_errors":`...)
 	if len(p.NonRetryableErrors) == 0 {
@@ -420,7 +500,9 @@ func appendISO(b []byte, d time.Duration) []byte {
 // ParseDuration reads a non-negative duration written in ISO 8601
 // ("PT0.5S", "PT1H30M", "P1D", "P1W"; days are 24 hours, years and months
 // are refused for having no fixed length), as a Go duration ("1.5s",
-// "250ms") or as an integer number of milliseconds ("1500").
+// "250ms") or as an integer number of milliseconds ("1500"). In ISO 8601,
+// the last component may have a decimal fraction, written with a point or a
+// comma between digits ("PT0.5S", not "PT.5S" or "PT5.S").
 func ParseDuration(s string) (time.Duration, error) {
 	switch {
 	case s == "":
@@ -477,14 +559,21 @@ var isoUnits = [...]struct {
 	{'S', true, time.Second},
 }
 
+// isoError is a string that is not an ISO 8601 duration we accept, and why.
+type isoError struct{ s, why string }
+
+func (e *isoError) Error() string {
+	return "retry: ISO 8601 duration " + strconv.Quote(clip(e.s)) + ": " + e.why
+}
+
 func parseISO(s string) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
-		return 0, errors.New("retry: ISO 8601 duration " + strconv.Quote(clip(s)) + ": " + why)
+		return 0, &isoError{s, why}
 	}
 	rest := strings.ToUpper(s[1:])
 	var total uint64
 	next := 0 // index of the first designator still allowed
-	inTime, components := false, 0
+	inTime, components, fraction := false, 0, false
 	for rest != "" {
 		if rest[0] == 'T' {
 			if inTime {
@@ -520,11 +609,15 @@ func parseISO(s string) (time.Duration, error) {
 		if u < 0 {
 			return bad("unexpected or out-of-order designator " + strconv.Quote(string(c)))
 		}
-		next = u + 1
-		v, ok := isoComponent(num, uint64(isoUnits[u].d))
-		if !ok {
-			return bad("invalid or out-of-range number " + strconv.Quote(num))
+		if fraction {
+			return bad("only the last component may have a decimal fraction")
 		}
+		next = u + 1
+		v, why := isoComponent(num, uint64(isoUnits[u].d))
+		if why != "" {
+			return bad(strconv.Quote(num) + " " + why)
+		}
+		fraction = strings.ContainsAny(num, ".,")
 		var carry uint64
 		total, carry = bits.Add64(total, v, 0)
 		if carry != 0 || total > math.MaxInt64 {
@@ -539,32 +632,32 @@ func parseISO(s string) (time.Duration, error) {
 }
 
 // isoComponent returns num units, num being digits with an optional decimal
-// fraction, rounded to the nanosecond; ok is false on bad syntax or overflow.
-func isoComponent(num string, unit uint64) (uint64, bool) {
+// fraction, rounded to the nanosecond; why says what is wrong with num, if
+// anything.
+func isoComponent(num string, unit uint64) (v uint64, why string) {
 	whole, frac, hasFrac := strings.Cut(strings.ReplaceAll(num, ",", "."), ".")
-	if whole == "" && frac == "" || strings.Contains(frac, ".") || hasFrac && frac == "" {
-		return 0, false
+	switch {
+	case strings.Contains(frac, "."):
+		return 0, "has more than one decimal sign"
+	case whole == "":
+		return 0, `needs a digit before its decimal sign ("0.5", not ".5")`
+	case hasFrac && frac == "":
+		return 0, `needs a digit after its decimal sign ("5" or "5.0", not "5.")`
 	}
-	var v uint64
-	if whole != "" {
-		w, err := strconv.ParseUint(whole, 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		hi, lo := bits.Mul64(w, unit)
-		if hi != 0 {
-			return 0, false
-		}
-		v = lo
+	const outOfRange = "is out of range"
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil {
+		return 0, outOfRange
+	}
+	hi, v := bits.Mul64(w, unit)
+	if hi != 0 {
+		return 0, outOfRange
 	}
 	if frac != "" {
 		if len(frac) > 18 {
 			frac = frac[:18] // beyond a nanosecond of a week
 		}
-		f, err := strconv.ParseUint(frac, 10, 64)
-		if err != nil {
-			return 0, false
-		}
+		f, _ := strconv.ParseUint(frac, 10, 64) // at most 18 digits
 		den := uint64(1)
 		for range len(frac) {
 			den *= 10
@@ -576,8 +669,8 @@ func isoComponent(num string, unit uint64) (uint64, bool) {
 		}
 		var carry uint64
 		if v, carry = bits.Add64(v, q, 0); carry != 0 {
-			return 0, false
+			return 0, outOfRange
 		}
 	}
-	return v, true
+	return v, ""
 }

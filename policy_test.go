@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -467,6 +468,8 @@ func TestPolicyValidation(t *testing.T) {
 		{"star inside", retry.Policy{NonRetryableErrors: []string{"auth*"}}, "non_retryable_errors[0]", `"auth*"`},
 		{"pattern with space", retry.Policy{NonRetryableErrors: []string{"auth failed"}}, "non_retryable_errors[0]", `"auth failed"`},
 		{"empty part", retry.Policy{NonRetryableErrors: []string{"auth..token"}}, "non_retryable_errors[0]", `"auth..token"`},
+		{"repeated pattern", retry.Policy{NonRetryableErrors: []string{"auth.*", "db.timeout", "auth.*"}}, "non_retryable_errors[2]", `"auth.*"`},
+		{"pattern not UTF-8", retry.Policy{NonRetryableErrors: []string{"auth.\xff"}}, "non_retryable_errors[0]", `"auth.\xff"`},
 	}
 	for _, tc := range goCases {
 		t.Run("go/"+tc.name, func(t *testing.T) {
@@ -499,6 +502,7 @@ func TestPolicyValidation(t *testing.T) {
 		{"additive without amount", `{"jitter": {"kind": "additive"}}`, "jitter.amount", "0s"},
 		{"patterns not an array", `{"non_retryable_errors": "auth.*"}`, "non_retryable_errors", `"auth.*"`},
 		{"bad pattern", `{"non_retryable_errors": ["auth.*", "*.timeout"]}`, "non_retryable_errors[1]", `"*.timeout"`},
+		{"repeated pattern", `{"non_retryable_errors": ["FatalError", "FatalError"]}`, "non_retryable_errors[1]", `"FatalError"`},
 		{"unknown exhaustion", `{"on_exhaustion": "retry_forever"}`, "on_exhaustion", `"retry_forever"`},
 		{"not an object", `[1, 2]`, "(policy)", "[1, 2]"},
 		{"wrapper not an object", `{"retry": 5}`, "retry", "5"},
@@ -565,7 +569,7 @@ func TestPolicyJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const want = `{"max_attempts":3,"initial_interval":"PT1S","backoff_coefficient":2,"max_interval":"PT5M","backoff_strategy":"exponential","jitter":true,"non_retryable_errors":[],"on_exhaustion":"discard"}`
+		const want = `{"max_attempts":3,"initial_interval":"PT1S","backoff_coefficient":2,"max_interval":"PT5M","jitter":true,"non_retryable_errors":[],"on_exhaustion":"discard"}`
 		if string(b) != want {
 			t.Errorf("got  %s\nwant %s", b, want)
 		}
@@ -630,6 +634,11 @@ func TestParseDuration(t *testing.T) {
 		{"1500", 1500 * time.Millisecond},
 		{"0", 0},
 		{"PT2562047H47M16.854775807S", 1<<63 - 1},
+		{"PT1H0.5S", time.Hour + 500*time.Millisecond},
+		{"PT0.5H", 30 * time.Minute},
+		{"P1.5D", 36 * time.Hour},
+		{"P1W2D", 9 * day},
+		{"PT01S", time.Second},
 	}
 	for _, tt := range good {
 		got, err := retry.ParseDuration(tt.in)
@@ -638,7 +647,8 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 	bad := []string{"", "P", "PT", "P1Y", "P1M", "PT1D", "P1H", "PT1S1M", "PT1M1M", "P1DT", "PTS", "PT1..5S", "PT.S",
-		"-PT1S", "-1s", "1 s", "s", "PT2562047H47M16.854775808S", "P106752D", "99999999999999999999", "9223372036855", "PT1,5.5S", "PTT1S"}
+		"-PT1S", "-1s", "1 s", "s", "PT2562047H47M16.854775808S", "P106752D", "99999999999999999999", "9223372036855", "PT1,5.5S", "PTT1S",
+		"PT.5S", "PT,5S", "P.5D", "PT5.S", "PT1.5H30M", "P1.5DT1H", "PT1.5M1.5S", "PT1S "}
 	for _, in := range bad {
 		if d, err := retry.ParseDuration(in); err == nil {
 			t.Errorf("ParseDuration(%q) = %v, want an error", in, d)
@@ -652,8 +662,44 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
+// TestParseDurationErrors: a string that is almost ISO 8601 is rejected
+// with an error that says what is wrong.
+func TestParseDurationErrors(t *testing.T) {
+	tests := []struct{ in, why string }{
+		{in: "PT.5S", why: `".5" needs a digit before its decimal sign`},
+		{in: "P,5D", why: `",5" needs a digit before its decimal sign`},
+		{in: "PT5.S", why: `"5." needs a digit after its decimal sign`},
+		{in: "PT1.2.3S", why: "more than one decimal sign"},
+		{in: "PT1.5H30M", why: "only the last component may have a decimal fraction"},
+		{in: "P1.5DT1H", why: "only the last component may have a decimal fraction"},
+		{in: "P1M", why: "years and months have no fixed length"},
+		{in: "P1Y", why: "years and months have no fixed length"},
+		{in: "PT1S1M", why: `out-of-order designator "M"`},
+		{in: "P1D1W", why: `out-of-order designator "W"`},
+		{in: "P1H", why: `designator "H"`},
+		{in: "P", why: "no components"},
+		{in: "PT", why: "no component after T"},
+		{in: "PT1HT1M", why: "repeated T"},
+		{in: "PT99999999999999999999S", why: "out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := retry.ParseDuration(tt.in)
+			if err == nil || !strings.HasPrefix(err.Error(), "retry: ") || !strings.Contains(err.Error(), strconv.Quote(tt.in)) || !strings.Contains(err.Error(), tt.why) {
+				t.Errorf("ParseDuration(%q) = %v, want an error that names the value and says %q", tt.in, err, tt.why)
+			}
+			_, err = retry.ParsePolicy([]byte(`{"max_interval": "` + tt.in + `"}`))
+			checkPolicyError(t, err, "max_interval", strconv.Quote(tt.in))
+			if err != nil && !strings.Contains(err.Error(), tt.why) {
+				t.Errorf("policy error %q does not say %q", err, tt.why)
+			}
+		})
+	}
+}
+
 func FuzzParseDuration(f *testing.F) {
-	for _, s := range []string{"PT1S", "PT0.5S", "P1DT2H3M4.5S", "P2W", "1.5s", "250", "-1s", "P1Y", "PT0,000000001S", "PT999999999999999999999H"} {
+	for _, s := range []string{"PT1S", "PT0.5S", "P1DT2H3M4.5S", "P2W", "1.5s", "250", "-1s", "P1Y", "PT0,000000001S", "PT999999999999999999999H",
+		"PT.5S", "PT5.S", "PT1.5H30M", "PT1H0.5S", "P1.5D", "P1W2D", "PT1,5.5S"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -681,6 +727,16 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add(`{"retry": {"max_attempts": 0, "jitter": {"kind": "decorrelated"}, "on_exhaustion": "dead_letter", "non_retryable_errors": ["a.*", "b"]}}`)
 	f.Add(`{"jitter": {"kind": "additive", "amount": 1}, "delay_offset": "P1W"}`)
 	f.Add(`{"max_attempts": 1e3}`)
+	for _, v := range rtrVectors {
+		f.Add(v.policy)
+	}
+	for _, s := range []string{
+		`{"max_attempts": 3.0, "initial_interval": 1.5e3}`, `{"max_attempts": 3.5}`, `{"max_attempts": -0.0e5}`,
+		`{"max_attempts": 2.147483648e9}`, `{"delay_offset": 1e-3}`, `{"initial_interval": "PT.5S"}`,
+		`{"max_interval": "PT1.5H30M"}`, `{"max_interval": "PT1H0.5S"}`, `{"non_retryable_errors": ["a.*", "b", "a.*"]}`,
+	} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := retry.ParsePolicy([]byte(s))
 		if err != nil {
@@ -704,6 +760,16 @@ func FuzzParsePolicy(f *testing.F) {
 		b2, _ := q.MarshalJSON()
 		if string(b) != string(b2) {
 			t.Fatalf("round trip %s → %s", b, b2)
+		}
+		// The OJS fields are valid OJS, and a policy that uses only OJS
+		// features writes nothing else.
+		if v := ojsSchemaViolations(b, ojsExtensions...); len(v) != 0 {
+			t.Fatalf("%s breaks the OJS schema: %q", b, v)
+		}
+		ojsOnly := p.Backoff == retry.Exponential && p.Offset == 0 &&
+			(p.Jitter == retry.NoJitter || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: retry.DefaultJitterFactor})
+		if v := ojsSchemaViolations(b); ojsOnly && len(v) != 0 {
+			t.Fatalf("%s of an OJS-only policy breaks the OJS schema: %q", b, v)
 		}
 		for _, n := range []int{1, 2, 10, math.MaxInt32} {
 			if d := p.Delay(n); d < 0 || d > p.MaxInterval || d != q.Delay(n) {

@@ -1,0 +1,308 @@
+package retry_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/steadyhq/retry"
+)
+
+// The OJS retry-policy schema (openjobspec/ojs-json-schema,
+// schemas/v1/retry-policy.schema.json, commit f1e2f34), written out as the
+// constraints it states rather than embedded, so that the root module needs
+// no JSON Schema validator:
+//
+//   - the policy is an object with additionalProperties false over the seven
+//     properties below;
+//   - max_attempts: integer, minimum 0;
+//   - initial_interval, max_interval: string matching ojsDurationPattern;
+//   - backoff_coefficient: number, minimum 1.0;
+//   - jitter: boolean;
+//   - non_retryable_errors: array of strings of minLength 1, uniqueItems;
+//   - on_exhaustion: string, enum "discard", "dead_letter".
+//
+// Defaults, titles and examples in the schema are annotations, not
+// constraints. TestOJSSchemaCheck tries the check on the schema's own
+// examples and on one violation of each constraint.
+var ojsDurationPattern = regexp.MustCompile(`^P(?:\d+Y)?(?:\d+M)?(?:\d+W)?(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$`)
+
+// ojsExtensions are the fields this library writes beyond the OJS schema,
+// each only when it differs from its default; "jitter" is an extension
+// only when it is an object.
+var ojsExtensions = []string{"backoff_strategy", "delay_offset", "jitter"}
+
+// ojsSchemaViolations returns the constraints of the OJS schema that doc
+// breaks, as "field: keyword ..." strings; none for a valid document. The
+// fields named in allow are skipped (they are checked elsewhere), except
+// that a boolean jitter is always checked.
+func ojsSchemaViolations(doc []byte, allow ...string) []string {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return []string{"not JSON: " + err.Error()}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return []string{"type: not an object"}
+	}
+	var out []string
+	bad := func(field, format string, args ...any) {
+		out = append(out, field+": "+fmt.Sprintf(format, args...))
+	}
+	// number returns the exact value of a JSON number, or nil.
+	number := func(x any) *big.Rat {
+		n, ok := x.(json.Number)
+		if !ok {
+			return nil
+		}
+		r, ok := new(big.Rat).SetString(n.String())
+		if !ok {
+			return nil
+		}
+		return r
+	}
+	for name, x := range obj {
+		if _, isBool := x.(bool); slices.Contains(allow, name) && !(name == "jitter" && isBool) {
+			continue
+		}
+		switch name {
+		case "max_attempts":
+			if r := number(x); r == nil || !r.IsInt() {
+				bad(name, "type integer: got %v", x)
+			} else if r.Sign() < 0 {
+				bad(name, "minimum 0: got %v", x)
+			}
+		case "initial_interval", "max_interval":
+			if s, ok := x.(string); !ok {
+				bad(name, "type string: got %v", x)
+			} else if !ojsDurationPattern.MatchString(s) {
+				bad(name, "pattern: %q does not match", s)
+			}
+		case "backoff_coefficient":
+			if r := number(x); r == nil {
+				bad(name, "type number: got %v", x)
+			} else if r.Cmp(big.NewRat(1, 1)) < 0 {
+				bad(name, "minimum 1.0: got %v", x)
+			}
+		case "jitter":
+			if _, ok := x.(bool); !ok {
+				bad(name, "type boolean: got %v", x)
+			}
+		case "non_retryable_errors":
+			items, ok := x.([]any)
+			if !ok {
+				bad(name, "type array: got %v", x)
+				continue
+			}
+			seen := map[string]bool{}
+			for i, item := range items {
+				s, ok := item.(string)
+				switch {
+				case !ok:
+					bad(name, "items type string: [%d] is %v", i, item)
+				case utf8.RuneCountInString(s) < 1:
+					bad(name, "items minLength 1: [%d] is empty", i)
+				case seen[s]:
+					bad(name, "uniqueItems: %q repeats", s)
+				}
+				seen[s] = true
+			}
+		case "on_exhaustion":
+			if s, ok := x.(string); !ok || s != "discard" && s != "dead_letter" {
+				bad(name, `enum ["discard", "dead_letter"]: got %v`, x)
+			}
+		default:
+			bad(name, "additionalProperties false: not a property of the schema")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestOJSSchemaCheck tries ojsSchemaViolations on the schema's own examples,
+// which must pass, and on documents that each break one constraint.
+func TestOJSSchemaCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want string // the field of the violation; "" for a valid document
+	}{
+		{name: "schema example 1", doc: `{"max_attempts": 3, "initial_interval": "PT1S", "backoff_coefficient": 2.0, "max_interval": "PT5M", "jitter": true, "non_retryable_errors": [], "on_exhaustion": "discard"}`},
+		{name: "schema example 2", doc: `{"max_attempts": 5, "initial_interval": "PT5S", "backoff_coefficient": 2.0, "max_interval": "PT1H", "jitter": true, "non_retryable_errors": ["ValidationError", "AuthenticationError"], "on_exhaustion": "dead_letter"}`},
+		{name: "schema example 3", doc: `{"max_attempts": 1}`},
+		{name: "empty policy", doc: `{}`},
+		{name: "integer written with a fraction of zero", doc: `{"max_attempts": 3.0}`},
+		{name: "integer written with an exponent", doc: `{"max_attempts": 1e2}`},
+		{name: "duration examples", doc: `{"initial_interval": "PT0.5S", "max_interval": "PT24H"}`},
+		{name: "days and weeks", doc: `{"initial_interval": "P1D", "max_interval": "P2W1DT1H"}`},
+		{name: "fractional attempts", doc: `{"max_attempts": 2.5}`, want: "max_attempts"},
+		{name: "negative attempts", doc: `{"max_attempts": -1}`, want: "max_attempts"},
+		{name: "attempts as a string", doc: `{"max_attempts": "3"}`, want: "max_attempts"},
+		{name: "Go duration", doc: `{"initial_interval": "1s"}`, want: "initial_interval"},
+		{name: "milliseconds", doc: `{"max_interval": 1000}`, want: "max_interval"},
+		{name: "no digit before the decimal point", doc: `{"initial_interval": "PT.5S"}`, want: "initial_interval"},
+		{name: "fraction on minutes", doc: `{"max_interval": "PT1.5M"}`, want: "max_interval"},
+		{name: "decimal comma", doc: `{"max_interval": "PT0,5S"}`, want: "max_interval"},
+		{name: "lower case", doc: `{"max_interval": "pt5m"}`, want: "max_interval"},
+		{name: "coefficient below 1", doc: `{"backoff_coefficient": 0.5}`, want: "backoff_coefficient"},
+		{name: "coefficient as a string", doc: `{"backoff_coefficient": "2"}`, want: "backoff_coefficient"},
+		{name: "jitter object", doc: `{"jitter": {"kind": "full"}}`, want: "jitter"},
+		{name: "pattern not a string", doc: `{"non_retryable_errors": [1]}`, want: "non_retryable_errors"},
+		{name: "empty pattern", doc: `{"non_retryable_errors": [""]}`, want: "non_retryable_errors"},
+		{name: "repeated pattern", doc: `{"non_retryable_errors": ["a", "a"]}`, want: "non_retryable_errors"},
+		{name: "unknown exhaustion", doc: `{"on_exhaustion": "retry"}`, want: "on_exhaustion"},
+		{name: "backoff_strategy is not in the schema", doc: `{"backoff_strategy": "exponential"}`, want: "backoff_strategy"},
+		{name: "delay_offset is not in the schema", doc: `{"delay_offset": "PT1S"}`, want: "delay_offset"},
+		{name: "not an object", doc: `[]`, want: "type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ojsSchemaViolations([]byte(tt.doc))
+			switch {
+			case tt.want == "" && len(got) != 0:
+				t.Errorf("%s: violations %q, want none", tt.doc, got)
+			case tt.want != "" && (len(got) != 1 || !bytes.HasPrefix([]byte(got[0]), []byte(tt.want+":"))):
+				t.Errorf("%s: violations %q, want one on %s", tt.doc, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMarshalOJSSchema: a policy that uses only OJS features marshals to a
+// document that the OJS schema accepts, with no field beyond it; a policy
+// that uses extensions writes exactly the extension fields that differ from
+// their defaults, and the rest of its document is valid OJS.
+func TestMarshalOJSSchema(t *testing.T) {
+	tests := []struct {
+		name string
+		p    retry.Policy
+		ext  []string // the extension fields the document must have
+	}{
+		{name: "zero policy", p: retry.Policy{}},
+		{name: "defaults", p: retry.DefaultPolicy()},
+		{name: "one attempt", p: retry.Policy{MaxAttempts: 1}},
+		{name: "most attempts", p: retry.Policy{MaxAttempts: math.MaxInt32}},
+		{name: "sub-second interval", p: retry.Policy{InitialInterval: 500 * time.Millisecond}},
+		{name: "one nanosecond", p: retry.Policy{InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond}},
+		{name: "hours, minutes and fractional seconds", p: retry.Policy{InitialInterval: time.Hour + 2*time.Minute + 3500*time.Millisecond, MaxInterval: 2 * time.Hour}},
+		{name: "days", p: retry.Policy{InitialInterval: 36 * time.Hour, MaxInterval: 30 * day}},
+		{name: "longest interval", p: retry.Policy{MaxInterval: math.MaxInt64}},
+		{name: "coefficient 1", p: retry.Policy{BackoffCoefficient: 1}},
+		{name: "fractional coefficient", p: retry.Policy{BackoffCoefficient: 1.5}},
+		{name: "huge coefficient", p: retry.Policy{BackoffCoefficient: 1e300}},
+		{name: "no jitter", p: retry.Policy{Jitter: retry.NoJitter}},
+		{name: "explicit OJS jitter", p: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 0.5}}},
+		{name: "non-retryable errors", p: retry.Policy{NonRetryableErrors: []string{"ValidationError", "auth.*", "billing.card_declined"}}},
+		{name: "dead letter", p: retry.Policy{OnExhaustion: retry.ExhaustDeadLetter}},
+		{name: "explicit exponential", p: retry.Policy{Backoff: retry.Exponential}},
+		{name: "payment processing", p: retry.Policy{MaxAttempts: 25, InitialInterval: 15 * time.Second, BackoffCoefficient: 4, MaxInterval: time.Hour, NonRetryableErrors: []string{"payment.card_stolen", "validation.*"}, OnExhaustion: retry.ExhaustDeadLetter}},
+		{name: "polling", p: retry.Policy{MaxAttempts: 60, InitialInterval: 10 * time.Second, BackoffCoefficient: 1, MaxInterval: 10 * time.Second, Jitter: retry.NoJitter, OnExhaustion: retry.ExhaustDeadLetter}},
+		// Extensions: each field appears only when it differs from its default.
+		{name: "linear", p: retry.Policy{Backoff: retry.Linear}, ext: []string{"backoff_strategy"}},
+		{name: "constant", p: retry.Policy{Backoff: retry.Constant}, ext: []string{"backoff_strategy"}},
+		{name: "polynomial", p: retry.Policy{Backoff: retry.Polynomial, BackoffCoefficient: 4}, ext: []string{"backoff_strategy"}},
+		{name: "immediate", p: retry.Policy{Backoff: retry.Immediate}, ext: []string{"backoff_strategy"}},
+		{name: "offset", p: retry.Policy{Offset: 15 * time.Second}, ext: []string{"delay_offset"}},
+		{name: "full jitter", p: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull}}, ext: []string{"jitter"}},
+		{name: "proportional 0.2", p: retry.Policy{Jitter: retry.Jitter{Factor: 0.2}}, ext: []string{"jitter"}},
+		{name: "zizq", p: zizq(25, 15*time.Second, 4, 30*time.Second), ext: []string{"backoff_strategy", "delay_offset", "jitter"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tt.p.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := ojsSchemaViolations(b, tt.ext...); len(v) != 0 {
+				t.Errorf("%s breaks the OJS schema: %q", b, v)
+			}
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(b, &fields); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range ojsExtensions {
+				_, has := fields[name]
+				if name == "jitter" {
+					has = has && fields[name][0] == '{'
+				}
+				if want := slices.Contains(tt.ext, name); has != want {
+					t.Errorf("%s: extension %s written: %v, want %v", b, name, has, want)
+				}
+			}
+			roundTrip(t, tt.p)
+		})
+	}
+}
+
+// TestPolicyJSONIntegers: an integer field takes any JSON number without a
+// fractional part, as JSON Schema's "integer" does, and rejects the others
+// naming the field, the value and the rule. Durations given as numbers of
+// milliseconds follow the same rule.
+func TestPolicyJSONIntegers(t *testing.T) {
+	good := []struct {
+		json string
+		want retry.Policy
+	}{
+		{json: `{"max_attempts": 3.0}`, want: retry.Policy{MaxAttempts: 3}},
+		{json: `{"max_attempts": 1e2}`, want: retry.Policy{MaxAttempts: 100}},
+		{json: `{"max_attempts": 1E2}`, want: retry.Policy{MaxAttempts: 100}},
+		{json: `{"max_attempts": 1e+2}`, want: retry.Policy{MaxAttempts: 100}},
+		{json: `{"max_attempts": 2.5e1}`, want: retry.Policy{MaxAttempts: 25}},
+		{json: `{"max_attempts": 500e-2}`, want: retry.Policy{MaxAttempts: 5}},
+		{json: `{"max_attempts": 0.0}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": -0}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": -0.0e5}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": 0e99999999999}`, want: retry.Policy{MaxAttempts: 1}},
+		{json: `{"max_attempts": 2147483647.000}`, want: retry.Policy{MaxAttempts: math.MaxInt32}},
+		{json: `{"max_attempts": 2.147483647e9}`, want: retry.Policy{MaxAttempts: math.MaxInt32}},
+		{json: `{"initial_interval": 1.5e3}`, want: retry.Policy{InitialInterval: 1500 * time.Millisecond}},
+		{json: `{"max_interval": 6e4}`, want: retry.Policy{MaxInterval: time.Minute}},
+		{json: `{"initial_interval": 250.0, "max_interval": 2.5e2}`, want: retry.Policy{InitialInterval: 250 * time.Millisecond, MaxInterval: 250 * time.Millisecond}},
+		{json: `{"delay_offset": 1e1}`, want: retry.Policy{Offset: 10 * time.Millisecond}},
+		{json: `{"jitter": {"kind": "additive", "amount": 3e4}}`, want: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterAdditive, Amount: 30 * time.Second}}},
+		{json: `{"delay_offset": 9223372036854e0}`, want: retry.Policy{Offset: 9223372036854 * time.Millisecond}},
+	}
+	for _, tt := range good {
+		t.Run(tt.json, func(t *testing.T) {
+			got, err := retry.ParsePolicy([]byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalPolicies(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want.WithDefaults())
+			}
+		})
+	}
+	bad := []struct{ json, field, value string }{
+		{json: `{"max_attempts": 3.5}`, field: "max_attempts", value: "3.5"},
+		{json: `{"max_attempts": 1e-1}`, field: "max_attempts", value: "1e-1"},
+		{json: `{"max_attempts": 1e-400}`, field: "max_attempts", value: "1e-400"},
+		{json: `{"max_attempts": 3.0000000000000001}`, field: "max_attempts", value: "3.0000000000000001"},
+		{json: `{"max_attempts": 2.147483648e9}`, field: "max_attempts", value: "2.147483648e9"},
+		{json: `{"max_attempts": 1e400}`, field: "max_attempts", value: "1e400"},
+		{json: `{"max_attempts": 18446744073709551616}`, field: "max_attempts", value: "18446744073709551616"},
+		{json: `{"max_attempts": -1.0}`, field: "max_attempts", value: "-1.0"},
+		{json: `{"max_attempts": -1e0}`, field: "max_attempts", value: "-1e0"},
+		{json: `{"max_attempts": true}`, field: "max_attempts", value: "true"},
+		{json: `{"initial_interval": 1500.5}`, field: "initial_interval", value: "1500.5"},
+		{json: `{"max_interval": 1e-3}`, field: "max_interval", value: "1e-3"},
+		{json: `{"delay_offset": -1e3}`, field: "delay_offset", value: "-1e3"},
+		{json: `{"delay_offset": 9223372036855e0}`, field: "delay_offset", value: "9223372036855e0"},
+		{json: `{"jitter": {"kind": "additive", "amount": 0.5}}`, field: "jitter.amount", value: "0.5"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.json, func(t *testing.T) {
+			_, err := retry.ParsePolicy([]byte(tt.json))
+			checkPolicyError(t, err, tt.field, tt.value)
+		})
+	}
+}
