@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"image/color"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 	"github.com/steadyhq/retry"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // curve is one policy on a chart.
@@ -34,6 +35,7 @@ func newPlot(e *env) *cobra.Command {
 		seed       uint64
 		limit      int
 		logY       bool
+		linearY    bool
 		cumulative bool
 		width      string
 		height     string
@@ -42,20 +44,23 @@ func newPlot(e *env) *cobra.Command {
 		Use:   "plot [flags] [POLICY...]",
 		Short: "Draw the backoff curve of policies, with their jitter bands, as SVG or PNG",
 		Long: `Draw the delay before each retry (or with --cumulative, the total wait) of one or more
-policies: the median over --samples draws as a line, and the band between the least and the
-greatest draw when the policy has jitter.
+policies: the median over --samples draws of the whole schedule as a line, and a shaded band
+from the 5th to the 95th percentile of the draws when the policy has jitter. The delay axis is
+logarithmic when the values drawn span more than two decades (--log or --linear to choose),
+with ticks in ms, s, min, h and d.
 
-The first curve is the policy the flags describe (the OJS defaults when none is given). Each
-POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with parameters
-("daycry:base=2s,multiplier=3"), a policy file, or inline JSON.
+Each POLICY argument is a curve: a preset name ("zizq"), a preset with parameters
+("daycry:base=2s,multiplier=3"), a policy file, or inline JSON. --policy or --preset adds
+one more curve, drawn first; with neither and no argument, the curve is the OJS defaults.
+The field flags (--attempts, --initial, --jitter, ...) apply to every curve.
 
 ` + presetHelp(),
-		Example: `  retry plot --attempts 12 -o docs/default-curve.svg
-  retry plot --preset ojs --jitter full --attempts 10 ojs 'daycry:base=1s' -o compare.png
-  retry plot --preset zizq --cumulative --log -o zizq.svg`,
+		Example: `  retry plot --attempts 11 -o docs/curve.svg ojs zizq
+  retry plot --jitter full --attempts 10 ojs 'daycry:base=1s' -o compare.png
+  retry plot --preset zizq --cumulative -o zizq.svg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args = append(args, compare...) // --compare is the same as an argument
-			curves, err := plotCurves(&pf, e.stdin, args, len(args) > 0 && !pf.anyField(false) && pf.source == "" && pf.preset == "")
+			curves, err := plotCurves(&pf, e.stdin, args)
 			if err != nil {
 				return err
 			}
@@ -64,6 +69,10 @@ POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with p
 				return usagef("flag --samples = %d: must be in [1, %d]", samples, maxSamples)
 			case limit < 1 || limit > 1000:
 				return usagef("flag --limit = %d: must be in [1, 1000]", limit)
+			case limit*samples > maxDraws:
+				return usagef("flag --samples = %d: with --limit %d, must be at most %d", samples, limit, maxDraws/limit)
+			case logY && linearY:
+				return usagef("flags --log and --linear: give one or the other")
 			}
 			w, err := plotLength("width", width)
 			if err != nil {
@@ -80,11 +89,18 @@ POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with p
 			if err := outputDir("output", output); err != nil {
 				return err
 			}
-			p, err := curvePlot(curves, limit, samples, seed, logY, cumulative)
+			o := curveOptions{limit: limit, samples: samples, seed: seed, cumulative: cumulative, scale: scaleAuto}
+			switch {
+			case logY:
+				o.scale = scaleLog
+			case linearY:
+				o.scale = scaleLinear
+			}
+			ch, err := curveChart(curves, o)
 			if err != nil {
 				return err
 			}
-			if err := savePlot(p, w, h, format, output, e.stdout); err != nil {
+			if err := saveChart(ch, w, h, format, output, e.stdout); err != nil {
 				return failed(err)
 			}
 			if output != "-" {
@@ -101,18 +117,23 @@ POLICY argument adds a curve to compare: a preset name ("zizq"), a preset with p
 	f.IntVar(&samples, "samples", 1000, "draws of each schedule with jitter")
 	f.Uint64Var(&seed, "seed", 1, "seed of the draws")
 	f.IntVar(&limit, "limit", 30, "draw at most this many retries")
-	f.BoolVar(&logY, "log", false, "a logarithmic delay axis")
+	f.BoolVar(&logY, "log", false, "a logarithmic delay axis (by default, when the values span more than two decades)")
+	f.BoolVar(&linearY, "linear", false, "a linear delay axis")
 	f.BoolVar(&cumulative, "cumulative", false, "draw the total wait up to each retry instead of each delay")
 	f.StringVar(&width, "width", "16cm", "image width (cm, mm, in or pt)")
 	f.StringVar(&height, "height", "10cm", "image height")
 	return cmd
 }
 
-// plotCurves returns the curves to draw: the flags' policy unless only
-// arguments were given, then one per argument.
-func plotCurves(pf *policyFlags, stdin io.Reader, args []string, argsOnly bool) ([]curve, error) {
+// maxDraws bounds the delays plot samples, --limit × --samples.
+const maxDraws = 10_000_000
+
+// plotCurves returns the curves to draw: one per argument, after the
+// flags' policy when --policy or --preset names one (or when there is no
+// argument, the defaults); every field flag applies to every curve.
+func plotCurves(pf *policyFlags, stdin io.Reader, args []string) ([]curve, error) {
 	var curves []curve
-	if !argsOnly {
+	if len(args) == 0 || pf.source != "" || pf.preset != "" {
 		p, label, err := pf.policy(stdin)
 		if err != nil {
 			return nil, err
@@ -124,10 +145,16 @@ func plotCurves(pf *policyFlags, stdin io.Reader, args []string, argsOnly bool) 
 		if err != nil {
 			return nil, err
 		}
-		curves = append(curves, curve{label, p})
+		if p, err = pf.override(p); err != nil {
+			return nil, usage(fmt.Errorf("policy %q: %w", a, err))
+		}
+		if pf.anyField(true) {
+			label += " (modified)"
+		}
+		curves = append(curves, curve{label, p.WithDefaults()})
 	}
-	if len(curves) > len(plotutil.DefaultColors) {
-		return nil, usagef("too many policies (%d): at most %d on one chart", len(curves), len(plotutil.DefaultColors))
+	if len(curves) > len(palette) {
+		return nil, usagef("too many policies (%d): at most %d on one chart", len(curves), len(palette))
 	}
 	return curves, nil
 }
@@ -165,10 +192,7 @@ func policySpec(spec string, stdin io.Reader) (retry.Policy, string, error) {
 		return p, "", usage(err)
 	}
 	if label == "policy" {
-		label = describe(p)
-		if len(label) > 40 {
-			label = label[:37] + "..."
-		}
+		label = "" // inline JSON: the legend's summary says what it is
 	}
 	return p, label, nil
 }
@@ -205,23 +229,6 @@ func plotFormat(output, format string) (string, error) {
 	return "", usagef("image format %q (from --format or the output's extension): must be svg or png", format)
 }
 
-// savePlot renders p to output ("-" for w) in format.
-func savePlot(p *plot.Plot, width, height vg.Length, format, output string, w io.Writer) error {
-	wt, err := p.WriterTo(width, height, format)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return err
-	}
-	if output == "-" {
-		_, err = w.Write(buf.Bytes())
-		return err
-	}
-	return os.WriteFile(output, buf.Bytes(), 0o644)
-}
-
 // outputDir checks that the directory of an image file named by flag
 // exists, as nothing creates it.
 func outputDir(flag, output string) error {
@@ -237,113 +244,6 @@ func outputDir(flag, output string) error {
 		return usagef("flag --%s = %q: %q is not a directory", flag, output, dir)
 	}
 	return nil
-}
-
-// timeUnit picks the unit that suits durations up to top.
-func timeUnit(top time.Duration) (time.Duration, string) {
-	switch {
-	case top >= 3*day:
-		return day, "days"
-	case top >= 3*time.Hour:
-		return time.Hour, "hours"
-	case top >= 3*time.Minute:
-		return time.Minute, "minutes"
-	case top >= 3*time.Second:
-		return time.Second, "seconds"
-	}
-	return time.Millisecond, "milliseconds"
-}
-
-// curvePlot draws the curves. With logY, it is a usage error when no value
-// drawn is above 0, as a log axis cannot show one.
-func curvePlot(curves []curve, limit, samples int, seed uint64, logY, cumulative bool) (*plot.Plot, error) {
-	p := plot.New()
-	what := "Delay before each retry"
-	if cumulative {
-		what = "Total wait up to each retry"
-	}
-	p.Title.Text = what
-	p.X.Label.Text = "retry"
-	p.Legend.Top = true
-	p.Legend.Left = true
-	scheds := make([]schedule, len(curves))
-	var top float64 // milliseconds
-	for i, c := range curves {
-		scheds[i] = computeSchedule(c.policy, limit, samples, seed)
-		for _, r := range scheds[i].rows {
-			v := r.Delay
-			if cumulative {
-				v = r.Cumulative
-			} else if r.Max != nil {
-				v = *r.Max
-			}
-			top = max(top, v)
-		}
-	}
-	if logY && !(top > 0) {
-		return nil, usagef("flag --log: every delay drawn is 0 (an immediate strategy, or no retry), and a log axis cannot show 0: drop --log")
-	}
-	unit, name := timeUnit(fromMS(top))
-	unitMS := ms(unit)
-	p.Y.Label.Text = name
-	if cumulative {
-		p.Y.Label.Text += " (median)"
-	}
-	if logY {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	}
-	conv := func(v float64) float64 {
-		y := v / unitMS
-		if logY {
-			y = max(y, 1e-3) // a log axis has no zero
-		}
-		return y
-	}
-	p.X.Tick.Marker = integerTicks{}
-	for i, s := range scheds {
-		col := plotutil.Color(i)
-		var line, lo, hi plotter.XYs
-		for _, r := range s.rows[1:] {
-			x := float64(r.Retry)
-			if cumulative {
-				line = append(line, plotter.XY{X: x, Y: conv(r.Cumulative)})
-				continue
-			}
-			line = append(line, plotter.XY{X: x, Y: conv(r.Delay)})
-			if r.Min != nil {
-				lo = append(lo, plotter.XY{X: x, Y: conv(*r.Min)})
-				hi = append(hi, plotter.XY{X: x, Y: conv(*r.Max)})
-			}
-		}
-		if len(line) == 0 {
-			continue
-		}
-		if len(lo) > 1 {
-			band := append(hi, reversed(lo)...)
-			if poly, err := plotter.NewPolygon(band); err == nil {
-				r, g, b, _ := col.RGBA()
-				poly.Color = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x40}
-				poly.LineStyle.Width = 0
-				p.Add(poly)
-			}
-		}
-		l, pts, err := plotter.NewLinePoints(line)
-		if err != nil {
-			continue
-		}
-		l.Color, pts.Color = col, col
-		l.Width = vg.Points(1.5)
-		pts.Radius = vg.Points(1.5)
-		p.Add(l, pts)
-		label := curves[i].label + ": " + summary(curves[i].policy)
-		p.Legend.Add(label, l)
-	}
-	if logY && p.Y.Min == p.Y.Max {
-		// One value only: the axis would span it ± 1, which may reach 0.
-		p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
-	}
-	return p, nil
 }
 
 // summary describes a policy's curve in a few words.
@@ -376,32 +276,219 @@ func summary(p retry.Policy) string {
 	return b.String()
 }
 
-func reversed(xys plotter.XYs) plotter.XYs {
-	out := make(plotter.XYs, len(xys))
-	for i, v := range xys {
-		out[len(xys)-1-i] = v
-	}
-	return out
+// The delay axis' scale.
+const (
+	scaleAuto   = "auto" // log when the values span more than two decades
+	scaleLog    = "log"
+	scaleLinear = "linear"
+)
+
+// The percentiles a jitter band spans.
+const (
+	bandLow  = 0.05
+	bandHigh = 0.95
+)
+
+// curveOptions are what plot draws of each curve.
+type curveOptions struct {
+	limit, samples int
+	seed           uint64
+	cumulative     bool
+	scale          string
 }
 
-// integerTicks labels whole numbers only.
-type integerTicks struct{}
+// point is one retry of a curve, in milliseconds: the median and the band
+// around it (lo = mid = hi without jitter).
+type point struct {
+	retry       int
+	lo, mid, hi float64
+}
 
-func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	out := ticks[:0]
-	for _, t := range ticks {
-		if t.Label != "" && t.Value != float64(int64(t.Value)) {
-			t.Label = ""
+// curvePoints returns the delays (or with cumulative, the total waits)
+// before each of the first limit retries of p: exact without jitter, else
+// the median and the band's percentiles over samples draws of whole
+// schedules from a source seeded with seed.
+func curvePoints(p retry.Policy, limit, samples int, seed uint64, cumulative bool) []point {
+	p = p.WithDefaults()
+	n := min(p.MaxAttempts-1, limit)
+	pts := make([]point, n)
+	if p.Jitter.Kind == retry.JitterNone {
+		var cum total
+		for i := range n {
+			d := p.Delay(i + 1)
+			v := ms(d)
+			if cumulative {
+				cum.add(d)
+				v = cum.ms()
+			}
+			pts[i] = point{i + 1, v, v, v}
 		}
-		out = append(out, t)
+		return pts
 	}
-	return out
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	draws := make([][]float64, n) // [retry-1][sample], milliseconds
+	for i := range draws {
+		draws[i] = make([]float64, samples)
+	}
+	for k := range samples {
+		var prev time.Duration
+		var cum total
+		for i := range n {
+			d := p.Sample(i+1, prev, rng.Float64())
+			prev = d
+			v := ms(d)
+			if cumulative {
+				cum.add(d)
+				v = cum.ms()
+			}
+			draws[i][k] = v
+		}
+	}
+	for i, s := range draws {
+		slices.Sort(s)
+		pts[i] = point{i + 1, percentile(s, bandLow), percentile(s, 0.5), percentile(s, bandHigh)}
+	}
+	return pts
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
+// percentile q of a sorted, non-empty slice, interpolated between the two
+// nearest draws.
+func percentile(s []float64, q float64) float64 {
+	pos := q * float64(len(s)-1)
+	i := int(pos)
+	if i+1 >= len(s) {
+		return s[len(s)-1]
 	}
-	return many
+	return s[i] + (s[i+1]-s[i])*(pos-float64(i))
+}
+
+// spansDecades reports whether values from lo to hi (lo the smallest above
+// 0) span more than two decades, where a linear axis flattens the lower
+// curves to a line.
+func spansDecades(lo, hi float64) bool { return lo > 0 && hi/lo > 100 }
+
+// curveChart draws the curves: per curve, its jitter band shaded and its
+// median on top, and a legend entry naming it.
+func curveChart(curves []curve, o curveOptions) (*chart, error) {
+	data := make([][]point, len(curves))
+	lo, hi := math.Inf(1), 0.0
+	last, jitter := 0, false
+	for i, c := range curves {
+		data[i] = curvePoints(c.policy, o.limit, o.samples, o.seed, o.cumulative)
+		for _, pt := range data[i] {
+			for _, v := range []float64{pt.lo, pt.mid, pt.hi} {
+				if v > 0 {
+					lo = min(lo, v)
+				}
+				hi = max(hi, v)
+			}
+			last = max(last, pt.retry)
+			jitter = jitter || pt.lo != pt.hi
+		}
+	}
+	logY := o.scale == scaleLog || o.scale == scaleAuto && spansDecades(lo, hi)
+	if o.scale == scaleLog && !(hi > 0) {
+		return nil, usagef("flag --log: every delay drawn is 0 (an immediate strategy, or no retry), and a log axis cannot show 0: drop --log")
+	}
+	title, ylabel := "Delay before each retry", "delay"
+	if o.cumulative {
+		title, ylabel = "Total wait up to each retry", "total wait"
+	}
+	note := ""
+	if jitter {
+		note = fmt.Sprintf("line: median of %d %s; band: %gth to %gth percentile",
+			o.samples, plural(o.samples, "draw", "draws"), 100*bandLow, 100*bandHigh)
+	}
+	ch := newChart(title, note)
+	ch.X.Label.Text = "retry"
+	ch.X.Tick.Marker = integerTicks{}
+	ch.Y.Tick.Marker = durationTicks{log: logY}
+	var ymin, ymax float64
+	switch {
+	case logY:
+		ylabel += " (log scale)"
+		ymin, ymax = math.Log10(lo/1.25), math.Log10(hi*1.25)
+	case hi > 0:
+		ymin, ymax = 0, hi*1.05
+	default:
+		ymin, ymax = 0, 1000 // every delay 0: an axis to 1s
+	}
+	ch.Y.Label.Text = ylabel
+	y := func(v float64) float64 {
+		if logY {
+			return max(math.Log10(v), ymin) // a log axis has no 0: drawn at its floor
+		}
+		return v
+	}
+	for i, pts := range data {
+		col := palette[i]
+		var thumbs []plot.Thumbnailer
+		var med, band plotter.XYs
+		for _, pt := range pts {
+			med = append(med, plotter.XY{X: float64(pt.retry), Y: y(pt.mid)})
+		}
+		if curves[i].policy.Jitter.Kind != retry.JitterNone && len(pts) > 0 {
+			for _, pt := range pts {
+				band = append(band, plotter.XY{X: float64(pt.retry), Y: y(pt.hi)})
+			}
+			for _, pt := range slices.Backward(pts) {
+				band = append(band, plotter.XY{X: float64(pt.retry), Y: y(pt.lo)})
+			}
+			if len(pts) == 1 { // one retry: a bar
+				band = append(band, plotter.XY{X: band[0].X + 0.05, Y: band[1].Y}, plotter.XY{X: band[0].X + 0.05, Y: band[0].Y})
+				for j := range band[:2] {
+					band[j].X -= 0.05
+				}
+			}
+			poly, err := plotter.NewPolygon(band)
+			if err != nil {
+				return nil, err
+			}
+			poly.Color = tint(col, 0.3)
+			poly.LineStyle.Width = 0
+			ch.Add(poly)
+			thumbs = append(thumbs, poly)
+		}
+		if len(med) > 0 {
+			l, err := plotter.NewLine(med)
+			if err != nil {
+				return nil, err
+			}
+			l.Color, l.Width = col, vg.Points(1.6)
+			ch.Add(l)
+			thumbs = append(thumbs, l)
+			if len(med) <= 40 {
+				dots, err := plotter.NewScatter(med)
+				if err != nil {
+					return nil, err
+				}
+				dots.Color, dots.Radius, dots.Shape = col, vg.Points(1.8), draw.CircleGlyph{}
+				ch.Add(dots)
+				thumbs = append(thumbs, dots)
+			}
+		}
+		label := summary(curves[i].policy) + ", " + retriesNote(curves[i].policy, len(pts))
+		if curves[i].label != "" {
+			label = curves[i].label + ": " + label
+		}
+		ch.legend(label, thumbs...)
+	}
+	// The ranges, set once the plotters have widened them to their data.
+	ch.X.Min, ch.X.Max = 1, float64(max(last, 1))
+	if last <= 1 {
+		ch.X.Min, ch.X.Max = 0.5, 1.5
+	}
+	ch.Y.Min, ch.Y.Max = ymin, ymax
+	return ch, nil
+}
+
+// retriesNote says how many retries a policy makes, and how many of them
+// are drawn when --limit cut it short.
+func retriesNote(p retry.Policy, drawn int) string {
+	n := p.WithDefaults().MaxAttempts - 1
+	s := fmt.Sprintf("%d %s", n, plural(n, "retry", "retries"))
+	if drawn < n {
+		s += fmt.Sprintf(" (first %d drawn)", drawn)
+	}
+	return s
 }

@@ -1,10 +1,19 @@
 package main
 
 import (
+	"fmt"
+	"html"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/steadyhq/retry"
 )
 
 // TestPlotLog: a log axis draws any policy with a delay above 0, even one
@@ -23,7 +32,7 @@ func TestPlotLog(t *testing.T) {
 		{"immediate, cumulative", []string{"--strategy", "immediate", "--cumulative"}, exitUsage, "flag --log: every delay drawn is 0"},
 		{"constant 1ms", []string{"--strategy", "constant", "--initial", "1ms", "--jitter", "none"}, 0, "wrote"},
 		{"constant 400us", []string{"--strategy", "constant", "--initial", "400us", "--jitter", "none"}, 0, "wrote"},
-		{"immediate beside exponential", []string{"--strategy", "immediate", "--compare", "ojs"}, 0, "(2 curves)"},
+		{"immediate beside exponential", []string{`{"backoff_strategy": "immediate"}`, "--compare", "ojs"}, 0, "(2 curves)"},
 		{"exponential", []string{"--attempts", "8"}, 0, "wrote"},
 	}
 	for _, c := range cases {
@@ -82,6 +91,196 @@ func TestOutputDir(t *testing.T) {
 			}
 			if c.code == 0 && len(entries) != 2 {
 				t.Errorf("%d entries in the directory, want the image beside the file", len(entries))
+			}
+		})
+	}
+}
+
+// flagCurves returns the curves plot draws for the command line args,
+// and its --limit.
+func flagCurves(t *testing.T, args ...string) ([]curve, int) {
+	t.Helper()
+	var pf policyFlags
+	fs := pflag.NewFlagSet("plot", pflag.ContinueOnError)
+	pf.register(fs)
+	limit := fs.Int("limit", 30, "")
+	compare := fs.StringArray("compare", nil, "")
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	curves, err := plotCurves(&pf, strings.NewReader(""), append(fs.Args(), *compare...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return curves, *limit
+}
+
+// TestPlotCurves: plot draws the curves asked for and no other, each
+// with every field flag applied, and says so in its legend.
+func TestPlotCurves(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		legend  []string // each entry's start
+		retries []int    // each curve's points
+		jitter  []bool   // each curve's band
+	}{
+		{name: "arguments only, --attempts on each", args: []string{"--attempts", "11", "ojs", "zizq"},
+			legend: []string{"ojs: exponential 1s ×2", "zizq: polynomial 1s ×4"}, retries: []int{10, 10}, jitter: []bool{true, true}},
+		{name: "no argument: the defaults", args: nil,
+			legend: []string{"default: exponential 1s ×2"}, retries: []int{2}, jitter: []bool{true}},
+		{name: "--compare as an argument", args: []string{"--attempts", "4", "daycry", "--compare", "ratchet"},
+			legend: []string{"daycry: exponential 5s ×2", "ratchet: exponential 1s ×2"}, retries: []int{3, 3}, jitter: []bool{true, false}},
+		{name: "--preset is a curve before the arguments", args: []string{"--preset", "zizq", "ojs"},
+			legend: []string{"zizq: polynomial", "ojs: exponential"}, retries: []int{25, 2}, jitter: []bool{true, true}},
+		{name: "shape flags on each, marked modified", args: []string{"--attempts", "5", "--jitter", "none", "ojs", "daycry"},
+			legend:  []string{"ojs (modified): exponential 1s ×2, cap 5m, no jitter, 4 retries", "daycry (modified): exponential 5s ×2, cap 5m, no jitter, 4 retries"},
+			retries: []int{4, 4}, jitter: []bool{false, false}},
+		{name: "--limit cuts each", args: []string{"--limit", "5", "zizq", "ratchet:retries=20"},
+			legend:  []string{"zizq: polynomial 1s ×4 +15s, jitter +30s·n, 25 retries (first 5 drawn)", "ratchet:retries=20: exponential 1s ×2, cap 24h, no jitter, 20 retries (first 5 drawn)"},
+			retries: []int{5, 5}, jitter: []bool{true, false}},
+		{name: "inline JSON is named by its summary", args: []string{`{"backoff_strategy": "linear", "max_attempts": 4}`},
+			legend: []string{"linear 1s, cap 5m, jitter ±50%, 3 retries"}, retries: []int{3}, jitter: []bool{true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			curves, limit := flagCurves(t, c.args...)
+			ch, err := curveChart(curves, curveOptions{limit: limit, samples: 100, seed: 1, scale: scaleAuto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ch.entries) != len(c.legend) {
+				t.Fatalf("legend %q, want %d entries starting %q", labels(ch), len(c.legend), c.legend)
+			}
+			for i, e := range ch.entries {
+				if !strings.HasPrefix(e.label, c.legend[i]) {
+					t.Errorf("legend entry %d %q, want it to start %q", i, e.label, c.legend[i])
+				}
+				pts := curvePoints(curves[i].policy, limit, 100, 1, false)
+				if len(pts) != c.retries[i] || pts[len(pts)-1].retry != c.retries[i] {
+					t.Errorf("curve %q: %d points, want retries 1 to %d", curves[i].label, len(pts), c.retries[i])
+				}
+				band := slices.ContainsFunc(pts, func(p point) bool { return p.lo != p.hi })
+				if band != c.jitter[i] {
+					t.Errorf("curve %q: band %v, want %v", curves[i].label, band, c.jitter[i])
+				}
+			}
+		})
+	}
+}
+
+func labels(ch *chart) []string {
+	var out []string
+	for _, e := range ch.entries {
+		out = append(out, e.label)
+	}
+	return out
+}
+
+// TestPlotLegendSVG: the image README draws has one legend entry per
+// policy named on the command line, --attempts applied to each, and
+// delay ticks in human units on a log axis.
+func TestPlotLegendSVG(t *testing.T) {
+	stdout, stderr, code := cli(t, "", "plot", "--attempts", "11", "--samples", "200", "-o", "-", "--format", "svg", "ojs", "zizq")
+	if code != 0 {
+		t.Fatalf("status %d: %s", code, stderr)
+	}
+	var texts []string
+	for _, m := range regexp.MustCompile(`>([^<]+)</text>`).FindAllStringSubmatch(stdout, -1) {
+		texts = append(texts, html.UnescapeString(m[1]))
+	}
+	var legend []string
+	for _, s := range texts {
+		if strings.Contains(s, ": ") && strings.Contains(s, "retr") {
+			legend = append(legend, s)
+		}
+	}
+	want := []string{"ojs: exponential 1s ×2, cap 5m, jitter ±50%, 10 retries", "zizq: polynomial 1s ×4 +15s, jitter +30s·n, 10 retries"}
+	if !slices.Equal(legend, want) {
+		t.Errorf("legend %q, want %q", legend, want)
+	}
+	for _, tick := range []string{"1s", "10s", "1min", "10min", "1h", "delay (log scale)"} {
+		if !slices.Contains(texts, tick) {
+			t.Errorf("no text %q in %q", tick, texts)
+		}
+	}
+}
+
+// TestDelayScale: the delay axis is logarithmic when the values drawn
+// span more than two decades, linear otherwise, and --log or --linear
+// overrides that.
+func TestDelayScale(t *testing.T) {
+	linear := func(n int) string { // 1s, 2s, ..., n s: a span of n
+		return fmt.Sprintf(`{"backoff_strategy": "linear", "jitter": false, "max_attempts": %d, "max_interval": "P1D"}`, n+1)
+	}
+	cases := []struct {
+		name  string
+		args  []string
+		scale string
+		log   bool
+	}{
+		{name: "ojs and zizq, 10 retries: 0.5s to 3h", args: []string{"--attempts", "11", "ojs", "zizq"}, scale: scaleAuto, log: true},
+		{name: "ojs defaults: 0.5s to 3s", args: []string{"ojs"}, scale: scaleAuto, log: false},
+		{name: "a span of exactly 100", args: []string{linear(100)}, scale: scaleAuto, log: false},
+		{name: "a span of 101", args: []string{linear(101)}, scale: scaleAuto, log: true},
+		{name: "full jitter: the band's 5th percentile counts", args: []string{"--attempts", "6", "--jitter", "full", "ojs"}, scale: scaleAuto, log: true},
+		{name: "immediate beside exponential: zeros left out", args: []string{`{"backoff_strategy": "immediate"}`, "ojs"}, scale: scaleAuto, log: false},
+		{name: "--linear", args: []string{"--attempts", "11", "ojs", "zizq"}, scale: scaleLinear, log: false},
+		{name: "--log", args: []string{"ojs"}, scale: scaleLog, log: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			curves, _ := flagCurves(t, c.args...)
+			ch, err := curveChart(curves, curveOptions{limit: 200, samples: 200, seed: 1, scale: c.scale})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dt, ok := ch.Y.Tick.Marker.(durationTicks)
+			if !ok {
+				t.Fatalf("delay ticks %T, want durationTicks", ch.Y.Tick.Marker)
+			}
+			if dt.log != c.log || strings.Contains(ch.Y.Label.Text, "log scale") != c.log {
+				t.Errorf("log axis %v, label %q; want log %v", dt.log, ch.Y.Label.Text, c.log)
+			}
+		})
+	}
+}
+
+// TestBand: the band spans the 5th to 95th percentile of the jittered
+// delay and the line is its median; without jitter the three are the
+// policy's exact delay.
+func TestBand(t *testing.T) {
+	d := func(s float64) float64 { return s * 1000 }
+	cases := []struct {
+		name        string
+		policy      retry.Policy
+		retry       int
+		lo, mid, hi float64 // milliseconds
+	}{
+		{name: "proportional ±50%", policy: retry.Policy{MaxAttempts: 6}, retry: 4, lo: d(8 * 0.55), mid: d(8), hi: d(8 * 1.45)},
+		{name: "percent ±15%", policy: retry.Policy{MaxAttempts: 6, Jitter: retry.Jitter{Kind: retry.JitterPercent}}, retry: 3,
+			lo: d(4 * 0.865), mid: d(4), hi: d(4 * 1.135)},
+		{name: "full", policy: retry.Policy{MaxAttempts: 6, Jitter: retry.Jitter{Kind: retry.JitterFull}}, retry: 5, lo: d(16 * 0.05), mid: d(8), hi: d(16 * 0.95)},
+		{name: "additive, zizq", policy: retry.Policy{MaxAttempts: 6, Backoff: retry.Polynomial, BackoffCoefficient: 4, Offset: 15 * time.Second,
+			MaxInterval: 100 * day, Jitter: retry.Jitter{Kind: retry.JitterAdditive, Amount: 30 * time.Second}}, retry: 2,
+			lo: d(16 + 15 + 3), mid: d(16 + 15 + 30), hi: d(16 + 15 + 57)},
+		{name: "none", policy: retry.Policy{MaxAttempts: 6, Jitter: retry.NoJitter}, retry: 5, lo: d(16), mid: d(16), hi: d(16)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pts := curvePoints(c.policy, 30, 20000, 7, false)
+			p := pts[c.retry-1]
+			if p.retry != c.retry {
+				t.Fatalf("point %d is retry %d", c.retry-1, p.retry)
+			}
+			tol := 0.02 * (c.hi - c.lo) // 20000 draws: within 2% of the band's width
+			for _, v := range []struct {
+				name      string
+				got, want float64
+			}{{"5th percentile", p.lo, c.lo}, {"median", p.mid, c.mid}, {"95th percentile", p.hi, c.hi}} {
+				if math.Abs(v.got-v.want) > tol {
+					t.Errorf("retry %d: %s %.1fms, want %.1fms ± %.1f", c.retry, v.name, v.got, v.want, tol)
+				}
 			}
 		})
 	}

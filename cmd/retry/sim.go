@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"slices"
@@ -14,9 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/steadyhq/retry"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -169,7 +165,7 @@ The circuit breaker is left out: it measures its open period on real time.`,
 				res.writeText(e.stdout, s, label, p, budgetLabel)
 			}
 			if plotFile != "" {
-				if err := savePlot(res.plot(s), 20*vg.Centimeter, 10*vg.Centimeter, format, plotFile, e.stdout); err != nil {
+				if err := saveChart(res.chart(s, label, budget), 20*vg.Centimeter, 11*vg.Centimeter, format, plotFile, e.stdout); err != nil {
 					return failed(err)
 				}
 				fmt.Fprintf(e.stderr, "wrote %s\n", plotFile)
@@ -335,62 +331,6 @@ func (r *loadResult) writeText(w io.Writer, s *loadSim, label string, p retry.Po
 		fmt.Fprintf(tw, "unfinished\t%d\tstill waiting at the horizon\n", r.Unfinished)
 	}
 	tw.Flush()
-}
-
-// plot draws the load over time.
-func (r *loadResult) plot(s *loadSim) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = "Load on the server"
-	width := r.bucketWidth.Seconds()
-	p.X.Label.Text = "seconds"
-	p.Y.Label.Text = "per second"
-	last := 0
-	for i, b := range r.series {
-		if b.hits > 0 || b.arrivals > 0 || b.done > 0 {
-			last = i
-		}
-	}
-	series := []struct {
-		name string
-		get  func(bucket) int
-	}{
-		{"requests arriving", func(b bucket) int { return b.arrivals }},
-		{"server hits", func(b bucket) int { return b.hits }},
-		{"failed hits", func(b bucket) int { return b.failedHits }},
-		{"calls given up", func(b bucket) int { return b.failedCalls }},
-	}
-	top := 0.0
-	for i, sr := range series {
-		xys := make(plotter.XYs, 0, last+1)
-		for j := 0; j <= last; j++ {
-			y := float64(sr.get(r.series[j])) / width
-			top = max(top, y)
-			xys = append(xys, plotter.XY{X: float64(j) * width, Y: y})
-		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			continue
-		}
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.2)
-		if i == 0 {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		}
-		p.Add(l)
-		p.Legend.Add(sr.name, l)
-	}
-	if s.srv.outageEnd > 0 {
-		a, b := s.srv.outageStart.Seconds(), s.srv.outageEnd.Seconds()
-		top = math.Max(top, 1)
-		if poly, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: 0}, {X: b, Y: 0}, {X: b, Y: top}, {X: a, Y: top}}); err == nil {
-			poly.Color = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x30}
-			poly.LineStyle.Width = 0
-			p.Add(poly)
-			p.Legend.Add("outage", poly)
-		}
-	}
-	p.Legend.Top = true
-	return p
 }
 
 // The contention strategies of the study, in its order.

@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"html"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// A chart is what plot and sim --plot draw: a title and a note on top, the
+// legend in a band of its own under them (never over the data), then the
+// axes and the data. Every text stays inside the picture, with room to
+// spare for a viewer whose fallback font is wider than ours.
+type chart struct {
+	*plot.Plot // axes and data; its own title and legend stay unused
+	title      string
+	note       string // a line under the title, smaller and grey
+	entries    []legendEntry
+}
+
+// legendEntry is one item of a chart's legend.
+type legendEntry struct {
+	label  string
+	thumbs []plot.Thumbnailer
+}
+
+// chartFont is the typeface of every chart: Liberation Sans has the
+// metrics of Arial and Helvetica, the fonts an SVG viewer falls back on.
+var chartFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+// svgFamily is the font-family an SVG names: ours first, then the fonts
+// with the same metrics.
+const svgFamily = "'Liberation Sans',Arial,Helvetica,sans-serif"
+
+// palette is the curves' colours (Okabe and Ito's, told apart in every
+// common colour blindness).
+var palette = []color.Color{
+	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
+	color.RGBA{0xd5, 0x5e, 0x00, 0xff}, // vermillion
+	color.RGBA{0x00, 0x9e, 0x73, 0xff}, // bluish green
+	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, // reddish purple
+	color.RGBA{0xe6, 0x9f, 0x00, 0xff}, // orange
+	color.RGBA{0x56, 0xb4, 0xe9, 0xff}, // sky blue
+	color.RGBA{0x00, 0x00, 0x00, 0xff}, // black
+}
+
+// tint returns c mixed with white, share a of c: an opaque pale colour
+// for bands and shaded spans, which every SVG renderer draws alike (some,
+// such as ImageMagick's own, ignore fill-opacity).
+func tint(c color.Color, a float64) color.Color {
+	r, g, b, _ := c.RGBA()
+	mix := func(v uint32) uint8 { return uint8(math.Round(a*float64(v>>8) + (1-a)*255)) }
+	return color.RGBA{R: mix(r), G: mix(g), B: mix(b), A: 0xff}
+}
+
+var grey = color.Gray{Y: 0x55}
+
+// Sizes of the chart's parts.
+const (
+	chartMargin  = 8  // points around everything
+	fallbackRoom = 16 // points kept free at the right for wider fonts
+	titleSize    = 13
+	noteSize     = 9.5
+	labelSize    = 10.5
+	tickSize     = 9.5
+	legendSize   = 9.5
+	thumbWidth   = 22
+
+	// fallbackWidth is how much wider than ours a fallback font may draw
+	// a text (DejaVu Sans draws about 10% wider than Liberation Sans):
+	// the room a legend entry takes.
+	fallbackWidth = 1.15
+)
+
+// newChart returns an empty chart in the house style.
+func newChart(title, note string) *chart {
+	p := plot.New()
+	for _, sty := range []*text.Style{&p.X.Label.TextStyle, &p.Y.Label.TextStyle} {
+		sty.Font = font.From(chartFont, labelSize)
+	}
+	for _, sty := range []*text.Style{&p.X.Tick.Label, &p.Y.Tick.Label} {
+		sty.Font = font.From(chartFont, tickSize)
+		sty.Color = grey
+	}
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Color = grey
+		a.Tick.Color = grey
+		a.Tick.Length = vg.Points(4)
+		a.Label.Padding = vg.Points(4)
+	}
+	p.BackgroundColor = nil // draw fills the whole picture
+	return &chart{Plot: p, title: title, note: note}
+}
+
+// legend adds an entry to the legend.
+func (c *chart) legend(label string, thumbs ...plot.Thumbnailer) {
+	c.entries = append(c.entries, legendEntry{label, thumbs})
+}
+
+// layout says where draw put the data and the legend's entries.
+type layout struct {
+	data   vg.Rectangle
+	legend []vg.Rectangle
+}
+
+// style returns a text style of the chart's font.
+func style(size vg.Length, col color.Color, xalign draw.XAlignment) text.Style {
+	return text.Style{Font: font.From(chartFont, size), Color: col, XAlign: xalign, YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
+}
+
+// draw draws the chart on dc.
+func (c *chart) draw(dc draw.Canvas) layout {
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	area := draw.Crop(dc, chartMargin, -chartMargin, chartMargin, -chartMargin)
+	top := area.Max.Y
+	center := (area.Min.X + area.Max.X - fallbackRoom) / 2
+	for _, t := range []struct {
+		text string
+		sty  text.Style
+	}{{c.title, style(titleSize, color.Black, draw.XCenter)}, {c.note, style(noteSize, grey, draw.XCenter)}} {
+		for _, line := range wrap(t.text, t.sty, area.Max.X-area.Min.X-fallbackRoom) {
+			dc.FillText(t.sty, vg.Point{X: center, Y: top}, line)
+			top -= t.sty.Height(line) + 2
+		}
+	}
+	var lay layout
+	if len(c.entries) > 0 {
+		top -= 4
+		var boxes []vg.Rectangle
+		boxes, top = c.drawLegend(dc, area.Min.X+4, area.Max.X-fallbackRoom, top)
+		lay.legend = boxes
+		top -= 4
+	}
+	pc := area
+	pc.Max.Y = top
+	pc.Max.X -= fallbackRoom / 2
+	c.Plot.Draw(pc)
+	lay.data = c.Plot.DataCanvas(pc).Rectangle
+	return lay
+}
+
+// wrap breaks s into lines at spaces, each at most width wide in sty
+// even in a fallback font.
+func wrap(s string, sty text.Style, width vg.Length) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && sty.Width(line+" "+w)*fallbackWidth > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		line = strings.TrimPrefix(line+" "+w, " ")
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// drawLegend lays the entries out in rows from left to right, wrapping
+// within [left, right], and returns their boxes and the y under the last row.
+func (c *chart) drawLegend(dc draw.Canvas, left, right, top vg.Length) ([]vg.Rectangle, vg.Length) {
+	sty := style(legendSize, color.Black, draw.XLeft)
+	rowH := sty.Height("Xg") + 4
+	gap := sty.Width("  ")
+	x, y := left, top
+	var boxes []vg.Rectangle
+	for _, e := range c.entries {
+		label := e.label
+		width := func() vg.Length { return thumbWidth + gap/2 + sty.Width(label)*fallbackWidth }
+		for r := []rune(label); width() > right-left && len(r) > 1; { // wider than a row: shortened
+			r = r[:len(r)-1]
+			label = strings.TrimRight(string(r), " ,:") + "…"
+		}
+		w := width()
+		if x > left && x+w > right {
+			x, y = left, y-rowH
+		}
+		box := vg.Rectangle{Min: vg.Point{X: x, Y: y - rowH + 4}, Max: vg.Point{X: x + w, Y: y}}
+		icon := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: x, Y: box.Min.Y + 1},
+			Max: vg.Point{X: x + thumbWidth, Y: box.Max.Y - 1},
+		}}
+		for _, t := range e.thumbs {
+			t.Thumbnail(&icon)
+		}
+		dc.FillText(sty, vg.Point{X: x + thumbWidth + gap/2, Y: y}, label)
+		boxes = append(boxes, box)
+		x += w + 1.5*gap
+	}
+	return boxes, y - rowH
+}
+
+// render draws the chart as an SVG or PNG image.
+func (c *chart) render(width, height vg.Length, format string) ([]byte, error) {
+	canvas, err := draw.NewFormattedCanvas(width, height, format)
+	if err != nil {
+		return nil, err
+	}
+	c.draw(draw.New(canvas))
+	var buf bytes.Buffer
+	if _, err := canvas.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	if format == "svg" {
+		return portableSVG(buf.Bytes()), nil
+	}
+	return buf.Bytes(), nil
+}
+
+// saveChart renders c to output ("-" for w) in format.
+func saveChart(c *chart, width, height vg.Length, format, output string, w io.Writer) error {
+	b, err := c.render(width, height, format)
+	if err != nil {
+		return err
+	}
+	if output == "-" {
+		_, err = w.Write(b)
+		return err
+	}
+	return os.WriteFile(output, b, 0o644)
+}
+
+// svgText is a text element as gonum/plot's SVG canvas writes it.
+var svgText = regexp.MustCompile(`(?s)<text ([^>]*?)style="font-family:Liberation Sans;([^"]*?font-size:([0-9.]+)px[^"]*)">([^<]*)</text>`)
+
+// svgFill is the style of a filled shape without an outline.
+var svgFill = regexp.MustCompile(`style="fill:(#[0-9A-Fa-f]{6})"`)
+
+// portableSVG makes an SVG look the same in every common renderer: each
+// text names fonts of the same metrics as ours and states its length,
+// which browsers honour whatever font they use; a filled shape says it
+// has no outline, which ImageMagick's renderer would otherwise draw.
+func portableSVG(svg []byte) []byte {
+	svg = svgFill.ReplaceAll(svg, []byte(`style="fill:$1;stroke:none"`))
+	return svgText.ReplaceAllFunc(svg, func(m []byte) []byte {
+		sub := svgText.FindSubmatch(m)
+		size, err := strconv.ParseFloat(string(sub[3]), 64)
+		if err != nil {
+			return m
+		}
+		s := html.UnescapeString(string(sub[4]))
+		face := plot.DefaultTextHandler.Cache().Lookup(chartFont, vg.Length(size))
+		w := face.Width(s).Points()
+		return fmt.Appendf(nil, `<text %stextLength="%.2f" lengthAdjust="spacingAndGlyphs" style="font-family:%s;%s">%s</text>`,
+			sub[1], w, svgFamily, sub[2], sub[4])
+	})
+}
+
+// durationTicks labels an axis of milliseconds in human units (ms, s,
+// min, h, d), at round values of those units: on a log axis, about one a
+// decade (1s, 10s, 1min, 10min, 1h, 6h, 1d, ...) with the round values
+// between them as unlabelled ticks; on a linear one, every step. A log
+// axis is a linear one of log10(milliseconds): gonum/plot's own log scale
+// places a centred axis label at the linear middle of the range, and pads
+// the data area for it.
+type durationTicks struct{ log bool }
+
+// roundMS are round durations in milliseconds, in order.
+var roundMS = func() []float64 {
+	var v []float64
+	for _, m := range []float64{1e-3, 1e-2, 1e-1, 1, 10, 100} { // 1µs to 500ms
+		v = append(v, m, 2*m, 5*m)
+	}
+	s, mi, h, d := 1e3, 60e3, 3600e3, 86400e3
+	v = append(v, s, 2*s, 5*s, 10*s, 15*s, 30*s, mi, 2*mi, 5*mi, 10*mi, 15*mi, 30*mi, h, 2*h, 3*h, 6*h, 12*h)
+	for m := d; m < 1e6*d; m *= 10 {
+		v = append(v, m, 2*m, 5*m)
+	}
+	return v
+}()
+
+// decadeMS are the values a log axis labels: about one a decade.
+var decadeMS = []float64{1e-3, 1e-2, 1e-1, 1, 10, 100, 1e3, 10e3, 60e3, 600e3, 3600e3, 6 * 3600e3, 86400e3,
+	10 * 86400e3, 100 * 86400e3, 1000 * 86400e3, 10000 * 86400e3, 100000 * 86400e3}
+
+func (t durationTicks) Ticks(lo, hi float64) []plot.Tick {
+	if t.log {
+		return logDurationTicks(lo, hi)
+	}
+	return linearDurationTicks(lo, hi)
+}
+
+func logDurationTicks(loLog, hiLog float64) []plot.Tick {
+	lo, hi := math.Pow(10, loLog), math.Pow(10, hiLog)
+	in := func(v float64) bool { return v >= lo*(1-1e-9) && v <= hi*(1+1e-9) }
+	decades := 0
+	for _, v := range decadeMS {
+		if in(v) {
+			decades++
+		}
+	}
+	var ticks []plot.Tick
+	labelled := 0
+	for _, v := range roundMS {
+		if !in(v) {
+			continue
+		}
+		tk := plot.Tick{Value: math.Log10(v)}
+		if slices.Contains(decadeMS, v) || decades < 3 && leading125(v) {
+			tk.Label = durationLabel(v)
+			labelled++
+		}
+		ticks = append(ticks, tk)
+	}
+	if labelled < 2 { // a short span between round values: label its ends
+		ticks = append(ticks, plot.Tick{Value: loLog, Label: durationLabel(lo)}, plot.Tick{Value: hiLog, Label: durationLabel(hi)})
+	}
+	return ticks
+}
+
+// leading125 reports whether v is 1, 2 or 5 of its unit.
+func leading125(v float64) bool {
+	_, n, _ := durationUnit(v)
+	return n == 1 || n == 2 || n == 5
+}
+
+func linearDurationTicks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	if !(span > 0) {
+		return []plot.Tick{{Value: lo, Label: durationLabel(lo)}}
+	}
+	step := roundMS[len(roundMS)-1]
+	for _, s := range roundMS {
+		if span/s <= 5 {
+			step = s
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for i := math.Ceil(lo / step); i*step <= hi+step*1e-9; i++ {
+		v := i * step
+		ticks = append(ticks, plot.Tick{Value: v, Label: durationLabel(v)})
+		if half := v + step/2; half <= hi {
+			ticks = append(ticks, plot.Tick{Value: half})
+		}
+	}
+	return ticks
+}
+
+// durationUnit returns v milliseconds in the largest of the units d, h,
+// min, s, ms and µs in which it is at least 1; round reports whether it
+// has at most one decimal there, or else is a whole number under 100 in
+// the next unit down, which is then chosen (90s is 1.5min, 75s stays 75s,
+// 1250ms is 1.25s).
+func durationUnit(v float64) (name string, n float64, round bool) {
+	units := []struct {
+		name string
+		ms   float64
+	}{{"d", float64(day / time.Millisecond)}, {"h", 3600e3}, {"min", 60e3}, {"s", 1e3}, {"ms", 1}, {"µs", 1e-3}}
+	isRound := func(n, scale float64) bool { return math.Abs(n*scale-math.Round(n*scale)) < 1e-6*n*scale }
+	for i, u := range units {
+		n := v / u.ms
+		if n < 1 && i < len(units)-1 {
+			continue
+		}
+		if isRound(n, 10) {
+			return u.name, n, true
+		}
+		if i+1 < len(units) {
+			if m := v / units[i+1].ms; m < 100 && isRound(m, 1) {
+				return units[i+1].name, m, true
+			}
+		}
+		return u.name, n, false
+	}
+	return "µs", v * 1e3, false
+}
+
+// durationLabel formats v milliseconds as a tick label: 500ms, 1.5s,
+// 10min, 6h, 2d.
+func durationLabel(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	name, n, round := durationUnit(v)
+	if round {
+		return strconv.FormatFloat(math.Round(n*10)/10, 'f', -1, 64) + name
+	}
+	return strconv.FormatFloat(n, 'f', max(0, 2-int(math.Floor(math.Log10(n)))), 64) + name
+}
+
+// integerTicks labels whole numbers from 1 at round steps (1, 2, 5, 10,
+// ...), always 1, with an unlabelled tick at every whole number while they
+// are few.
+type integerTicks struct{}
+
+func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
+	lo = math.Max(math.Ceil(lo), 1)
+	step := 1.0
+	for m := 1.0; (hi-lo)/step > 10; m *= 10 {
+		for _, s := range []float64{m, 2 * m, 5 * m} {
+			if step = s; (hi-lo)/step <= 10 {
+				break
+			}
+		}
+	}
+	label := func(v float64) plot.Tick { return plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)} }
+	var ticks []plot.Tick
+	if hi-lo <= 50 {
+		for v := lo; v <= hi; v++ {
+			if v == 1 || math.Mod(v, step) == 0 {
+				ticks = append(ticks, label(v))
+			} else {
+				ticks = append(ticks, plot.Tick{Value: v})
+			}
+		}
+		return ticks
+	}
+	if lo == 1 {
+		ticks = append(ticks, label(1))
+	}
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		if v != 1 {
+			ticks = append(ticks, label(v))
+		}
+	}
+	return ticks
+}
+
+// plural returns one or many after n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

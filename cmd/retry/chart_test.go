@@ -1,0 +1,326 @@
+package main
+
+import (
+	"image"
+	"image/color"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// textRecorder is a vg.Canvas that keeps the box of every text drawn on
+// it, in the picture's coordinates, after the canvas' transforms.
+type textRecorder struct {
+	w, h  vg.Length
+	m     affine
+	stack []affine
+	texts []placedText
+}
+
+type placedText struct {
+	text string
+	box  vg.Rectangle
+}
+
+// affine maps (x, y) to (a·x + b·y + c, d·x + e·y + f).
+type affine struct{ a, b, c, d, e, f float64 }
+
+var identity = affine{a: 1, e: 1}
+
+func (m affine) then(n affine) affine { // m applied after n: m∘n
+	return affine{
+		a: m.a*n.a + m.b*n.d, b: m.a*n.b + m.b*n.e, c: m.a*n.c + m.b*n.f + m.c,
+		d: m.d*n.a + m.e*n.d, e: m.d*n.b + m.e*n.e, f: m.d*n.c + m.e*n.f + m.f,
+	}
+}
+
+func (m affine) apply(x, y float64) (float64, float64) {
+	return m.a*x + m.b*y + m.c, m.d*x + m.e*y + m.f
+}
+
+func newTextRecorder(w, h vg.Length) *textRecorder {
+	return &textRecorder{w: w, h: h, m: identity}
+}
+
+func (r *textRecorder) Size() (vg.Length, vg.Length)        { return r.w, r.h }
+func (r *textRecorder) SetLineWidth(vg.Length)              {}
+func (r *textRecorder) SetLineDash([]vg.Length, vg.Length)  {}
+func (r *textRecorder) SetColor(color.Color)                {}
+func (r *textRecorder) Stroke(vg.Path)                      {}
+func (r *textRecorder) Fill(vg.Path)                        {}
+func (r *textRecorder) DrawImage(vg.Rectangle, image.Image) {}
+func (r *textRecorder) Push()                               { r.stack = append(r.stack, r.m) }
+func (r *textRecorder) Pop() {
+	r.m = r.stack[len(r.stack)-1]
+	r.stack = r.stack[:len(r.stack)-1]
+}
+func (r *textRecorder) Rotate(rad float64) {
+	sin, cos := math.Sincos(rad)
+	r.m = r.m.then(affine{a: cos, b: -sin, d: sin, e: cos})
+}
+func (r *textRecorder) Translate(pt vg.Point) {
+	r.m = r.m.then(affine{a: 1, c: pt.X.Points(), e: 1, f: pt.Y.Points()})
+}
+func (r *textRecorder) Scale(x, y float64) { r.m = r.m.then(affine{a: x, e: y}) }
+
+func (r *textRecorder) FillString(f font.Face, pt vg.Point, s string) {
+	ext := f.Extents()
+	x0, x1 := pt.X.Points(), (pt.X + f.Width(s)).Points()
+	y0, y1 := (pt.Y - ext.Descent).Points(), (pt.Y + ext.Ascent).Points()
+	box := vg.Rectangle{Min: vg.Point{X: vg.Length(math.Inf(1)), Y: vg.Length(math.Inf(1))}, Max: vg.Point{X: vg.Length(math.Inf(-1)), Y: vg.Length(math.Inf(-1))}}
+	for _, c := range [][2]float64{{x0, y0}, {x0, y1}, {x1, y0}, {x1, y1}} {
+		x, y := r.m.apply(c[0], c[1])
+		box.Min.X, box.Max.X = min(box.Min.X, vg.Length(x)), max(box.Max.X, vg.Length(x))
+		box.Min.Y, box.Max.Y = min(box.Min.Y, vg.Length(y)), max(box.Max.Y, vg.Length(y))
+	}
+	r.texts = append(r.texts, placedText{s, box})
+}
+
+// drawn draws ch at w×h on a recorder and returns the recorder and the
+// layout.
+func drawn(ch *chart, w, h vg.Length) (*textRecorder, layout) {
+	rec := newTextRecorder(w, h)
+	lay := ch.draw(draw.New(rec))
+	return rec, lay
+}
+
+func overlaps(a, b vg.Rectangle) bool {
+	return a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y
+}
+
+// testCharts are the charts the layout tests check: the README's two, and
+// ones that stretch the layout (many curves, long labels, a narrow canvas).
+func testCharts(t *testing.T) []struct {
+	name string
+	ch   *chart
+	w, h vg.Length
+} {
+	t.Helper()
+	curveCase := func(args ...string) *chart {
+		curves, limit := flagCurves(t, args...)
+		ch, err := curveChart(curves, curveOptions{limit: limit, samples: 200, seed: 1, scale: scaleAuto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	readme := simResult(t, &loadSim{rate: 100, duration: 120e9, clients: 1, latency: 10e6, horizon: 720e9, bucket: 1e9, seed: 1,
+		srv: server{outageStart: 30e9, outageEnd: 90e9}})
+	cm := vg.Centimeter
+	return []struct {
+		name string
+		ch   *chart
+		w, h vg.Length
+	}{
+		{"README curve", curveCase("--attempts", "11", "ojs", "zizq"), 16 * cm, 10 * cm},
+		{"README sim", readme.res.chart(readme.sim, "default", "default"), 20 * cm, 11 * cm},
+		{"seven curves", curveCase("--attempts", "8", "ojs", "zizq", "daycry", "ratchet", "daycry:base=1s",
+			`{"initial_interval":"PT0.1S","jitter":{"kind":"decorrelated"}}`, `{"backoff_strategy":"linear"}`), 16 * cm, 14 * cm},
+		{"narrow", curveCase("--attempts", "30", "--limit", "30", "zizq", "ratchet:retries=29"), 9 * cm, 8 * cm},
+		{"cumulative", func() *chart {
+			curves, _ := flagCurves(t, "--preset", "zizq")
+			ch, err := curveChart(curves, curveOptions{limit: 30, samples: 200, seed: 1, scale: scaleAuto, cumulative: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		}(), 16 * cm, 10 * cm},
+		{"narrow sim", readme.res.chart(readme.sim, "default", "default"), 10 * cm, 8 * cm},
+	}
+}
+
+// TestChartTextInside: every text of a chart (title, note, legend, tick
+// labels, axis labels) lies inside the picture, measured with the font
+// the chart is drawn in.
+func TestChartTextInside(t *testing.T) {
+	for _, c := range testCharts(t) {
+		t.Run(c.name, func(t *testing.T) {
+			rec, _ := drawn(c.ch, c.w, c.h)
+			if len(rec.texts) < 8 {
+				t.Fatalf("%d texts drawn, want the title, legend, ticks and axis labels", len(rec.texts))
+			}
+			for _, tx := range rec.texts {
+				b := tx.box
+				if b.Min.X < 0 || b.Min.Y < 0 || b.Max.X > c.w || b.Max.Y > c.h {
+					t.Errorf("text %q spans x %.1f..%.1f, y %.1f..%.1f: outside the %.1f×%.1f picture",
+						tx.text, b.Min.X, b.Max.X, b.Min.Y, b.Max.Y, c.w.Points(), c.h.Points())
+				}
+			}
+		})
+	}
+}
+
+// TestLegendOutsideData: the legend's entries lie outside the data area,
+// apart from one another, and under the title.
+func TestLegendOutsideData(t *testing.T) {
+	for _, c := range testCharts(t) {
+		t.Run(c.name, func(t *testing.T) {
+			_, lay := drawn(c.ch, c.w, c.h)
+			if len(lay.legend) != len(c.ch.entries) || len(lay.legend) == 0 {
+				t.Fatalf("%d legend boxes for %d entries", len(lay.legend), len(c.ch.entries))
+			}
+			if lay.data.Size().X < c.w/2 || lay.data.Size().Y < c.h/4 {
+				t.Errorf("data area %v: too small in a %v×%v picture", lay.data.Size(), c.w, c.h)
+			}
+			for i, b := range lay.legend {
+				if overlaps(b, lay.data) {
+					t.Errorf("legend entry %q at %v overlaps the data area %v", c.ch.entries[i].label, b, lay.data)
+				}
+				for j, o := range lay.legend[:i] {
+					if overlaps(b, o) {
+						t.Errorf("legend entries %q and %q overlap", c.ch.entries[i].label, c.ch.entries[j].label)
+					}
+				}
+				if b.Min.X < 0 || b.Max.X > c.w {
+					t.Errorf("legend entry %q spans x %v..%v, outside the picture", c.ch.entries[i].label, b.Min.X, b.Max.X)
+				}
+			}
+		})
+	}
+}
+
+// svgTextElem is a text element of an SVG: position, stated length and
+// whether it sits inside a rotated group.
+var svgTextElem = regexp.MustCompile(`<text x="([^"]+)" y="([^"]+)" transform="scale\(1, -1\)"\s*textLength="([^"]+)" lengthAdjust="spacingAndGlyphs"\s*style="font-family:([^;]+);`)
+
+// TestSVGText: in the SVG written, every text states its length and
+// names fonts of our metrics before the generic family, and the texts
+// that are not rotated lie inside the viewBox by their stated length.
+func TestSVGText(t *testing.T) {
+	for _, c := range testCharts(t) {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := c.ch.render(c.w, c.h, "svg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			svg := string(out)
+			all := strings.Count(svg, "<text ")
+			elems := svgTextElem.FindAllStringSubmatch(svg, -1)
+			if all == 0 || len(elems) != all {
+				t.Fatalf("%d text elements, %d with textLength and the font list", all, len(elems))
+			}
+			for _, e := range elems {
+				if e[4] != svgFamily {
+					t.Errorf("font-family %q, want %q", e[4], svgFamily)
+				}
+			}
+			if strings.Contains(svg, `style="fill:#`) && regexp.MustCompile(`style="fill:#[0-9A-Fa-f]{6}"`).MatchString(svg) {
+				t.Errorf("a filled shape without stroke:none, which ImageMagick outlines")
+			}
+			// Unrotated texts: the group flips y, so y is minus the
+			// baseline's height above the bottom edge.
+			rotated := regexp.MustCompile(`(?s)<g transform="rotate\([^)]*\)">\s*<text[^>]*>([^<]*)</text>`)
+			skip := map[string]bool{}
+			for _, m := range rotated.FindAllStringSubmatch(svg, -1) {
+				skip[m[1]] = true
+			}
+			texts := regexp.MustCompile(`(?s)<text x="([^"]+)" y="([^"]+)"[^>]*textLength="([^"]+)"[^>]*>([^<]*)</text>`).FindAllStringSubmatch(svg, -1)
+			for _, m := range texts {
+				if skip[m[4]] {
+					continue
+				}
+				x, _ := strconv.ParseFloat(m[1], 64)
+				y, _ := strconv.ParseFloat(m[2], 64)
+				l, _ := strconv.ParseFloat(m[3], 64)
+				if x < 0 || x+l > c.w.Points() || -y < 0 || -y > c.h.Points() {
+					t.Errorf("text %q at x %.1f..%.1f, baseline %.1f: outside %.1f×%.1f", m[4], x, x+l, -y, c.w.Points(), c.h.Points())
+				}
+			}
+		})
+	}
+}
+
+// TestDurationTicks: delay axes are labelled in human units at round
+// values, about one a decade on a log axis.
+func TestDurationTicks(t *testing.T) {
+	const s, mi, h, d = 1e3, 60e3, 3600e3, 86400e3
+	cases := []struct {
+		name   string
+		log    bool
+		lo, hi float64 // milliseconds
+		want   []string
+	}{
+		{name: "log, 0.5s to 3h", log: true, lo: 0.5 * s, hi: 3 * h, want: []string{"1s", "10s", "1min", "10min", "1h"}},
+		{name: "log, 1ms to 2d", log: true, lo: 1, hi: 2 * d, want: []string{"1ms", "10ms", "100ms", "1s", "10s", "1min", "10min", "1h", "6h", "1d"}},
+		{name: "log, 20s to 30d", log: true, lo: 20 * s, hi: 30 * d, want: []string{"1min", "10min", "1h", "6h", "1d", "10d"}},
+		{name: "log, short span: its ends labelled too", log: true, lo: 0.8 * s, hi: 1.25 * s, want: []string{"1s", "800ms", "1.25s"}},
+		{name: "log, between round values", log: true, lo: 1.1 * s, hi: 1.3 * s, want: []string{"1.1s", "1.3s"}},
+		{name: "linear, 0 to 3s", lo: 0, hi: 3 * s, want: []string{"0", "1s", "2s", "3s"}},
+		{name: "linear, 0 to 400s", lo: 0, hi: 400 * s, want: []string{"0", "2min", "4min", "6min"}},
+		{name: "linear, 0 to 90s", lo: 0, hi: 90 * s, want: []string{"0", "30s", "1min", "1.5min"}},
+		{name: "linear, 0 to 2min", lo: 0, hi: 2 * mi, want: []string{"0", "30s", "1min", "1.5min", "2min"}},
+		{name: "linear, 0 to 800ms", lo: 0, hi: 800, want: []string{"0", "200ms", "400ms", "600ms", "800ms"}},
+		{name: "linear, 0 to 3d", lo: 0, hi: 3 * d, want: []string{"0", "1d", "2d", "3d"}},
+	}
+	human := regexp.MustCompile(`^(0|[0-9]+(\.[0-9]+)?(µs|ms|s|min|h|d))$`)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lo, hi := c.lo, c.hi
+			if c.log {
+				lo, hi = math.Log10(lo), math.Log10(hi)
+			}
+			var got []string
+			for _, tk := range (durationTicks{log: c.log}).Ticks(lo, hi) {
+				if tk.Value < lo-1e-9 || tk.Value > hi+1e-9 {
+					t.Errorf("tick %q at %v: outside the axis [%v, %v]", tk.Label, tk.Value, lo, hi)
+				}
+				if tk.Label == "" {
+					continue
+				}
+				if !human.MatchString(tk.Label) {
+					t.Errorf("tick label %q: not a number in ms, s, min, h or d", tk.Label)
+				}
+				got = append(got, tk.Label)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("labels %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestDurationLabel(t *testing.T) {
+	cases := []struct {
+		ms   float64
+		want string
+	}{
+		{0, "0"}, {0.5, "500µs"}, {1, "1ms"}, {250, "250ms"}, {1250, "1.25s"}, {1500, "1.5s"}, {75e3, "75s"},
+		{90e3, "1.5min"}, {600e3, "10min"}, {5400e3, "1.5h"}, {30 * 3600e3, "30h"}, {36 * 3600e3, "1.5d"}, {25 * 86400e3, "25d"},
+	}
+	for _, c := range cases {
+		if got := durationLabel(c.ms); got != c.want {
+			t.Errorf("durationLabel(%v) = %q, want %q", c.ms, got, c.want)
+		}
+	}
+}
+
+func TestIntegerTicks(t *testing.T) {
+	cases := []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{lo: 1, hi: 10, want: []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}},
+		{lo: 1, hi: 25, want: []string{"1", "5", "10", "15", "20", "25"}},
+		{lo: 1, hi: 20, want: []string{"1", "2", "4", "6", "8", "10", "12", "14", "16", "18", "20"}},
+		{lo: 0.5, hi: 1.5, want: []string{"1"}},
+		{lo: 1, hi: 1000, want: []string{"1", "100", "200", "300", "400", "500", "600", "700", "800", "900", "1000"}},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, tk := range (integerTicks{}).Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("[%v, %v]: labels %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+}
