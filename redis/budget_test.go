@@ -25,8 +25,8 @@ func TestBudgetRule(t *testing.T) {
 		wantNow int // retries granted after later, with no new first attempts
 	}{
 		{"default rule: 15% plus 2/s over 10 s", retry.Budget{}, [3]int{400, 300, 300}, false, 170, 11 * time.Second, 20},
-		{"ratio only", retry.Budget{Ratio: 0.5, Window: time.Second}, [3]int{10, 10, 0}, false, 10, 2 * time.Second, 0},
-		{"reserve only", retry.Budget{Reserve: 3, Window: 2 * time.Second}, [3]int{100, 0, 0}, false, 6, 3 * time.Second, 6},
+		{"ratio only", retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Second}, [3]int{10, 10, 0}, false, 10, 2 * time.Second, 0},
+		{"reserve only", retry.Budget{Ratio: -1, Reserve: 3, Window: 2 * time.Second}, [3]int{100, 0, 0}, false, 6, 3 * time.Second, 6},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestBudgetRule(t *testing.T) {
 // the first ones sent too (dated from when the Budget, or its key, began).
 func TestBudgetFirstsAge(t *testing.T) {
 	s := startServer(t)
-	spec := retry.Budget{Ratio: 0.5, Window: 10 * time.Second}
+	spec := retry.Budget{Ratio: 0.5, Reserve: -1, Window: 10 * time.Second}
 	tests := []struct {
 		name   string
 		perKey bool
