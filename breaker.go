@@ -198,7 +198,7 @@ func newBreakers(b Breaker) *breakers {
 // which gobreaker does not expose; with Breaker.Store, also the shared
 // breaker, which the local one stands in for when the store fails.
 type breaker struct {
-	cb     *gobreaker.CircuitBreaker[struct{}]
+	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
 	opened atomic.Int64 // unix nanoseconds
 	shared *sharedBreaker
 	// standIn counts the calls running through cb because the store
@@ -239,7 +239,7 @@ func (bs *breakers) newBreaker(key string) *breaker {
 			bs.record(key, from, to, now)
 		}
 	}
-	b.cb = gobreaker.NewCircuitBreaker[struct{}](local)
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](local)
 	if spec.Store != nil {
 		settings.OnStateChange = func(_ string, from, to gobreaker.State) {
 			bs.record(key, from, to, time.Now())
@@ -274,37 +274,59 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 	return bs.keys.get(key, now, func() *breaker { return bs.newBreaker(key) })
 }
 
-// run runs attempt through the breaker. ran is false when the breaker
-// rejected it; wait is then how long until it may let a probe through, or
-// zero when the caller's context ended before the attempt could start.
-func (b *breaker) run(ctx context.Context, bs *breakers, attempt func() error) (ran bool, wait time.Duration) {
-	spec := &bs.spec
-	if b.shared != nil {
-		var outcome error
-		ran, wait, ok := b.shared.run(ctx, spec, func() error {
-			outcome = attempt()
-			return outcome
-		})
-		if ok {
-			if ran {
-				// The stand-in learns the outcome too; an open or busy
-				// stand-in counts nothing.
-				b.cb.Execute(func() (struct{}, error) { return struct{}{}, outcome })
-			}
-			return ran, wait
-		}
-		bs.fallbacks.Add(1)
-		b.standIn.Add(1)
-		defer b.standIn.Add(-1)
-	}
-	_, err := b.cb.Execute(func() (struct{}, error) { return struct{}{}, attempt() })
+// allow asks the breaker to let one attempt through (gobreaker's two-step
+// form): done reports the attempt's outcome. A nil done means the breaker
+// refused; wait is then how long until it may let a probe through.
+func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
+	done, err := b.cb.Allow()
 	switch err {
+	case nil:
+		return done, 0
 	case gobreaker.ErrOpenState:
 		left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
-		return false, max(left+1, time.Nanosecond) // see openWait
-	case gobreaker.ErrTooManyRequests:
-		return false, spec.recheck()
+		return nil, max(left+1, time.Nanosecond) // see openWait
 	}
+	return nil, spec.recheck() // half-open, its probes in flight
+}
+
+// run runs attempt through a breaker shared through a Breaker.Store. ran
+// is false when the breaker rejected it; wait is then how long until it may
+// let a probe through, or zero when the caller's context ended before the
+// attempt could start. When the store fails, the process's own breaker
+// stands in, counted in Stats.BreakerFallbacks.
+func (b *breaker) run(ctx context.Context, bs *breakers, attempt func() error) (ran bool, wait time.Duration) {
+	spec := &bs.spec
+	var outcome error
+	ran, wait, ok := b.shared.run(ctx, spec, func() error {
+		outcome = attempt()
+		return outcome
+	})
+	if ok {
+		if ran {
+			// The stand-in learns the outcome too; an open or busy
+			// stand-in counts nothing.
+			if done, err := b.cb.Allow(); err == nil {
+				done(outcome)
+			}
+		}
+		return ran, wait
+	}
+	bs.fallbacks.Add(1)
+	b.standIn.Add(1)
+	defer b.standIn.Add(-1)
+	done, wait := b.allow(spec)
+	if done == nil {
+		return false, wait
+	}
+	finished := false
+	defer func() {
+		if !finished { // the attempt panicked: a failure, and the panic goes on
+			done(errBreakerFailure)
+		}
+	}()
+	outcome = attempt()
+	finished = true
+	done(outcome)
 	return true, 0
 }
 
@@ -380,5 +402,31 @@ type rateLimitError struct{}
 func (rateLimitError) Error() string     { return "retry: rate limit wait would pass the deadline" }
 func (rateLimitError) ErrorType() string { return TypeRateLimited }
 
-// budgetError marks the type of a call stopped by the retry budget; the
-// call's error keeps the last failure.
+// breakerOutcome is what an attempt's error means to a circuit breaker:
+// nil for a success, errBreakerExcluded for the caller's own errors, which
+// must not trip it, errBreakerFailure otherwise. An attempt cut off by the
+// caller's deadline while the dependency had not answered is a timeout
+// failure, so that a hung dependency trips the breaker; the caller's own
+// cancellation is excluded.
+func (cfg *config) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
+	if err == nil || cfg.breakers == nil {
+		return nil
+	}
+	cerr := ctx.Err()
+	if cerr == context.Canceled {
+		return errBreakerExcluded
+	}
+	o := attemptOutcome(ctx, err, timedOut)
+	if cerr != nil && unanswered(o.typ) {
+		return errBreakerFailure
+	}
+	switch {
+	case cfg.listed(o.typ):
+		return errBreakerExcluded
+	case o.verdict == verdictRetry:
+		return errBreakerFailure
+	case o.verdict != verdictNone, o.permanent, cfg.nonRetryable(o.typ):
+		return errBreakerExcluded
+	}
+	return errBreakerFailure
+}

@@ -535,3 +535,29 @@ func After(err error, d time.Duration) error {
 	}
 	return &afterError{err: err, d: d}
 }
+
+// attemptOutcome classifies the error of an attempt run with the caller's
+// context ctx: a deadline that struck inside fn while ctx is alive is
+// TypeTimeout, and the attempt's own timeout (timedOut) TypeAttemptTimeout.
+func attemptOutcome(ctx context.Context, err error, timedOut bool) outcome {
+	o := inspect(err)
+	if o.typ == TypeDeadlineExceeded || o.typ == TypeCanceled {
+		switch {
+		case timedOut:
+			o.typ = TypeAttemptTimeout
+		case o.typ == TypeDeadlineExceeded && ctx.Err() == nil:
+			o.typ = TypeTimeout
+		}
+	}
+	return o
+}
+
+// unanswered reports whether typ says an attempt ended without an answer
+// from the dependency: its context ended, or a timeout struck.
+func unanswered(typ string) bool {
+	switch typ {
+	case TypeCanceled, TypeDeadlineExceeded, TypeTimeout, TypeAttemptTimeout, TypeNetTimeout:
+		return true
+	}
+	return false
+}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // Event describes a failed attempt to the hooks and, as a dead-letter record,
@@ -47,7 +46,6 @@ func (c *call) event(o outcome, now time.Time) Event {
 		URL:     c.url,
 		First:   c.first,
 		Time:    now,
-		Payload: c.payload,
 	}
 }
 
@@ -146,7 +144,7 @@ func (r *Retrier) Stats() Stats { return r.config().stats() }
 
 func (c *config) stats() Stats {
 	st := c.state
-	calls := st.calls.load()
+	calls := st.calls.Load()
 	s := Stats{
 		Calls:             calls + st.unstarted.Load(),
 		Attempts:          calls + st.retryAttempts.Load(),
@@ -185,8 +183,8 @@ func (c *config) stats() Stats {
 
 // state is what the calls of one Retrier share.
 type state struct {
-	calls             stripedCounter // calls that ran a first attempt
-	unstarted         atomic.Int64   // calls stopped before their first attempt
+	calls             atomic.Int64 // calls that ran a first attempt
+	unstarted         atomic.Int64 // calls stopped before their first attempt
 	retryAttempts     atomic.Int64
 	failed            atomic.Int64
 	retried           atomic.Int64
@@ -198,39 +196,6 @@ type state struct {
 }
 
 func newState() *state { return &state{} }
-
-// stripes is the number of cells of a stripedCounter.
-const (
-	stripeBits = 4
-	stripes    = 1 << stripeBits
-)
-
-// stripedCounter is a counter for the success path: each add lands on one of
-// several cache lines chosen by the address of the calling goroutine's stack,
-// so goroutines on different cores rarely share a line, and a goroutine
-// keeps to its own line without drawing a random number. Reads sum the cells.
-type stripedCounter struct {
-	cells [stripes]struct {
-		n atomic.Int64
-		_ [56]byte // pad to a 64-byte cache line
-	}
-}
-
-func (s *stripedCounter) add() {
-	var probe byte
-	// Goroutine stacks are at least 2 KiB apart: the bits above 11 tell
-	// them apart, and a Fibonacci hash spreads neighbouring stacks.
-	sp := uint64(uintptr(unsafe.Pointer(&probe))) >> 11
-	s.cells[(sp*0x9E3779B97F4A7C15)>>(64-stripeBits)].n.Add(1)
-}
-
-func (s *stripedCounter) load() int64 {
-	var n int64
-	for i := range s.cells {
-		n += s.cells[i].n.Load()
-	}
-	return n
-}
 
 // maxAlerts bounds the dedup window's memory.
 const maxAlerts = 4096

@@ -6,21 +6,10 @@ import (
 	"time"
 )
 
-// Decision is what the engine decides after a failed attempt: retry after
-// Delay, or stop for Reason. Type is the failure's type (TypeOf). The zero
-// Decision is the one for a success: no retry, no reason. It is a plain
-// value.
-type Decision struct {
-	Retry  bool
-	Delay  time.Duration
-	Reason Reason
-	Type   string
-}
-
 // Decide returns the decision r's engine takes when attempt (1 for the
 // first) has failed with err, for retry loops that are not driven by this
-// package, such as another HTTP client's. It runs the steps of the package
-// overview: the context, verdicts, Permanent, non-retryable types, the
+// package, such as another HTTP client's. It is the decision core of Do and
+// the Transport: the context, verdicts, Permanent, non-retryable types, the
 // attempt limit, the Decider, and the wait (the Decider's, the server's, or
 // the policy's with jitter), which must fit the context's deadline,
 // MaxServerDelay and MaxElapsed counted from now. prev is the wait that came
@@ -39,23 +28,19 @@ func (r *Retrier) Decide(ctx context.Context, attempt int, prev time.Duration, e
 		ctx = context.Background()
 	}
 	o := attemptOutcome(ctx, err, false)
-	d := Decision{Type: o.typ}
 	if cfg.err != nil {
-		d.Reason = ReasonFailed
-		return d
+		return Decision{Reason: ReasonFailed, Type: o.typ}
 	}
-	now := cfg.now()
-	c := call{cfg: cfg, attempt: max(attempt, 1), prev: prev, start: now}
-	if reason, _ := c.decide(ctx, err, o); reason != reasonNone {
-		d.Reason = reason
-		return d
-	}
-	wait, ok := c.delay(ctx, o, now)
-	if !ok {
-		d.Reason = ReasonDeadline
-		return d
-	}
-	d.Retry, d.Delay = true, wait
+	dl, hasDL := ctx.Deadline()
+	d, _ := decide(cfg, failure{
+		err:     err,
+		class:   o,
+		attempt: max(attempt, 1),
+		done:    ctx.Err() != nil,
+		draw:    cfg.random(),
+		prev:    prev,
+		left:    waitRoom(cfg.now(), dl, hasDL, cfg.maxElapsed, 0),
+	})
 	return d
 }
 

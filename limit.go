@@ -143,24 +143,6 @@ func (b *tokenBucket) Reserve(_ context.Context, key string, now time.Time, maxW
 	return wait, func(now time.Time) { g.cancel(next, now) }, true
 }
 
-// admit takes a token from the in-process token bucket for a first attempt
-// on the success path, if the bucket has one at once; it takes nothing and
-// reports false when the attempt would have to wait, and the call then
-// takes the full path.
-func (c *config) admit() bool {
-	b := c.bucket
-	if g := b.global.Load(); g != nil && c.clock == nil {
-		// The bucket's epoch carries a monotonic reading: one read of the
-		// monotonic clock gives the ticks.
-		_, _, ok := g.reserve(satMul(int64(time.Since(g.epoch)), g.res), 0)
-		return ok
-	}
-	now := c.mono()
-	g := b.bucket(c.key, now)
-	_, _, ok := g.reserve(g.ticks(now), 0)
-	return ok
-}
-
 // Resolutions of a gcra, in ticks per nanosecond. The interval between
 // tokens is rounded up to a tick, so that a bucket is never faster than its
 // limit: with fine ticks, at a million tokens per second or fewer, it is
@@ -397,7 +379,7 @@ const budgetBuckets = 10
 // that counter and advances its window only when a retry asks for a token.
 type budget struct {
 	spec   Budget
-	calls  *stripedCounter
+	calls  *atomic.Int64
 	slice  time.Duration
 	mu     sync.Mutex
 	ring   [budgetBuckets]budgetBucket
@@ -439,20 +421,20 @@ func (b Budget) WithDefaults() Budget {
 	return b
 }
 
-func newBudget(b Budget, calls *stripedCounter, now time.Time) *budget {
+func newBudget(b Budget, calls *atomic.Int64, now time.Time) *budget {
 	b = b.WithDefaults()
 	return &budget{
 		spec:     b,
 		calls:    calls,
 		slice:    max(b.Window/budgetBuckets, time.Millisecond),
 		seen:     now,
-		seenCall: calls.load(),
+		seenCall: calls.Load(),
 	}
 }
 
 // allow takes a retry token at now, if the window has one.
 func (b *budget) allow(now time.Time) bool {
-	calls := b.calls.load()
+	calls := b.calls.Load()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	granted, avail := b.balance(now, calls)
@@ -495,7 +477,7 @@ func (b *budget) index(now time.Time) int {
 
 // available returns the retries the budget would grant now.
 func (b *budget) available(now time.Time) float64 {
-	calls := b.calls.load()
+	calls := b.calls.Load()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	granted, avail := b.balance(now, calls)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,33 +76,13 @@ type config struct {
 	budgetSet      bool
 	sharedBudget   SharedBudget // in place of the budgets above
 	optErrs        []error
-	// fast says the first attempt needs none of the limiter, the breakers,
-	// a per-attempt timeout, MaxElapsed or a key's budget: Do runs it
-	// directly, and takes the full path only after a failure.
-	fast bool
-	// guardedFast says the first attempt needs nothing that fast excludes
-	// but the in-process token bucket, the single in-process breaker, or
-	// both: Do runs it directly, through them.
-	guardedFast bool
-	// bucket is the limiter when it is the in-process token bucket.
-	bucket *tokenBucket
-	// fastBreaker is the single in-process breaker when guardedFast.
-	fastBreaker *breaker
-	// direct says attempts need no breaker and no per-attempt timeout
-	// around them.
-	direct bool
 	// timed says events or records are observed, so failures record times.
 	timed bool
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.
 	clockAlways bool
-	// zeroDelay says the policy's backoff is zero whatever the draw.
-	zeroDelay bool
 	// budgeted says a retry asks a budget for a token.
 	budgeted bool
-	// unknownNonRetryable caches nonRetryable(TypeUnknown), the commonest
-	// question.
-	unknownNonRetryable bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -142,7 +123,7 @@ func (c *config) build(opts []Option) {
 			if clock != nil {
 				now = clock.Now()
 			}
-			return newBudget(spec, new(stripedCounter), now)
+			return newBudget(spec, new(atomic.Int64), now)
 		}
 	case c.budgetSet:
 		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls, c.now()), nil
@@ -151,20 +132,8 @@ func (c *config) build(opts []Option) {
 	}
 	c.finish()
 	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
-	c.direct = c.breakers == nil && c.attemptTimeout == 0
 	c.budgeted = c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
-	c.clockAlways = c.timed || c.maxElapsed > 0 || c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
-	c.bucket = nil
-	if c.limiter != nil {
-		c.bucket, _ = c.limiter.l.(*tokenBucket)
-	}
-	simple := (c.limiter == nil || c.bucket != nil) && c.attemptTimeout == 0 && c.maxElapsed == 0 && c.keyBudgets == nil && c.sharedBudget == nil
-	c.fast = simple && c.limiter == nil && c.breakers == nil
-	c.fastBreaker = nil
-	if bs := c.breakers; simple && bs != nil && bs.single != nil && bs.single.shared == nil {
-		c.fastBreaker = bs.single
-	}
-	c.guardedFast = simple && !c.fast && (c.breakers == nil || c.fastBreaker != nil)
+	c.clockAlways = c.timed || c.maxElapsed > 0 || c.budgeted
 }
 
 // clone copies c so that appending hooks to the copy never changes c.
@@ -203,9 +172,6 @@ func (c *config) finish() {
 		}
 		c.exact[p] = struct{}{}
 	}
-	c.unknownNonRetryable = c.matchNonRetryable(TypeUnknown)
-	p := &c.policy
-	c.zeroDelay = p.Backoff == Immediate && p.Offset == 0 && p.Jitter.Kind != JitterAdditive && p.Jitter.Kind != JitterDecorrelated
 }
 
 // cutPattern returns the prefix of a "prefix.*" pattern.
@@ -219,14 +185,6 @@ func cutPattern(p string) (string, bool) {
 // nonRetryable reports whether typ is non-retryable under the policy's
 // patterns or by default.
 func (c *config) nonRetryable(typ string) bool {
-	if typ == TypeUnknown {
-		return c.unknownNonRetryable
-	}
-	return c.matchNonRetryable(typ)
-}
-
-// matchNonRetryable is nonRetryable without the cache.
-func (c *config) matchNonRetryable(typ string) bool {
 	return c.listed(typ) || builtinNonRetryable(typ)
 }
 

@@ -222,88 +222,79 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt.idempotent = true
 	}
 	defer rt.finish()
+	var (
+		resp   *http.Response     // the response of the attempt in hand
+		cancel context.CancelFunc // releases that attempt's context
+		held   *http.Response     // a response given up for a retry, kept in memory
+	)
 	c := call{cfg: cfg, key: t.key(req), req: req}
-	defer c.end()
-	// held is the last response being retried, kept in memory with its
-	// whole body when it fits the drain limit: admitNext refuses a retry
-	// before that response is drained, and held covers a refusal that comes
-	// only once the wait is over (a breaker opened meanwhile by other calls).
-	var held *http.Response
-	for {
-		if err := c.begin(ctx); err != nil {
-			return heldOr(held, err)
+	// A retry is decided, after its admission: the response in hand is
+	// drained so that its connection is reused, and kept, when its body
+	// fits the drain limit, for a refusal that comes only after the wait
+	// (a breaker opened meanwhile by other calls).
+	c.discard = func() {
+		if resp != nil {
+			held, resp = hold(resp), nil
 		}
-		var (
-			resp     *http.Response
-			err      error
-			actx     context.Context
-			cancel   context.CancelFunc
-			timedOut bool
-		)
-		ran, stop := c.guard(ctx, func() error {
-			c.started()
-			var timer *time.Timer
-			actx, cancel, timer = rt.attemptContext(c.numbered(ctx))
-			resp, err = rt.send(actx, c.attempt)
-			if timer != nil && !timer.Stop() && err == nil {
-				// The timeout struck as the headers arrived: the body is cut.
-				// The timer's cancel may still be on its way: wait for it.
-				resp.Body.Close()
-				<-actx.Done()
-				resp, err = nil, context.Cause(actx)
-			}
-			timedOut = err != nil && actx.Err() != nil && ctx.Err() == nil
-			if err != nil {
-				return c.breakerOutcome(ctx, err, timedOut)
-			}
-			switch code := resp.StatusCode; {
-			case serverFailure(code):
-				return errBreakerFailure
-			case code >= 400:
-				return errBreakerExcluded // the caller's error, not the server's
-			}
-			return nil
-		})
-		if !ran {
-			if stop != nil {
-				return heldOr(held, stop)
-			}
-			continue
-		}
+		release(cancel)
+		cancel = nil
+	}
+	err := c.run(ctx, func(actx context.Context) (error, bool) {
 		held = nil
+		var timer *time.Timer
+		actx, cancel, timer = rt.attemptContext(actx)
+		var err error
+		resp, err = rt.send(actx, c.attempt)
+		if timer != nil && !timer.Stop() && err == nil {
+			// The timeout struck as the headers arrived: the body is cut.
+			// The timer's cancel may still be on its way: wait for it.
+			resp.Body.Close()
+			<-actx.Done()
+			resp, err = nil, context.Cause(actx)
+		}
+		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		failure := err
 		if err == nil {
-			if failure = cfg.statusFailure(resp); failure == nil {
-				return deliver(resp, cancel), nil
-			}
+			failure = cfg.statusFailure(resp)
+		}
+		if cfg.breakers != nil {
+			c.verdict = httpVerdict(ctx, cfg, resp, err, timedOut)
+		}
+		if failure == nil {
+			return nil, false
 		}
 		if c.url == "" {
 			c.method, c.url = methodOf(req), SanitizeURL(req.URL)
-			// A copy for the dead-letter record, so that rt itself stays on
-			// the stack of the success path; what it reads is set by now.
-			snap := new(roundTrip)
-			*snap = rt
-			c.record = snap.record
+			c.record = rt.record
 		}
 		if b := rt.blocked(ctx, failure, c.attempt < cfg.policy.MaxAttempts); b != nil {
 			failure = b
 		}
-		d, stop := c.fail(ctx, failure, timedOut)
-		if stop != nil {
-			if resp != nil {
-				return deliver(resp, cancel), nil
-			}
-			release(cancel)
-			return nil, stop
-		}
-		if resp != nil {
-			held = hold(resp)
-		}
-		release(cancel)
-		if stop = c.sleep(ctx, d); stop != nil {
-			return nil, stop
-		}
+		return failure, timedOut
+	})
+	if resp != nil {
+		// A success, or a stop decided with this response in hand: the
+		// response itself is the answer.
+		return deliver(resp, cancel), nil
 	}
+	release(cancel)
+	return heldOr(held, err)
+}
+
+// httpVerdict is what an attempt's outcome means to a circuit breaker:
+// server errors and requests to slow down are failures, other 4xx the
+// caller's own errors.
+func httpVerdict(ctx context.Context, cfg *config, resp *http.Response, err error, timedOut bool) error {
+	if err != nil {
+		return cfg.breakerOutcome(ctx, err, timedOut)
+	}
+	switch code := resp.StatusCode; {
+	case serverFailure(code):
+		return errBreakerFailure
+	case code >= 400:
+		return errBreakerExcluded
+	}
+	return nil
 }
 
 // statusFailure returns the failure a response stands for: nil when its
@@ -676,8 +667,6 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	}
 	return max(t.Sub(now), 0), true
 }
-
-const maxDuration = time.Duration(1<<63 - 1)
 
 func newIdempotencyKey() string {
 	var b [16]byte

@@ -1,0 +1,255 @@
+package retry
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reason says why a call stopped.
+type Reason uint8
+
+// The reasons a call stops. Reason.String gives their names.
+const (
+	reasonNone         Reason = iota
+	ReasonExhausted           // the attempts were used up
+	ReasonNonRetryable        // Permanent, a non-retryable type, or the Decider said no
+	ReasonDiscarded           // the Discard verdict
+	ReasonDeadLettered        // the DeadLetter verdict
+	ReasonFailed              // the Fail verdict
+	ReasonCanceled            // the caller's context ended
+	ReasonDeadline            // the next wait could not fit the deadline, MaxElapsed or MaxServerDelay
+	ReasonBudget              // the retry budget had no token
+	ReasonBreakerOpen         // the circuit breaker was open and its wait could not fit
+	ReasonRateLimited         // the rate limiter's wait could not fit the deadline
+)
+
+var reasonNames = [...]string{
+	reasonNone:         "",
+	ReasonExhausted:    "exhausted",
+	ReasonNonRetryable: "non_retryable",
+	ReasonDiscarded:    "discarded",
+	ReasonDeadLettered: "dead_lettered",
+	ReasonFailed:       "failed",
+	ReasonCanceled:     "canceled",
+	ReasonDeadline:     "deadline",
+	ReasonBudget:       "budget",
+	ReasonBreakerOpen:  "breaker_open",
+	ReasonRateLimited:  "rate_limited",
+}
+
+// String returns the reason's name, such as "exhausted"; "" for the zero Reason.
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// MarshalText encodes the reason as its name.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Error is the error of a call that did not succeed.
+//
+// Err is the last attempt's error (or the context's cause when no attempt
+// ran). When the caller's context ended, Unwrap also yields the context's
+// error and its cause, so that errors.Is(err, context.Canceled) or
+// errors.Is(err, context.DeadlineExceeded) holds whether or not the context
+// carries a cause (context.WithCancelCause, context.WithTimeoutCause), and
+// the cause is reachable too. A call stopped because its next wait could
+// not fit the deadline (ReasonDeadline) matches context.DeadlineExceeded.
+// Unwrap yields the dead-letter sink's error when routing failed as well.
+type Error struct {
+	Attempts int    // attempts run
+	Reason   Reason // why the call stopped
+	Err      error  // the last attempt's error
+
+	cause  error  // context cause, when distinct from Err
+	ctxErr error  // the context's error, when distinct from Err and cause
+	sink   error  // dead-letter routing failure
+	typ    string // the type of a stop by the breaker, limiter or budget
+}
+
+// ErrorType is "breaker.open", "ratelimit.local" or "budget.exhausted" for a
+// call stopped by the breaker, the rate limiter or the retry budget, so that
+// TypeOf reports what stopped it, and "timeout.attempt" when the last attempt
+// ran out of its per-attempt timeout (Err is then that attempt context's
+// deadline error, not the caller's); otherwise it is empty and TypeOf looks
+// at Err.
+func (e *Error) ErrorType() string { return e.typ }
+
+// Error describes the stop, the attempts and the last error.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("retry: ")
+	b.WriteString(e.Reason.String())
+	b.WriteString(" after ")
+	b.WriteString(strconv.Itoa(e.Attempts))
+	if e.Attempts == 1 {
+		b.WriteString(" attempt")
+	} else {
+		b.WriteString(" attempts")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.cause != nil {
+		b.WriteString(" (")
+		b.WriteString(e.cause.Error())
+		b.WriteString(")")
+	}
+	if e.sink != nil {
+		b.WriteString("; ")
+		b.WriteString(e.sink.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the last error, the context's cause and error, and the
+// dead-letter sink's error, those that are set.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 4)
+	for _, err := range [...]error{e.Err, e.cause, e.ctxErr, e.sink} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// newError returns the error of a call that stops for reason. A call stopped
+// by the caller's context keeps the context's error and its cause, so that
+// errors.Is matches both; a call stopped because its next wait could not fit
+// (ReasonDeadline) matches context.DeadlineExceeded.
+func (c *call) newError(ctx context.Context, reason Reason) *Error {
+	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last}
+	switch reason {
+	case ReasonCanceled:
+		cerr, cause := ctx.Err(), context.Cause(ctx)
+		if e.Err == nil {
+			e.Err, cause = cause, nil
+		}
+		if cause != nil && cause != e.Err {
+			e.cause = cause
+		}
+		if cerr != nil && cerr != e.Err && cerr != e.cause {
+			e.ctxErr = cerr
+		}
+	case ReasonDeadline:
+		e.ctxErr = context.DeadlineExceeded
+	}
+	return e
+}
+
+// terminal ends the call with reason: counters, events and dead-letter
+// routing. failed says the call's last attempt has just failed, so that
+// OnFailure reports it. The record goes to the sink before any hook runs,
+// so that a panicking hook cannot lose it.
+func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.Time, failed bool) error {
+	cfg := c.cfg
+	route := routed(reason, &cfg.policy)
+	cfg.state.failedPermanently.Add(1)
+	e := c.newError(ctx, reason)
+	switch {
+	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
+		e.typ = o.typ
+	case o.typ == TypeAttemptTimeout, o.typ == TypeTimeout:
+		// Err wraps context.DeadlineExceeded: without this, TypeOf would
+		// report the caller's own deadline as the cause.
+		e.typ = o.typ
+	}
+	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
+		return e
+	}
+	if now.IsZero() { // the failure path did not need the clock
+		now = cfg.now()
+	}
+	ev := c.event(o, now)
+	ev.Reason = reason
+	if route {
+		if ev.Payload == nil && c.record != nil {
+			ev.Payload = c.record()
+		}
+		e.sink = c.deadLetter(ctx, ev)
+	}
+	if failed {
+		cfg.fire(cfg.onFailure, ev)
+	}
+	if route {
+		c.alert(ev)
+	}
+	cfg.fire(cfg.onGiveUp, ev)
+	return e
+}
+
+// refuse stops the call before an attempt: the breaker, the rate limiter or
+// the budget said no. The error keeps the last attempt's error, if any, and
+// is typed by what refused.
+//
+// A refusal is not a failed attempt: it fires no OnFailure. Before any
+// attempt ran it is only the returned error (counted in Stats as a breaker
+// or limiter denial); after one, it ends the call like exhaustion, routed by
+// the policy's on_exhaustion with the last failure.
+func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
+	if c.attempt == 0 {
+		c.cfg.state.unstarted.Add(1)
+		e := &Error{Reason: reason, Err: err, typ: typ}
+		c.gaveUp(e, typ)
+		return e
+	}
+	o := inspect(c.last)
+	o.typ = typ
+	return c.terminal(ctx, o, reason, c.cfg.now(), false)
+}
+
+// canceled ends the call because the caller's context is done.
+func (c *call) canceled(ctx context.Context) error {
+	if c.attempt > 0 {
+		c.cfg.state.failedPermanently.Add(1)
+	} else {
+		c.cfg.state.unstarted.Add(1)
+	}
+	e := c.newError(ctx, ReasonCanceled)
+	if c.lastTyp == TypeAttemptTimeout {
+		e.typ = c.lastTyp // see terminal
+	}
+	c.gaveUp(e, "")
+	return e
+}
+
+// gaveUp fires OnGiveUp for a call that stops with e outside terminal: a
+// refusal before any attempt, or the caller's context ending between
+// attempts. typ overrides the type of the error.
+func (c *call) gaveUp(e *Error, typ string) {
+	hooks := c.cfg.onGiveUp
+	if len(hooks) == 0 {
+		return
+	}
+	if c.url == "" && c.req != nil {
+		c.method, c.url = methodOf(c.req), SanitizeURL(c.req.URL)
+	}
+	var ev Event
+	if c.last != nil {
+		o := inspect(c.last)
+		if c.lastTyp != "" {
+			o.typ = c.lastTyp
+		}
+		ev = c.event(o, c.cfg.now())
+	} else {
+		ev = Event{Err: e.Err, Key: c.key, Method: c.method, URL: c.url, Time: c.cfg.now()}
+		if ev.Key == "" {
+			ev.Key = c.cfg.key
+		}
+		if e.Err != nil {
+			ev.Message = c.cfg.sanitize(e.Err.Error())
+			ev.Type = TypeOf(e.Err)
+		}
+	}
+	if typ != "" {
+		ev.Type = typ
+	}
+	ev.Reason = e.Reason
+	c.cfg.fire(hooks, ev)
+}
