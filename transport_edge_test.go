@@ -25,21 +25,42 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestTransportAttemptTimeoutAtHeaders: a response arriving just as the
-// per-attempt timer fires is turned into a timeout, never a nil response.
+// per-attempt timer fires is either returned whole or turned into a
+// timeout, never a nil response with a nil error nor a body cut short.
 func TestTransportAttemptTimeoutAtHeaders(t *testing.T) {
 	const d = 200 * time.Microsecond
+	var n atomic.Int64
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		time.Sleep(d)
+		// Half the answers come well before the timer, half around it.
+		if n.Add(1)%2 == 0 {
+			time.Sleep(d)
+		}
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
 	})
-	tr := retry.NewTransport(base, fast(3), retry.WithAttemptTimeout(d))
-	for range 2000 {
+	tr := retry.NewTransport(base, retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+		retry.WithAttemptTimeout(d), retry.WithBudget(retry.Budget{Off: true}))
+	var whole, timedOut int
+	for range 300 {
 		req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
 		resp, err := tr.RoundTrip(req)
-		if err == nil {
+		switch {
+		case err == nil && resp != nil:
+			b, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if string(b) != "ok" || rerr != nil {
+				t.Fatalf("body %q, %v: a returned response must be whole", b, rerr)
+			}
+			whole++
+		case err != nil && resp == nil:
+			if typ := retry.TypeOf(err); typ != retry.TypeAttemptTimeout {
+				t.Fatalf("err %v of type %q, want %q", err, typ, retry.TypeAttemptTimeout)
+			}
+			timedOut++
+		default:
+			t.Fatalf("resp %v, err %v: want exactly one of them", resp, err)
 		}
 	}
+	t.Logf("%d whole responses, %d timeouts", whole, timedOut)
 }
 
 // writeFrame writes one HTTP/2 frame.
