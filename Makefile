@@ -1,24 +1,50 @@
 # The project's commands. `make test` is what CI runs (see .ci/run).
 
-STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+SHELL := /bin/bash
+# One step at a time, in order, even under -j: set-up first, and each
+# step's output in one piece.
+.NOTPARALLEL:
+
+STATICCHECK_VERSION := v0.7.0
+BIN := $(CURDIR)/.bin
+# staticcheck built by the Go in use, as it reads code with that Go's parser.
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)-$(shell go env GOVERSION 2>/dev/null)
 # Every module of the workspace (go.work).
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 
-.PHONY: test vet lint unit tidy fuzz bench demo chaos-soak
+.PHONY: test setup vet lint unit tidy fuzz bench demo chaos-soak
 
-## test: vet, gofmt, staticcheck, tidy go.mod files and the race-enabled tests of every module
-test: vet lint unit
+## test: installs what the tests need (scripts/setup.sh), then vet, gofmt, staticcheck, tidy go.mod files and the race-enabled tests of every module
+test: setup vet lint unit
+
+## setup: install make, a C compiler and redis-server when missing, or stop with the command to run
+setup:
+	@scripts/setup.sh
 
 vet:
-	@for m in $(MODULES); do (cd $$m && echo "go vet $$m" && go vet ./...) || exit 1; done
+	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
 
 lint:
-	@test -z "$$(gofmt -l $(MODULES))" || { gofmt -l $(MODULES); echo "gofmt needed"; exit 1; }
-	@for m in $(MODULES); do (cd $$m && echo "staticcheck $$m" && $(STATICCHECK) ./...) || exit 1; done
+	@echo "gofmt -l"; test -z "$$(gofmt -l $(MODULES))" || { gofmt -l $(MODULES); echo "gofmt needed"; exit 1; }
+	@test -x $(STATICCHECK) || { \
+		echo "building staticcheck $(STATICCHECK_VERSION) into .bin (once per Go version)"; \
+		GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && \
+		mv $(BIN)/staticcheck $(STATICCHECK); }
+	@for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 	@echo "scripts/tidy.sh -check" && scripts/tidy.sh -check
 
-unit:
-	@for m in $(MODULES); do (cd $$m && go test -race -count=1 ./...) || exit 1; done
+# The tests of every module under -race, then the allocation tests, which
+# -race excludes (//go:build !race), without it. testsummary prints go
+# test's usual lines, one line counting the skipped tests and their
+# reasons, and "N passed, N failed, N skipped"; with CI=true a skipped test
+# fails the run.
+unit: setup
+	@set -o pipefail; { rc=0; \
+		for m in $(MODULES); do echo "go test -race $$m"; \
+			(cd $$m && go test -race -count=1 -json ./... 2>&1) || rc=1; done; \
+		echo "go test (allocations, without -race) $(CURDIR)"; \
+		go test -count=1 -json -run 'Allocs$$' . 2>&1 || rc=1; \
+		exit $$rc; } | go run ./scripts/testsummary
 
 ## tidy: rewrite the go.mod and go.sum files of the nested modules
 tidy:
@@ -38,7 +64,8 @@ bench:
 
 ## demo: a plain client and retry.Transport against a flaky loopback server
 demo:
-	go run ./cmd/retry demo
+	@echo "make demo: building cmd/retry (a first run downloads its modules: up to a minute), then: retry demo"
+	@go run ./cmd/retry demo
 
 ## chaos-soak: the chaos suite with 200,000 requests
 chaos-soak:

@@ -255,21 +255,3 @@ func TestVerdictsOfNil(t *testing.T) {
 		}
 	}
 }
-
-// TestClassifyAllocs: classifying a failure allocates nothing.
-func TestClassifyAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	errs := []error{
-		&url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
-		fmt.Errorf("w: %w", retry.Permanent(typed{"a.b"})),
-		errors.Join(io.EOF, &retry.StatusError{StatusCode: 503}),
-		x509.HostnameError{},
-	}
-	for _, err := range errs {
-		if a := testing.AllocsPerRun(100, func() { _ = retry.TypeOf(err) }); a != 0 {
-			t.Errorf("TypeOf(%v): %v allocs", err, a)
-		}
-	}
-}

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -846,44 +845,6 @@ func TestAttemptsIterator(t *testing.T) {
 			t.Fatal("yielded")
 		}
 	})
-}
-
-// TestTimerReuse: one call with many waits allocates a bounded number of
-// objects (one timer), not one per wait.
-func TestTimerReuse(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 50, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond, Jitter: retry.NoJitter}))
-	few := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond, Jitter: retry.NoJitter}))
-	fail := func(context.Context) error { return errTransient }
-	ctx := context.Background()
-	many := testing.AllocsPerRun(20, func() { _ = r.Run(ctx, fail) })
-	one := testing.AllocsPerRun(20, func() { _ = few.Run(ctx, fail) })
-	// Each extra attempt carries its number in a context (one allocation).
-	if perAttempt := (many - one) / 48; perAttempt > 1.01 {
-		t.Fatalf("%.2f allocations per extra attempt, want at most 1 (the timer must be reused)", perAttempt)
-	}
-}
-
-// TestSuccessAllocs: the success path allocates nothing.
-func TestSuccessAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	r := retry.New()
-	ctx := context.Background()
-	var n atomic.Int64
-	fn := func(context.Context) error { n.Add(1); return nil }
-	for name, f := range map[string]func(){
-		"retrier":    func() { _ = r.Run(ctx, fn) },
-		"no options": func() { _ = retry.Run(ctx, fn) },
-		"do with r":  func() { _, _ = retry.Do(ctx, func(context.Context) (int, error) { return 1, nil }, r) },
-	} {
-		if a := testing.AllocsPerRun(100, f); a != 0 {
-			t.Errorf("%s: %v allocs per call, want 0", name, a)
-		}
-	}
 }
 
 // TestRefusals: a breaker or limiter refusal is not a failed attempt. Before

@@ -1,6 +1,6 @@
 module github.com/steadyhq/retry/bench
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/avast/retry-go/v4 v4.7.0
@@ -9,11 +9,9 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/sony/gobreaker/v2 v2.4.0
-	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 )
 
 require (
-	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the side-by-side benchmarks with -count 10 -benchmem and prints the
 # table of medians that README.md keeps. The raw results go to results.txt,
-# for benchstat: go run golang.org/x/perf/cmd/benchstat results.txt
+# for benchstat: go run golang.org/x/perf/cmd/benchstat@latest results.txt
 #
 # The ten counts are interleaved: ten rounds, each running every case once,
 # so that a slow spell of a shared machine falls on every case alike instead

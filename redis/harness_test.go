@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,13 +37,18 @@ type server struct {
 	waited chan error
 }
 
-// startServer starts a redis-server for t, or skips t when the binary is
-// not installed.
+// startServer starts a redis-server for t. When the binary is not
+// installed it skips t, and fails it on CI (CI=true), where every test
+// must run.
 func startServer(t testing.TB) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server not found on PATH; install it (apt-get install -y redis-server) to run the Redis tests")
+		const msg = "redis-server not found on PATH; install it (scripts/setup.sh, or apt-get install -y redis-server) to run the Redis tests"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (CI=true: a Redis test may not be skipped)")
+		}
+		t.Skip(msg)
 	}
 	s := &server{t: t, bin: bin, dir: t.TempDir()}
 	for range 5 {
@@ -177,6 +183,36 @@ func TestHarness(t *testing.T) {
 	// No persistence: the restarted server is empty.
 	if err := c.Get(ctx, "k").Err(); err != goredis.Nil {
 		t.Fatalf("GET after restart: %v, want redis.Nil", err)
+	}
+}
+
+// TestMissingServer: without redis-server a Redis test is skipped, with
+// its reason, and on CI (CI=true) it fails instead. It runs TestHarness in
+// a child process whose PATH has no redis-server.
+func TestMissingServer(t *testing.T) {
+	tests := []struct {
+		name   string
+		ci     string
+		failed bool
+		want   string
+	}{
+		{name: "local run: skipped", ci: "", failed: false, want: "--- SKIP: TestHarness"},
+		{name: "CI: failed", ci: "true", failed: true, want: "--- FAIL: TestHarness"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestHarness$", "-test.v", "-test.count", "1")
+			cmd.Env = append(os.Environ(), "PATH="+t.TempDir(), "CI="+tt.ci)
+			out, err := cmd.CombinedOutput()
+			if failed := err != nil; failed != tt.failed {
+				t.Errorf("failed %v (%v), want %v:\n%s", failed, err, tt.failed, out)
+			}
+			for _, w := range []string{tt.want, "redis-server not found on PATH"} {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }
 

@@ -130,8 +130,12 @@ type demoSide struct {
 // demoReport is the demo's outcome.
 type demoReport struct{ Plain, Retry demoSide }
 
+// demoIntro is the demo's first line, printed before anything starts.
+const demoIntro = "retry demo: a plain http.Client, then retry.Transport, against a flaky loopback server (about 20 s)"
+
 // runDemo runs the demo and prints its report.
 func runDemo(ctx context.Context, e *env) (*demoReport, error) {
+	fmt.Fprintln(e.stdout, demoIntro)
 	srv := &flaky{
 		rng:         rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
 		outageStart: demoOutageAt,

@@ -13,7 +13,7 @@ import (
 // without adding load during the outage.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the demo takes about 13 s")
+		t.Skip("the demo takes about 20 s")
 	}
 	var out, errb bytes.Buffer
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, progress: "always"}
@@ -25,6 +25,9 @@ func TestDemo(t *testing.T) {
 	}
 	if elapsed > 30*time.Second {
 		t.Errorf("the demo took %v, want under 30 s", elapsed)
+	}
+	if first, _, _ := strings.Cut(out.String(), "\n"); first != demoIntro {
+		t.Errorf("first line %q, want %q", first, demoIntro)
 	}
 	p, q := rep.Plain, rep.Retry
 	t.Logf("plain %+v", p.Failures)

@@ -29,8 +29,8 @@ type policyFlags struct {
 	nonRetr []string
 }
 
-// attemptsRule is the rule of --attempts.
-const attemptsRule = "must be an integer in [1, 2147483647]"
+// attemptsRule is the rule of --attempts, as of max_attempts in JSON.
+const attemptsRule = "must be an integer in [0, 2147483647] (0 and 1 both mean one attempt)"
 
 // The policy field flags: name → what it sets.
 var fieldFlags = []struct{ name, usage string }{
@@ -143,6 +143,14 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// durationRules are the rules of the duration flags, as of their JSON
+// fields: a negative value breaks them, and so does 0 but for --offset.
+var durationRules = map[string]string{
+	"initial": "must be > 0 (use --strategy immediate for retries without delay)",
+	"max":     "must be > 0",
+	"offset":  "must be >= 0",
+}
+
 // flagField maps a policy's JSON field to the flag that sets it.
 var flagField = map[string]string{
 	"max_attempts":         "attempts",
@@ -174,17 +182,27 @@ func (f *policyFlags) override(p retry.Policy) (retry.Policy, error) {
 		}
 		d, err := retry.ParseDuration(v)
 		if err != nil {
+			if abs, ok := strings.CutPrefix(strings.TrimSpace(v), "-"); ok {
+				if _, err := retry.ParseDuration(abs); err == nil {
+					return fmt.Errorf("flag --%s = %q: %s", name, v, durationRules[name])
+				}
+			}
 			return fmt.Errorf("flag --%s = %q: must be a duration such as 1.5s, PT1.5S or 1500 (milliseconds)", name, v)
+		}
+		if d == 0 && name != "offset" {
+			// A zero field in Go means the default; given as a flag,
+			// as in JSON, it is refused.
+			return fmt.Errorf("flag --%s = %q: %s", name, v, durationRules[name])
 		}
 		*dst = d
 		return nil
 	}
 	if v, ok := str("attempts"); ok {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > math.MaxInt32 {
+		if err != nil || n < 0 || n > math.MaxInt32 {
 			return p, fmt.Errorf("flag --attempts = %q: %s", v, attemptsRule)
 		}
-		p.MaxAttempts = n
+		p.MaxAttempts = max(n, 1) // 0 in a Policy would mean the default, 3
 	}
 	maxBefore := p.MaxInterval
 	for _, d := range []struct {

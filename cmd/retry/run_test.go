@@ -72,7 +72,7 @@ func TestRunUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"run"},
 		{"run", "--attempt-timeout", "-1s", "--", "true"},
-		{"run", "--attempts", "0", "--", "true"},
+		{"run", "--attempts", "-1", "--", "true"},
 	} {
 		stdout, stderr, code := cli(t, "", args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 {

@@ -230,3 +230,33 @@ func TestFromMS(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptsZero: as in JSON, --attempts 0 and 1 both mean one attempt,
+// for every command that takes a policy.
+func TestAttemptsZero(t *testing.T) {
+	one, _, _ := cli(t, "", "schedule", "--json", "--attempts", "1")
+	tests := []struct {
+		name      string
+		args      []string
+		code      int
+		stdout    string // "" for the schedule of --attempts 1
+		stderrHas string
+	}{
+		{name: "schedule --attempts 0", args: []string{"schedule", "--json", "--attempts", "0"}},
+		{name: "schedule, max_attempts 0 in JSON", args: []string{"schedule", "--json", "--policy", `{"max_attempts": 0}`}},
+		{name: "run --attempts 0", args: []string{"run", "--attempts", "0", "--", "sh", "-c", "echo once; exit 3"},
+			code: 3, stdout: "once\n", stderrHas: "retry: exhausted after 1 attempt: exit status 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", tt.args...)
+			want := tt.stdout
+			if want == "" {
+				want = one
+			}
+			if code != tt.code || stdout != want || !strings.Contains(stderr, tt.stderrHas) {
+				t.Errorf("status %d, stdout %q, stderr %q; want status %d, stdout %q, stderr with %q", code, stdout, stderr, tt.code, want, tt.stderrHas)
+			}
+		})
+	}
+}

@@ -15,9 +15,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
-
-	"golang.org/x/perf/benchfmt"
 )
 
 // references name, per case, the row the others are compared with.
@@ -76,30 +75,28 @@ func run(in io.Reader, out io.Writer) error {
 	return nil
 }
 
+// read parses the output of go test -bench: "key: value" lines (goos,
+// goarch, cpu, pkg) and result lines, "BenchmarkCase/impl-N  iterations
+// value unit ...", where N is GOMAXPROCS.
 func read(in io.Reader) ([]*table, map[string]string, error) {
-	rd := benchfmt.NewReader(in, "stdin")
 	meta := map[string]string{}
 	var tables []*table
 	byName := map[string]*row{}
-	for rd.Scan() {
-		res, ok := rd.Result().(*benchfmt.Result)
-		if !ok {
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, ": "); ok && k != "" && !strings.ContainsAny(k, " \t") && !strings.HasPrefix(k, "Benchmark") {
+			meta[k] = strings.TrimSpace(v)
 			continue
 		}
-		for _, c := range res.Config {
-			if c.File {
-				meta[c.Key] = string(c.Value)
-			}
+		f := strings.Fields(line)
+		if len(f) < 4 || len(f)%2 != 0 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
 		}
-		base, parts := res.Name.Parts()
-		impl := ""
-		for _, p := range parts {
-			if s := string(p); strings.HasPrefix(s, "/") {
-				impl += s[1:] + "/"
-			}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue
 		}
-		impl = strings.TrimSuffix(impl, "/")
-		caseName := string(base)
+		caseName, impl, _ := strings.Cut(trimProcs(strings.TrimPrefix(f[0], "Benchmark")), "/")
 		key := caseName + "\x00" + impl
 		r := byName[key]
 		if r == nil {
@@ -112,17 +109,22 @@ func read(in io.Reader) ([]*table, map[string]string, error) {
 			}
 			tables[i].rows = append(tables[i].rows, r)
 		}
-		if v, ok := res.Value("sec/op"); ok {
-			r.ns = append(r.ns, v*1e9)
-		}
-		if v, ok := res.Value("B/op"); ok {
-			r.bytes = append(r.bytes, v)
-		}
-		if v, ok := res.Value("allocs/op"); ok {
-			r.allocs = append(r.allocs, v)
+		for i := 2; i < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: value %q is not a number", f[0], f[i])
+			}
+			switch f[i+1] {
+			case "ns/op":
+				r.ns = append(r.ns, v)
+			case "B/op":
+				r.bytes = append(r.bytes, v)
+			case "allocs/op":
+				r.allocs = append(r.allocs, v)
+			}
 		}
 	}
-	if err := rd.Err(); err != nil {
+	if err := sc.Err(); err != nil {
 		return nil, nil, err
 	}
 	for _, t := range tables {
@@ -131,6 +133,18 @@ func read(in io.Reader) ([]*table, map[string]string, error) {
 		}
 	}
 	return tables, meta, nil
+}
+
+// trimProcs drops the "-N" (GOMAXPROCS) that go test appends to a name.
+func trimProcs(name string) string {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return name
+	}
+	if _, err := strconv.Atoi(name[i+1:]); err != nil {
+		return name
+	}
+	return name[:i]
 }
 
 func ours(impl string) bool { return strings.HasPrefix(impl, "retry") }

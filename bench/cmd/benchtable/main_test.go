@@ -27,14 +27,30 @@ func TestTable(t *testing.T) {
 		want []string
 		err  string
 	}{
-		{"medians and ratios", sample, []string{
+		{name: "medians and ratios", in: sample, want: []string{
 			"cpu: Test CPU",
 			"| retry-retrier | 12.00 | 0 | 0 | 0.200 | 4.000 | +0 |", // median of 10, 12, 30; 12/60; 12/3
 			"| peer-b | 90.00 | 120 | 5 | 1.500 | 30.000 | +5 |",
 			"| plain | 3.00 | 0 | 0 | 0.050 | 1.000 | +0 |",
 			"| retry-retrier | 6.00 | 0 | 0 |  | 0.50 |", // parallel against serial 12
-		}, ""},
-		{"empty input", "PASS\n", nil, "no benchmark results"},
+		}},
+		{name: "GOMAXPROCS 1: no suffix; digits inside a name stay", in: `cpu: One CPU
+BenchmarkSuccess/plain        	100	         2.000 ns/op	       0 B/op	       0 allocs/op
+BenchmarkSuccess/backoff-v5   	100	        20.00 ns/op	      16 B/op	       1 allocs/op
+BenchmarkSuccess/backoff-v5-8 	100	        40.00 ns/op	      16 B/op	       1 allocs/op
+`, want: []string{
+			"cpu: One CPU",
+			"| backoff-v5 | 30.00 | 16 | 1 |  | 15.000 | +1 |", // median of 20 and 40
+		}},
+		{name: "other lines and units are ignored", in: `goos: linux
+=== RUN   BenchmarkSuccess
+BenchmarkSuccess/plain-2	100	2.000 ns/op	5.000 MB/s
+--- BENCH: BenchmarkSuccess/plain-2
+PASS
+ok  	github.com/steadyhq/retry/bench	1.000s
+`, want: []string{"| plain | 2.00 | 0 | 0 |  | 1.000 | +0 |"}},
+		{name: "a value that is no number", in: "BenchmarkSuccess/plain-2\t100\tfast ns/op\n", err: `value "fast" is not a number`},
+		{name: "empty input", in: "PASS\n", err: "no benchmark results"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
