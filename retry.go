@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/steadyhq/retry/redact"
 )
 
 // Do calls fn until it succeeds or the policy says stop, and returns fn's
@@ -872,7 +874,7 @@ func (c *call) gaveUp(e *Error, typ string) {
 		return
 	}
 	if c.url == "" && c.req != nil {
-		c.method, c.url = methodOf(c.req), SanitizeURL(c.req.URL)
+		c.method, c.url = methodOf(c.req), redact.SanitizeURL(c.req.URL)
 	}
 	var ev Event
 	if c.last != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/steadyhq/retry/redact"
 )
 
 // Transport is an http.RoundTripper that retries requests under the same
@@ -278,7 +280,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		if c.url == "" {
-			c.method, c.url = methodOf(req), SanitizeURL(req.URL)
+			c.method, c.url = methodOf(req), redact.SanitizeURL(req.URL)
 			// A copy for the dead-letter record, so that rt itself stays on
 			// the stack of the success path; what it reads is set by now.
 			snap := new(roundTrip)
@@ -516,8 +518,8 @@ func (rt *roundTrip) record() any {
 	req := rt.req
 	r := &RequestRecord{
 		Method: methodOf(req),
-		URL:    SanitizeURL(req.URL),
-		Header: SafeHeader(req.Header),
+		URL:    redact.SanitizeURL(req.URL),
+		Header: redact.SafeHeader(req.Header),
 	}
 	if rt.idemKey != "" {
 		r.Header.Set("Idempotency-Key", rt.idemKey)
@@ -537,7 +539,7 @@ func (rt *roundTrip) record() any {
 
 // RequestRecord is the Payload of a Transport's dead-letter record: the
 // request without its credentials. Authorization, cookies and other secret
-// headers are left out (see SafeHeader), so replaying it through the
+// headers are left out (see redact.SafeHeader), so replaying it through the
 // caller's own client re-applies them.
 type RequestRecord struct {
 	Method string

@@ -1,4 +1,4 @@
-package retry
+package redact
 
 import (
 	"net/http"
@@ -7,11 +7,12 @@ import (
 	"unicode/utf8"
 )
 
-// Redacted replaces a secret in sanitized text.
+// Redacted is the text that Sanitize, SanitizeURL and SafeHeader put in
+// place of a secret value.
 const Redacted = "[REDACTED]"
 
-// MaxMessage bounds the length in bytes of a sanitized message.
-const MaxMessage = 1024
+// maxMessage bounds the length in bytes of a sanitized message.
+const maxMessage = 1024
 
 // maxScan bounds how much of a message the sanitizer reads; the rest could
 // never reach the output.
@@ -30,9 +31,9 @@ const maxScan = 64 << 10
 //   - well-known token shapes: JWTs, AWS access keys, GitHub, GitLab,
 //     Slack, Stripe and Google API keys, and the bodies of PEM private keys;
 //
-// and masks email addresses (a***@example.com). The result is at most
-// MaxMessage bytes of valid UTF-8. Sanitize is the default of WithSanitizer;
-// the caller still receives the real error.
+// and masks email addresses (a***@example.com). Invalid UTF-8 becomes
+// U+FFFD, only the first 64 KiB of s are read, and a result longer than
+// 1024 bytes is cut at a rune boundary and ends in "...(truncated)".
 func Sanitize(s string) string {
 	if len(s) > maxScan {
 		s = s[:maxScan]
@@ -47,11 +48,11 @@ func Sanitize(s string) string {
 	return bound(s)
 }
 
-// bound cuts valid UTF-8 s to MaxMessage bytes at a rune boundary.
+// bound cuts valid UTF-8 s to maxMessage bytes at a rune boundary.
 func bound(s string) string {
-	if len(s) > MaxMessage {
+	if len(s) > maxMessage {
 		const more = "...(truncated)"
-		cut := MaxMessage - len(more)
+		cut := maxMessage - len(more)
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
@@ -61,8 +62,8 @@ func bound(s string) string {
 }
 
 // SanitizeURL returns u as a string without its userinfo, with the values
-// of secret-looking query and fragment parameters redacted and emails masked.
-// A nil u gives "".
+// of secret-looking query and fragment parameters replaced by Redacted, and
+// the result passed through Sanitize. It does not modify u. A nil u gives "".
 func SanitizeURL(u *url.URL) string {
 	if u == nil {
 		return ""
@@ -108,9 +109,10 @@ func redactParams(q string) string {
 }
 
 // SafeHeader returns a copy of h without credentials: Authorization,
-// Proxy-Authorization, Cookie, Set-Cookie and headers whose names look
-// secret (X-Api-Key, X-Auth-Token, ...) are left out, and the other values
-// are sanitized. Idempotency-Key is kept. A nil h gives nil.
+// Proxy-Authorization, Cookie, Set-Cookie, WWW-Authenticate,
+// Proxy-Authenticate and headers whose names look secret (X-Api-Key,
+// X-Auth-Token, ...) are left out, and the other values are passed through
+// Sanitize. Idempotency-Key is kept. It does not modify h. A nil h gives nil.
 func SafeHeader(h http.Header) http.Header {
 	if h == nil {
 		return nil
