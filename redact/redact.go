@@ -18,22 +18,13 @@ const maxMessage = 1024
 // never reach the output.
 const maxScan = 64 << 10
 
-// Sanitize returns s with secrets redacted and its length bounded, for
-// events, logs, metrics and dead-letter records. It redacts:
-//
-//   - URL credentials (scheme://user:pass@host) and DSN credentials
-//     (user:pass@tcp(host)/db, scott/tiger@host);
-//   - values of secret-looking keys (password, token, api_key, secret,
-//     signature, sig, key, session, credential and names ending in them) in
-//     query strings, key=value connection strings and "key": "value" JSON;
-//   - Authorization, Cookie and similar header lines, and bearer, basic and
-//     token credentials;
-//   - well-known token shapes: JWTs, AWS access keys, GitHub, GitLab,
-//     Slack, Stripe and Google API keys, and the bodies of PEM private keys;
-//
-// and masks email addresses (a***@example.com). Invalid UTF-8 becomes
-// U+FFFD, only the first 64 KiB of s are read, and a result longer than
-// 1024 bytes is cut at a rune boundary and ends in "...(truncated)".
+// Sanitize returns s with credentials replaced by Redacted: URL and DSN
+// credentials, the values of secret-looking keys, credential headers and
+// authentication schemes, well-known token shapes and PEM private keys (the
+// package documentation lists them). It masks email addresses
+// (a***@example.com). Invalid UTF-8 becomes U+FFFD, only the first 64 KiB of
+// s are read, and a result longer than 1024 bytes is cut at a rune boundary
+// and ends in "...(truncated)".
 func Sanitize(s string) string {
 	if len(s) > maxScan {
 		s = s[:maxScan]

@@ -197,7 +197,7 @@ func redactSchemes(s string) string {
 	return r.String()
 }
 
-// tokenStart reports whether c ends a token when scanning back from '@'.
+// tokenBoundary reports whether c ends a token when scanning back from '@'.
 func tokenBoundary(c byte) bool {
 	switch c {
 	case ' ', '\t', '\r', '\n', '"', '\'', '(', '<', '[', '{', ',', '=', '`', '>':
