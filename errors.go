@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/steadyhq/retry/redact"
 )
 
 // Reason says why a call stopped.
@@ -228,7 +230,7 @@ func (c *call) gaveUp(e *Error, typ string) {
 		return
 	}
 	if c.url == "" && c.req != nil {
-		c.method, c.url = methodOf(c.req), SanitizeURL(c.req.URL)
+		c.method, c.url = methodOf(c.req), redact.SanitizeURL(c.req.URL)
 	}
 	var ev Event
 	if c.last != nil {

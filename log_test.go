@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/redact"
 )
 
 // logRecords is a slog.Handler that keeps its records as text lines.
@@ -73,7 +74,7 @@ func TestWithLogger(t *testing.T) {
 		}},
 		{"sanitized message", slog.LevelInfo, nil, 1, retry.Permanent(secret), []string{
 			"WARN retry: gave up attempt=1 reason=non_retryable type=error error=" +
-				retry.Sanitize(secret.Error()) + " key=inventory",
+				redact.Sanitize(secret.Error()) + " key=inventory",
 		}},
 	}
 	for _, tt := range tests {

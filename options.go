@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/steadyhq/retry/redact"
 )
 
 // An Option configures a Retrier, a Transport or one call of Do, Run or
@@ -92,7 +94,7 @@ func (c *config) build(opts []Option) {
 		maxServerDelay: DefaultMaxServerDelay,
 		sinkTimeout:    DefaultDeadLetterLimit,
 		dedupWindow:    DefaultDedupWindow,
-		sanitize:       Sanitize,
+		sanitize:       redact.Sanitize,
 		random:         rand.Float64,
 	}
 	for _, o := range opts {
@@ -342,12 +344,12 @@ func WithDedupWindow(d time.Duration) Option {
 	})
 }
 
-// WithSanitizer replaces Sanitize for the messages of events and dead-letter
+// WithSanitizer replaces redact.Sanitize for the messages of events and dead-letter
 // records. The caller still receives the real error.
 func WithSanitizer(f func(string) string) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			f = Sanitize
+			f = redact.Sanitize
 		}
 		c.sanitize = f
 	})

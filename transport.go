@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/steadyhq/retry/redact"
 )
 
 // Transport is an http.RoundTripper that retries requests under the same
@@ -264,7 +266,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, false
 		}
 		if c.url == "" {
-			c.method, c.url = methodOf(req), SanitizeURL(req.URL)
+			c.method, c.url = methodOf(req), redact.SanitizeURL(req.URL)
 			c.record = rt.record
 		}
 		if b := rt.blocked(ctx, failure, c.attempt < cfg.policy.MaxAttempts); b != nil {
@@ -507,8 +509,8 @@ func (rt *roundTrip) record() any {
 	req := rt.req
 	r := &RequestRecord{
 		Method: methodOf(req),
-		URL:    SanitizeURL(req.URL),
-		Header: SafeHeader(req.Header),
+		URL:    redact.SanitizeURL(req.URL),
+		Header: redact.SafeHeader(req.Header),
 	}
 	if rt.idemKey != "" {
 		r.Header.Set("Idempotency-Key", rt.idemKey)
@@ -528,7 +530,7 @@ func (rt *roundTrip) record() any {
 
 // RequestRecord is the Payload of a Transport's dead-letter record: the
 // request without its credentials. Authorization, cookies and other secret
-// headers are left out (see SafeHeader), so replaying it through the
+// headers are left out (see redact.SafeHeader), so replaying it through the
 // caller's own client re-applies them.
 type RequestRecord struct {
 	Method string

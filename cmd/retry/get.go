@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/redact"
 )
 
 // exitHTTPError is get's status for a response of 400 or more with --fail,
@@ -120,7 +121,7 @@ of 400 or more), and 1 when none did.
 			resp, err := client.Do(req)
 			attempts := t.Stats().Attempts
 			if err != nil {
-				return failed(fmt.Errorf("%s %s: %s", method, retry.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: ")))
+				return failed(fmt.Errorf("%s %s: %s", method, redact.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: ")))
 			}
 			defer resp.Body.Close()
 			fmt.Fprintf(e.stderr, "retry: %s %s after %d %s in %s\n", resp.Proto, resp.Status, attempts,
@@ -196,11 +197,11 @@ func unwrapURL(err error) error {
 
 // showURL renders a URL given by the user for an error message: its
 // userinfo dropped and secret-looking parameters redacted, as
-// retry.SanitizeURL does, or, when it does not parse, its userinfo, query
-// and fragment dropped and the rest passed through retry.Sanitize.
+// redact.SanitizeURL does, or, when it does not parse, its userinfo, query
+// and fragment dropped and the rest passed through redact.Sanitize.
 func showURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		return retry.SanitizeURL(u)
+		return redact.SanitizeURL(u)
 	}
 	prefix, rest := "", raw
 	if i := strings.Index(raw, "://"); i >= 0 {
@@ -214,9 +215,9 @@ func showURL(raw string) string {
 		rest = rest[i+1:]
 	}
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		rest = rest[:i+1] + retry.Redacted
+		rest = rest[:i+1] + redact.Redacted
 	}
-	return retry.Sanitize(prefix + rest)
+	return redact.Sanitize(prefix + rest)
 }
 
 // The errors of parseHeaders: none shows a value.

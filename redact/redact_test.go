@@ -1,4 +1,4 @@
-package retry_test
+package redact_test
 
 import (
 	"net/http"
@@ -7,8 +7,11 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/redact"
 )
+
+// maxMessage is the bound in bytes that Sanitize documents.
+const maxMessage = 1024
 
 // secretShapes are messages carrying a secret, the secret, and text that
 // must survive sanitizing.
@@ -53,14 +56,14 @@ var secretShapes = []struct {
 func TestSanitize(t *testing.T) {
 	for _, tt := range secretShapes {
 		t.Run(tt.name, func(t *testing.T) {
-			got := retry.Sanitize(tt.msg)
+			got := redact.Sanitize(tt.msg)
 			if strings.Contains(got, tt.secret) {
 				t.Errorf("Sanitize(%q) = %q still holds %q", tt.msg, got, tt.secret)
 			}
 			if !strings.Contains(got, tt.keep) {
 				t.Errorf("Sanitize(%q) = %q lost %q", tt.msg, got, tt.keep)
 			}
-			if again := retry.Sanitize(got); again != got {
+			if again := redact.Sanitize(got); again != got {
 				t.Errorf("not idempotent: %q then %q", got, again)
 			}
 		})
@@ -74,14 +77,14 @@ func TestSanitize(t *testing.T) {
 			"token expired",
 			"read tcp 10.0.0.1:443->10.0.0.2:5555: i/o timeout",
 		} {
-			if got := retry.Sanitize(msg); got != msg {
+			if got := redact.Sanitize(msg); got != msg {
 				t.Errorf("Sanitize(%q) = %q", msg, got)
 			}
 		}
 	})
 	t.Run("length is bounded", func(t *testing.T) {
-		got := retry.Sanitize(strings.Repeat("é", 5000))
-		if len(got) > retry.MaxMessage || !utf8.ValidString(got) || !strings.HasSuffix(got, "(truncated)") {
+		got := redact.Sanitize(strings.Repeat("é", 5000))
+		if len(got) > maxMessage || !utf8.ValidString(got) || !strings.HasSuffix(got, "(truncated)") {
 			t.Errorf("len %d, valid %v, tail %q", len(got), utf8.ValidString(got), got[len(got)-20:])
 		}
 	})
@@ -102,14 +105,14 @@ func TestSanitizeURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := retry.SanitizeURL(u); got != tt.want {
+		if got := redact.SanitizeURL(u); got != tt.want {
 			t.Errorf("SanitizeURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 		if u.String() != tt.in && !strings.Contains(tt.in, "@example.com") {
 			t.Errorf("SanitizeURL changed its argument to %q", u)
 		}
 	}
-	if retry.SanitizeURL(nil) != "" {
+	if redact.SanitizeURL(nil) != "" {
 		t.Error("nil URL")
 	}
 }
@@ -125,7 +128,7 @@ func TestSafeHeader(t *testing.T) {
 		"Content-Type":        {"application/json"},
 		"X-Debug":             {"password=leaky"},
 	}
-	got := retry.SafeHeader(h)
+	got := redact.SafeHeader(h)
 	for _, name := range []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "X-Auth-Token"} {
 		if _, ok := got[name]; ok {
 			t.Errorf("%s kept", name)
@@ -140,7 +143,7 @@ func TestSafeHeader(t *testing.T) {
 	if h.Get("Authorization") == "" {
 		t.Error("SafeHeader changed its argument")
 	}
-	if retry.SafeHeader(nil) != nil {
+	if redact.SafeHeader(nil) != nil {
 		t.Error("nil header")
 	}
 }
@@ -152,15 +155,15 @@ func FuzzSanitize(f *testing.F) {
 	f.Add("a@b.c@d.e:f@g", "x")
 	f.Add("password=\"unterminated", "y")
 	f.Fuzz(func(t *testing.T, msg, secret string) {
-		got := retry.Sanitize(msg)
-		if len(got) > retry.MaxMessage || !utf8.ValidString(got) {
+		got := redact.Sanitize(msg)
+		if len(got) > maxMessage || !utf8.ValidString(got) {
 			t.Fatalf("Sanitize(%q) = %q: len %d, valid %v", msg, got, len(got), utf8.ValidString(got))
 		}
 		// A secret planted as a password value never survives.
 		if len(secret) < 4 || strings.ContainsAny(secret, "&;, \t\r\n\"'`)]}<>\\") || !utf8.ValidString(secret) {
 			return
 		}
-		planted := retry.Sanitize(msg + " password=" + secret)
+		planted := redact.Sanitize(msg + " password=" + secret)
 		if strings.Contains(planted, "password="+secret) {
 			t.Fatalf("planted secret %q survived in %q", secret, planted)
 		}

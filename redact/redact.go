@@ -1,0 +1,175 @@
+package redact
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// Redacted is the text that Sanitize, SanitizeURL and SafeHeader put in
+// place of a secret value.
+const Redacted = "[REDACTED]"
+
+// maxMessage bounds the length in bytes of a sanitized message.
+const maxMessage = 1024
+
+// maxScan bounds how much of a message the sanitizer reads; the rest could
+// never reach the output.
+const maxScan = 64 << 10
+
+// Sanitize returns s with credentials replaced by Redacted: URL and DSN
+// credentials, the values of secret-looking keys, credential headers and
+// authentication schemes, well-known token shapes and PEM private keys (the
+// package documentation lists them). It masks email addresses
+// (a***@example.com). Invalid UTF-8 becomes U+FFFD, only the first 64 KiB of
+// s are read, and a result longer than 1024 bytes is cut at a rune boundary
+// and ends in "...(truncated)".
+func Sanitize(s string) string {
+	if len(s) > maxScan {
+		s = s[:maxScan]
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = redactPEM(s)
+	s = redactHeaderLines(s)
+	s = redactSchemes(s)
+	s = redactAt(s)
+	s = redactKeyValues(s)
+	s = redactTokens(s)
+	return bound(s)
+}
+
+// bound cuts valid UTF-8 s to maxMessage bytes at a rune boundary.
+func bound(s string) string {
+	if len(s) > maxMessage {
+		const more = "...(truncated)"
+		cut := maxMessage - len(more)
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + more
+	}
+	return s
+}
+
+// SanitizeURL returns u as a string without its userinfo, with the values
+// of secret-looking query and fragment parameters replaced by Redacted, and
+// the result passed through Sanitize. It does not modify u. A nil u gives "".
+func SanitizeURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	v := *u
+	v.User = nil
+	v.RawQuery = redactParams(v.RawQuery)
+	if v.Fragment != "" {
+		v.Fragment = redactParams(v.Fragment)
+		v.RawFragment = ""
+	}
+	return Sanitize(v.String())
+}
+
+// redactParams redacts the values of secret-looking keys in a
+// query-string-like text (k=v&k=v).
+func redactParams(q string) string {
+	if q == "" {
+		return q
+	}
+	var b strings.Builder
+	changed := false
+	for i, part := range strings.Split(q, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		k, _, hasValue := strings.Cut(part, "=")
+		if ku, err := url.QueryUnescape(k); err == nil {
+			k = ku
+		}
+		if hasValue && secretKey(k) {
+			b.WriteString(part[:strings.IndexByte(part, '=')+1])
+			b.WriteString(Redacted)
+			changed = true
+			continue
+		}
+		b.WriteString(part)
+	}
+	if !changed {
+		return q
+	}
+	return b.String()
+}
+
+// SafeHeader returns a copy of h without credentials: Authorization,
+// Proxy-Authorization, Cookie, Set-Cookie, WWW-Authenticate,
+// Proxy-Authenticate and headers whose names look secret (X-Api-Key,
+// X-Auth-Token, ...) are left out, and the other values are passed through
+// Sanitize. Idempotency-Key is kept. It does not modify h. A nil h gives nil.
+func SafeHeader(h http.Header) http.Header {
+	if h == nil {
+		return nil
+	}
+	out := make(http.Header, len(h))
+	for name, vals := range h {
+		if secretHeader(name) {
+			continue
+		}
+		vs := make([]string, len(vals))
+		for i, v := range vals {
+			vs[i] = Sanitize(v)
+		}
+		out[name] = vs
+	}
+	return out
+}
+
+func secretHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie", "www-authenticate", "proxy-authenticate":
+		return true
+	}
+	return secretKey(name)
+}
+
+// secretSuffixes are the endings of key names whose values are secrets,
+// compared lowercase with '-', '_' and '.' removed.
+var secretSuffixes = [...]string{
+	"password", "passwd", "pwd", "passphrase", "secret", "token", "apikey", "signature",
+	"credential", "credentials", "privatekey", "accesskey", "secretkey", "sessionid",
+	"authorization", "cookie", "auth",
+}
+
+// secretNames are key names whose values are secrets, compared as above.
+var secretNames = [...]string{"key", "sig", "pass", "session", "sid", "jwt", "otp", "pin", "xamzcredential"}
+
+// secretKey reports whether a key of a query string, connection string or
+// JSON object names a secret.
+func secretKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	var buf [64]byte
+	n := 0
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '-' || c == '_' || c == '.':
+			continue
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		buf[n] = c
+		n++
+	}
+	norm := string(buf[:n])
+	for _, s := range secretNames {
+		if norm == s {
+			return true
+		}
+	}
+	for _, s := range secretSuffixes {
+		if strings.HasSuffix(norm, s) {
+			return true
+		}
+	}
+	return false
+}
