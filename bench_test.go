@@ -156,9 +156,9 @@ func BenchmarkGuardedParts(b *testing.B) {
 		opts []retry.Option
 	}{
 		{"budget", []retry.Option{retry.WithBudget(retry.DefaultBudget)}},
-		{"limiter", []retry.Option{retry.WithRateLimit(1e9, 1e9)}},
+		{"limiter", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})}},
 		{"breaker", []retry.Option{retry.WithBreaker(retry.DefaultBreaker)}},
-		{"all", []retry.Option{retry.WithBreaker(retry.DefaultBreaker), retry.WithRateLimit(1e9, 1e9), retry.WithBudget(retry.DefaultBudget)}},
+		{"all", []retry.Option{retry.WithBreaker(retry.DefaultBreaker), retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}), retry.WithBudget(retry.DefaultBudget)}},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {

@@ -296,7 +296,7 @@ func TestBreakerBadSettings(t *testing.T) {
 func TestBreakerRefusalKeepsToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(
-			retry.WithRateLimit(1, 1),
+			retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}),
 			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 5 * time.Second, MaxWait: time.Minute}),
 			retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
 			retry.WithBudget(retry.Budget{Off: true}),

@@ -52,7 +52,7 @@ func TestClock(t *testing.T) {
 		{"max elapsed", []retry.Option{retry.WithMaxElapsed(3500 * time.Millisecond)}, 1, retry.ReasonDeadline, []time.Duration{time.Second, 2 * time.Second}, 3},
 		// One token a second, no burst: the second call waits a virtual
 		// second for its token, then backs off as usual.
-		{"rate limit", []retry.Option{retry.WithRateLimit(1, 1), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
+		{"rate limit", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
 			[]time.Duration{time.Second, time.Second, time.Second}, 2},
 		// No reserve, 50% of first attempts: the first call's retry is
 		// denied (0.5 < 1), the second call's is granted (1 ≤ 1).
@@ -117,7 +117,7 @@ func TestOnGiveUp(t *testing.T) {
 		{name: "permanent", errs: []error{retry.Permanent(fail)}, fired: true, reason: retry.ReasonNonRetryable, attempt: 1, typ: retry.TypeUnknown},
 		{name: "discard", errs: []error{retry.Discard(fail)}, fired: true, reason: retry.ReasonDiscarded, attempt: 1, typ: retry.TypeUnknown},
 		{name: "canceled before", ctx: canceled, fired: true, reason: retry.ReasonCanceled, attempt: 0, typ: retry.TypeCanceled},
-		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(0.001, 1)}, withCall: true, fired: true, reason: retry.ReasonRateLimited, attempt: 0, typ: retry.TypeRateLimited},
+		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 0.001, Burst: 1})}, withCall: true, fired: true, reason: retry.ReasonRateLimited, attempt: 0, typ: retry.TypeRateLimited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,7 +229,7 @@ func TestSharedBudgetTime(t *testing.T) {
 	b := &timesBudget{}
 	p := retry.Policy{MaxAttempts: 3, InitialInterval: time.Second, Jitter: retry.NoJitter}
 	_ = retry.Run(context.Background(), func(context.Context) error { return errors.New("x") },
-		retry.WithPolicy(p), retry.WithClock(clk), retry.WithSharedBudget(b))
+		retry.WithPolicy(p), retry.WithClock(clk), retry.WithBudget(retry.Budget{Shared: b}))
 	want := []time.Time{start, start.Add(time.Second)}
 	if len(b.times) != len(want) {
 		t.Fatalf("Retry asked %d times, want %d", len(b.times), len(want))

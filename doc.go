@@ -109,9 +109,10 @@
 // at most 1 s for it (Breaker.MaxWait), so an inline caller is never held
 // for the breaker's open time, and stops with ReasonBreakerOpen instead.
 // A hung dependency trips it: an attempt cut off by the caller's deadline
-// counts as a timeout failure. WithRateLimit paces
-// attempts; neither sleeps into a deadline it cannot meet. WithLimiter and
-// WithSharedBudget, with a Breaker's Store, share these defences across a
+// counts as a timeout failure. WithRateLimit paces attempts with a token
+// bucket of golang.org/x/time/rate, or with a caller's own *rate.Limiter;
+// neither sleeps into a deadline it cannot meet. WithLimiter and
+// Budget.Shared, with a Breaker's Store, share these defences across a
 // fleet (see the github.com/steadyhq/retry/redis module).
 //
 // Nothing is logged unless a hook does it, and a call that succeeds at once

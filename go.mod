@@ -6,3 +6,5 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/goleak v1.3.0
 )
+
+require golang.org/x/time v0.15.0

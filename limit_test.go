@@ -3,14 +3,16 @@ package retry_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/steadyhq/retry"
 )
@@ -28,14 +30,14 @@ func TestRateLimitNeverExceeded(t *testing.T) {
 		failOneIn   int // every n-th attempt fails, so retries are paced too
 		wantSeconds float64
 	}{
-		{"50/s burst 5, 8 callers", 50, 5, 8, 100, 0, (800 - 5) / 50.0},
-		{"200/s burst 1, 16 callers", 200, 1, 16, 50, 0, (800 - 1) / 200.0},
-		{"10/s burst 3, 4 callers, retries", 10, 3, 4, 20, 3, 0},
+		{name: "50/s burst 5, 8 callers", limit: 50, burst: 5, callers: 8, calls: 100, wantSeconds: (800 - 5) / 50.0},
+		{name: "200/s burst 1, 16 callers", limit: 200, burst: 1, callers: 16, calls: 50, wantSeconds: (800 - 1) / 200.0},
+		{name: "10/s burst 3, 4 callers, retries", limit: 10, burst: 3, callers: 4, calls: 20, failOneIn: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := retry.New(retry.WithRateLimit(tt.limit, tt.burst),
+				r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: rate.Limit(tt.limit), Burst: tt.burst}),
 					retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}),
 					retry.WithBudget(retry.Budget{Off: true}))
 				var mu sync.Mutex
@@ -89,7 +91,7 @@ func TestRateLimitNeverExceeded(t *testing.T) {
 // and returns its token; waits are not attempts.
 func TestRateLimitDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithRateLimit(1, 1))
+		r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: 1}))
 		_ = r.Run(t.Context(), ok) // takes the only token
 
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
@@ -120,7 +122,7 @@ func TestRateLimitDeadline(t *testing.T) {
 	})
 	t.Run("canceled while waiting", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			r := retry.New(retry.WithRateLimit(0.1, 1))
+			r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: 0.1}))
 			_ = r.Run(t.Context(), ok)
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(time.Second, cancel)
@@ -134,7 +136,7 @@ func TestRateLimitDeadline(t *testing.T) {
 	})
 	t.Run("waits do not consume attempts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			r := retry.New(retry.WithRateLimit(1, 1), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}))
+			r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}))
 			calls := 0
 			err := r.Run(t.Context(), script(&calls, errTransient))
 			if err != nil || calls != 2 {
@@ -144,9 +146,10 @@ func TestRateLimitDeadline(t *testing.T) {
 	})
 }
 
-func TestKeyedRateLimit(t *testing.T) {
+// TestRateLimitPerKey: with PerKey each key has its own bucket.
+func TestRateLimitPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithKeyedRateLimit(1, 1))
+		r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: 1, PerKey: true}))
 		start := time.Now()
 		for _, key := range []string{"a", "b", "c", "a"} {
 			if err := retry.Run(t.Context(), ok, r, retry.WithKey(key)); err != nil {
@@ -160,159 +163,162 @@ func TestKeyedRateLimit(t *testing.T) {
 	})
 }
 
-func TestRateLimitBadSettings(t *testing.T) {
-	for _, opt := range []retry.Option{retry.WithRateLimit(0, 1), retry.WithRateLimit(-1, 1), retry.WithRateLimit(10, 0), retry.WithKeyedRateLimit(10, -1)} {
-		if err := retry.New(opt).Err(); err == nil {
-			t.Errorf("want an error")
-		}
+// TestRateLimitSettings: zero fields take their defaults or are errors
+// naming the field, its value and the rule.
+func TestRateLimitSettings(t *testing.T) {
+	own := rate.NewLimiter(10, 1)
+	tests := []struct {
+		name string
+		rl   retry.RateLimit
+		want string // error; "" for none
+	}{
+		{name: "limit and burst", rl: retry.RateLimit{Limit: 10, Burst: 5}},
+		{name: "zero burst means 1", rl: retry.RateLimit{Limit: 10}},
+		{name: "no limit", rl: retry.RateLimit{Limit: rate.Inf}},
+		{name: "per key", rl: retry.RateLimit{Limit: 10, PerKey: true}},
+		{name: "own limiter", rl: retry.RateLimit{Limiter: own}},
+		{name: "zero", rl: retry.RateLimit{}, want: "retry: option WithRateLimit: value 0: Limit must be > 0 attempts per second (rate.Inf for no limit)"},
+		{name: "negative limit", rl: retry.RateLimit{Limit: -1}, want: "retry: option WithRateLimit: value -1: Limit must be > 0"},
+		{name: "NaN limit", rl: retry.RateLimit{Limit: rate.Limit(math.NaN())}, want: "retry: option WithRateLimit: value NaN: Limit must be > 0"},
+		{name: "negative burst", rl: retry.RateLimit{Limit: 10, Burst: -1}, want: "retry: option WithRateLimit: value -1: Burst must be >= 0 (0 means 1)"},
+		{name: "own limiter per key", rl: retry.RateLimit{Limiter: own, PerKey: true}, want: "retry: option WithRateLimit: value true: PerKey must be false when Limiter is set"},
+		{name: "own limiter with a limit", rl: retry.RateLimit{Limiter: own, Limit: 5}, want: "retry: option WithRateLimit: value 5: Limit must be zero when Limiter is set"},
+		{name: "own limiter with a burst", rl: retry.RateLimit{Limiter: own, Burst: 5}, want: "retry: option WithRateLimit: value 5: Burst must be zero when Limiter is set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := retry.New(retry.WithRateLimit(tt.rl)).Err()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
 
-// TestBudgetDenies: a retry the budget refuses stops the call with reason
-// budget and keeps the last error; Off disables the budget.
-func TestBudgetDenies(t *testing.T) {
+// TestRateLimitOwnLimiter: a caller's own *rate.Limiter is shared with the
+// code that takes tokens from it, and a call that cannot wait gives its
+// token back to it.
+func TestRateLimitOwnLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		own := rate.NewLimiter(10, 1)
+		r := retry.New(retry.WithRateLimit(retry.RateLimit{Limiter: own}))
+		start := time.Now()
+		if !own.Allow() { // other code takes the only token
+			t.Fatal("a new limiter refused its first token")
+		}
+		if err := r.Run(t.Context(), ok); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Fatalf("the call ran after %v, want 100ms: the other code took the token", d)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		var re *retry.Error
+		if err := r.Run(ctx, ok); !errors.As(err, &re) || re.Reason != retry.ReasonRateLimited {
+			t.Fatalf("err = %v, want rate_limited", err)
+		}
+		// The refused call gave its token back: the next is due 100 ms
+		// after the last, not 200 ms.
+		if d := own.ReserveN(time.Now(), 1).DelayFrom(time.Now()); d != 100*time.Millisecond {
+			t.Errorf("next token in %v, want 100ms", d)
+		}
+	})
+}
+
+// fixedLimiter answers every Reserve with the same wait, or refuses when
+// the wait exceeds maxWait, and records what it was asked.
+type fixedLimiter struct {
+	wait     time.Duration
+	keys     []string
+	maxWaits []time.Duration
+	canceled int
+}
+
+func (l *fixedLimiter) Reserve(_ context.Context, key string, _ time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
+	l.keys = append(l.keys, key)
+	l.maxWaits = append(l.maxWaits, maxWait)
+	if l.wait > maxWait {
+		return 0, nil, false
+	}
+	return l.wait, func(time.Time) { l.canceled++ }, true
+}
+
+// TestWithLimiter: a Limiter set with WithLimiter is asked before every
+// attempt with the call's key and the room left before its deadline; its
+// wait is slept, its refusal stops the call, and a call canceled during the
+// wait gives the token back.
+func TestWithLimiter(t *testing.T) {
 	tests := []struct {
-		name     string
-		budget   retry.Budget
-		calls    int
-		retries  int64 // granted in all
-		denied   int64
-		balance0 bool // the balance reaches zero
+		name      string
+		wait      time.Duration
+		timeout   time.Duration
+		cancelAt  time.Duration // cancel the call's context then; 0: never
+		reason    retry.Reason  // zero: success
+		elapsed   time.Duration
+		maxWait   time.Duration // the first maxWait the limiter saw
+		canceled  int
+		asked     int
+		waits     int64
+		denied    int64
+		firstType string
 	}{
-		{"reserve only", retry.Budget{Ratio: -1, Reserve: 0.5, Window: 10 * time.Second}, 10, 5, 5, true},
-		{"ratio and reserve", retry.Budget{Ratio: 0.5, Reserve: 0.1, Window: 10 * time.Second}, 10, 6, 4, true},
-		{"off", retry.Budget{Off: true}, 10, 10, 0, false},
+		{name: "no wait", timeout: time.Second, maxWait: time.Second - 1, asked: 1},
+		{name: "a wait that fits", wait: 300 * time.Millisecond, timeout: time.Second, elapsed: 300 * time.Millisecond, maxWait: time.Second - 1, asked: 1, waits: 1},
+		{name: "a wait past the deadline", wait: 2 * time.Second, timeout: time.Second, reason: retry.ReasonRateLimited, maxWait: time.Second - 1, asked: 1, denied: 1, firstType: retry.TypeRateLimited},
+		{name: "canceled during the wait", wait: 500 * time.Millisecond, timeout: time.Second, cancelAt: 100 * time.Millisecond, reason: retry.ReasonCanceled, elapsed: 100 * time.Millisecond, maxWait: time.Second - 1, canceled: 1, asked: 1, waits: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := retry.New(retry.WithBudget(tt.budget),
-					retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
-				budgetStops := 0
-				for range tt.calls {
-					err := r.Run(t.Context(), func(context.Context) error { return errTransient })
-					var re *retry.Error
-					if errors.As(err, &re) && re.Reason == retry.ReasonBudget {
-						budgetStops++
-						if !errors.Is(err, errTransient) || re.Attempts != 1 || retry.TypeOf(err) != retry.TypeBudgetExhausted {
-							t.Errorf("budget stop %v: want the last error, 1 attempt, type %s", err, retry.TypeBudgetExhausted)
-						}
-					}
+				l := &fixedLimiter{wait: tt.wait}
+				r := retry.New(retry.WithLimiter(l), retry.WithKey("dep"))
+				ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
+				defer cancel()
+				if tt.cancelAt > 0 {
+					time.AfterFunc(tt.cancelAt, cancel)
 				}
-				s := r.Stats()
-				if s.Retried != tt.retries || s.BudgetDenied != tt.denied || int64(budgetStops) != tt.denied {
-					t.Errorf("retried %d, denied %d (stops %d); want %d and %d", s.Retried, s.BudgetDenied, budgetStops, tt.retries, tt.denied)
+				start := time.Now()
+				err := r.Run(ctx, func(context.Context) error { return nil })
+				var re *retry.Error
+				switch {
+				case tt.reason == 0 && err != nil:
+					t.Fatalf("err = %v, want success", err)
+				case tt.reason != 0 && (!errors.As(err, &re) || re.Reason != tt.reason):
+					t.Fatalf("err = %v, want reason %v", err, tt.reason)
 				}
-				if tt.budget.Off && s.BudgetBalance != -1 {
-					t.Errorf("balance %v with the budget off, want -1", s.BudgetBalance)
+				if tt.firstType != "" && retry.TypeOf(err) != tt.firstType {
+					t.Errorf("type %q, want %q", retry.TypeOf(err), tt.firstType)
 				}
-				if tt.balance0 && s.BudgetBalance >= 1 {
-					t.Errorf("balance %v, want under one retry", s.BudgetBalance)
+				if d := time.Since(start); d != tt.elapsed {
+					t.Errorf("elapsed %v, want %v", d, tt.elapsed)
+				}
+				if len(l.keys) != tt.asked || l.keys[0] != "dep" || l.maxWaits[0] != tt.maxWait {
+					t.Errorf("asked %v with maxWait %v; want %d times for dep, maxWait %v", l.keys, l.maxWaits, tt.asked, tt.maxWait)
+				}
+				if l.canceled != tt.canceled {
+					t.Errorf("canceled %d, want %d", l.canceled, tt.canceled)
+				}
+				if s := r.Stats(); s.LimiterWaits != tt.waits || s.LimiterDenied != tt.denied {
+					t.Errorf("waits %d, denied %d; want %d and %d", s.LimiterWaits, s.LimiterDenied, tt.waits, tt.denied)
 				}
 			})
 		})
 	}
 }
 
-// TestBudgetWindowSlides: retries denied now are granted again once the
-// window has moved past the retries that spent the budget.
-func TestBudgetWindowSlides(t *testing.T) {
+// TestWithLimiterMaxElapsed: without a deadline, the room is what is left
+// of MaxElapsed; with neither, any wait fits.
+func TestWithLimiterMaxElapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.2, Window: 10 * time.Second}),
-			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
-		fail := func(context.Context) error { return errTransient }
-		for range 3 {
-			_ = r.Run(t.Context(), fail)
-		}
-		if s := r.Stats(); s.Retried != 2 || s.BudgetDenied != 1 {
-			t.Fatalf("stats %+v, want 2 retries and 1 denial", s)
-		}
-		time.Sleep(11 * time.Second)
-		_ = r.Run(t.Context(), fail)
-		if s := r.Stats(); s.Retried != 3 {
-			t.Fatalf("after the window: retried %d, want 3", s.Retried)
+		l := &fixedLimiter{}
+		_ = retry.Run(t.Context(), func(context.Context) error { return nil }, retry.WithLimiter(l), retry.WithMaxElapsed(time.Minute))
+		_ = retry.Run(t.Context(), func(context.Context) error { return nil }, retry.WithLimiter(l))
+		if l.maxWaits[0] != time.Minute || l.maxWaits[1] < 100*365*24*time.Hour {
+			t.Fatalf("maxWaits %v, want 1m and unbounded", l.maxWaits)
 		}
 	})
-}
-
-// TestBudgetPerKey: one key spending its budget leaves the others theirs.
-func TestBudgetPerKey(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: 10 * time.Second, PerKey: true}),
-			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
-		fail := func(context.Context) error { return errTransient }
-		for range 5 {
-			_ = retry.Run(t.Context(), fail, r, retry.WithKey("a"))
-		}
-		err := retry.Run(t.Context(), fail, r, retry.WithKey("b"))
-		var re *retry.Error
-		if !errors.As(err, &re) || re.Reason != retry.ReasonExhausted {
-			t.Fatalf("key b: %v, want its own budget to allow the retry", err)
-		}
-		s := r.Stats()
-		if s.Retried != 2 || s.BudgetDenied != 4 || len(s.Budgets) != 2 || s.BudgetBalance != -1 {
-			t.Errorf("stats %+v", s)
-		}
-	})
-}
-
-// outage drives the real engine in virtual time: rate logical requests per
-// second for the duration, each attempt failing with probability failP
-// (decided per request and attempt, so the draw does not depend on
-// scheduling), under the OJS default policy. It returns the load
-// amplification (attempts per logical request) and the success rate.
-func outage(t *testing.T, r *retry.Retrier, rate int, dur time.Duration, failP float64) (amp, success float64) {
-	t.Helper()
-	var attempts, ok atomic.Int64
-	var wg sync.WaitGroup
-	n := int(float64(rate) * dur.Seconds())
-	every := time.Second / time.Duration(rate)
-	for i := range n {
-		wg.Go(func() {
-			err := r.Run(t.Context(), func(ctx context.Context) error {
-				attempts.Add(1)
-				rng := rand.New(rand.NewPCG(uint64(i), uint64(retry.AttemptFrom(ctx))))
-				if rng.Float64() < failP {
-					return errTransient
-				}
-				return nil
-			})
-			if err == nil {
-				ok.Add(1)
-			}
-		})
-		time.Sleep(every)
-	}
-	wg.Wait()
-	return float64(attempts.Load()) / float64(n), float64(ok.Load()) / float64(n)
-}
-
-// TestOutageAmplification: with every attempt failing for 60 s, the default
-// budget keeps the load within 1.2 times the logical requests (3.0 without a
-// budget); with 10% independent failures it costs no success.
-func TestOutageAmplification(t *testing.T) {
-	if testing.Short() {
-		t.Skip("simulates minutes of traffic")
-	}
-	for _, rate := range []int{100, 1000} {
-		t.Run(fmt.Sprintf("%d per second", rate), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ampBudget, _ := outage(t, retry.New(), rate, time.Minute, 1)
-				ampNone, _ := outage(t, retry.New(retry.WithBudget(retry.Budget{Off: true})), rate, time.Minute, 1)
-				_, okBudget := outage(t, retry.New(), rate, time.Minute, 0.1)
-				_, okNone := outage(t, retry.New(retry.WithBudget(retry.Budget{Off: true})), rate, time.Minute, 0.1)
-				t.Logf("%d req/s for 60 s, all failing: amplification %.3f with the default budget, %.3f without", rate, ampBudget, ampNone)
-				t.Logf("%d req/s for 60 s, 10%% failing: success %.3f%% with the default budget, %.3f%% without", rate, 100*okBudget, 100*okNone)
-				if ampBudget > 1.2 {
-					t.Errorf("amplification %.3f with the default budget, want <= 1.2", ampBudget)
-				}
-				if ampNone != 3 {
-					t.Errorf("amplification %.3f without a budget, want 3.0", ampNone)
-				}
-				if okBudget < 0.998 || okBudget < okNone-0.0005 {
-					t.Errorf("success %.4f with the budget, %.4f without; want >= 99.8%% and the same", okBudget, okNone)
-				}
-			})
-		})
-	}
 }

@@ -237,7 +237,7 @@ func TestSecretsTransport(t *testing.T) {
 				}
 				tr := retry.NewTransport(base, append(rec.options(), secretPolicy,
 					retry.WithBreaker(retry.Breaker{PerKey: true}), retry.WithBudget(retry.Budget{PerKey: true}),
-					retry.WithKeyedRateLimit(1e6, 100))...)
+					retry.WithRateLimit(retry.RateLimit{Limit: 1e6, Burst: 100, PerKey: true}))...)
 				defer tr.CloseIdleConnections()
 				target := srv.URL + "/v1/items?page=2"
 				if sc.URL != "" {

@@ -89,7 +89,7 @@ func TestTransportRefusalKeepsResponse(t *testing.T) {
 			opts: []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute})}},
 		{name: "breaker, MaxWait never", step: busy,
 			opts: []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 2 * time.Second, MaxWait: -1})}},
-		{name: "rate limiter", step: busy, opts: []retry.Option{retry.WithRateLimit(0.01, 1)}, timeout: 5 * time.Second},
+		{name: "rate limiter", step: busy, opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 0.01, Burst: 1})}, timeout: 5 * time.Second},
 		{name: "a wait past the deadline", step: busy, timeout: 500 * time.Millisecond},
 		{name: "MaxServerDelay", step: step{status: 503, header: map[string]string{"Retry-After": "600", "X-Upstream": "a"}, body: "upstream busy"}},
 		{name: "MaxElapsed", step: busy, opts: []retry.Option{retry.WithMaxElapsed(500 * time.Millisecond)}},

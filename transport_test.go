@@ -844,7 +844,7 @@ func TestTransportBreaker(t *testing.T) {
 func TestTransportRateLimitAndBudget(t *testing.T) {
 	t.Run("rate limit", func(t *testing.T) {
 		srv := newScripted(t, step{status: 200})
-		tr := retry.NewTransport(newBase(t), retry.WithRateLimit(100, 1))
+		tr := retry.NewTransport(newBase(t), retry.WithRateLimit(retry.RateLimit{Limit: 100, Burst: 1}))
 		start := time.Now()
 		for range 5 {
 			req, _ := http.NewRequest("GET", srv.URL, nil)

@@ -190,7 +190,7 @@ func BenchmarkGuarded(b *testing.B) {
 	b.Run("retry-retrier", func(b *testing.B) {
 		r := retry.New(
 			retry.WithBreaker(retry.DefaultBreaker),
-			retry.WithRateLimit(1e9, 1e9),
+			retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}),
 			retry.WithBudget(retry.DefaultBudget),
 		)
 		for b.Loop() {

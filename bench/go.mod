@@ -11,6 +11,8 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 )
 
+require golang.org/x/time v0.15.0 // indirect
+
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect

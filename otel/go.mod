@@ -11,6 +11,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require golang.org/x/time v0.15.0 // indirect
+
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

@@ -21,7 +21,7 @@ const budgetSlices = 10
 // Budget is a retry budget shared by every process using the same Redis and
 // prefix, with the rule of retry.Budget: over the sliding Window, the fleet's
 // retries may reach Ratio times its first attempts, plus Reserve retries per
-// second. retry.WithSharedBudget takes it.
+// second. retry.Budget.Shared takes it.
 //
 // The counts live in Redis as one counter per slice of the window (a tenth
 // of it) under a TTL a little longer than the window, read and updated
@@ -57,7 +57,7 @@ type Budget struct {
 
 // NewBudget returns a Budget on client following spec (zero fields as in
 // retry.Budget: the zero Budget is retry.DefaultBudget). spec.Off is not
-// allowed: leave WithSharedBudget out instead.
+// allowed: leave Budget.Shared unset instead.
 func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) (*Budget, error) {
 	bad := func(field string, v any, rule string) error {
 		return fmt.Errorf("redis: NewBudget: Budget.%s = %v: %s", field, v, rule)

@@ -151,7 +151,7 @@ func TestBudgetAfterQuiet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts = append(opts, retry.WithSharedBudget(b))
+			opts = append(opts, retry.WithBudget(retry.Budget{Shared: b}))
 		}
 		r := retry.New(opts...)
 		for range 10_000 {

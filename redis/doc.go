@@ -9,7 +9,7 @@
 //   - Limiter is a rate limit for the whole fleet (GCRA, by
 //     github.com/go-redis/redis_rate) for retry.WithLimiter.
 //   - Budget is a retry budget for the whole fleet, retry.Budget's rule kept
-//     by a Lua script over windowed counters, for retry.WithSharedBudget.
+//     by a Lua script over windowed counters, for retry.Budget.Shared.
 //   - DeadLetters keeps dead-letter records in a Redis Stream: its Sink for
 //     retry.WithDeadLetter, List to read them and Replay to send one again.
 //
@@ -28,7 +28,7 @@
 //	r := retry.New(
 //		retry.WithBreaker(retry.Breaker{Store: store}),
 //		retry.WithLimiter(limiter),
-//		retry.WithSharedBudget(budget),
+//		retry.WithBudget(retry.Budget{Shared: budget}),
 //	)
 //
 // The example in example/fleet runs three workers on a local Redis.

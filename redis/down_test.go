@@ -42,7 +42,7 @@ func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}),
 		retry.WithBreaker(retry.Breaker{Store: m.store, MinRequests: 100, OpenTimeout: time.Second}),
 		retry.WithLimiter(m.limiter),
-		retry.WithSharedBudget(m.budget),
+		retry.WithBudget(retry.Budget{Shared: m.budget}),
 	)
 	return m
 }

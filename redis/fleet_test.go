@@ -290,7 +290,7 @@ func TestFleetBudgetAmplification(t *testing.T) {
 			t.Fatal(err)
 		}
 		bs[i] = b
-		rs[i] = retry.New(policy, retry.WithClock(clk), retry.WithSharedBudget(b))
+		rs[i] = retry.New(policy, retry.WithClock(clk), retry.WithBudget(retry.Budget{Shared: b}))
 	}
 	fleet := outage(t, clk, rs, 100, 30*time.Second)
 	var st retryredis.BudgetStats

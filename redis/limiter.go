@@ -21,7 +21,7 @@ import (
 // When Redis fails, or is slower than Options.Timeout or than half of what
 // is left of the caller's deadline (the other half is the fallback's), the
 // attempt takes a token from a local token bucket at the same limit and
-// burst instead (retry.NewRateLimiter), counted in Stats.Fallbacks, its
+// burst instead (golang.org/x/time/rate), counted in Stats.Fallbacks, its
 // wait within what is left. Each process then keeps the whole limit for
 // itself until Redis answers again. That is the stated choice: pacing goes
 // on, a little looser, rather than stopping or running unpaced.
@@ -39,14 +39,14 @@ type Limiter struct {
 
 // NewLimiter returns a Limiter on client of limit attempts per second with
 // bursts of burst, across the fleet; limit must be in [1e-9, 1e9] and
-// burst/limit at most 1e9 seconds (retry.NewRateLimiter's rule). perKey
+// burst/limit at most 1e9 seconds. perKey
 // keeps one limit per key (WithKey, or the Transport's request key, by
 // default the host).
 func NewLimiter(client goredis.UniversalClient, limit float64, burst int, perKey bool, opts Options) (*Limiter, error) {
 	if client == nil {
 		return nil, errors.New("redis: NewLimiter: client is nil")
 	}
-	local, err := retry.NewRateLimiter(limit, burst, perKey)
+	local, err := newLocalLimiter(limit, burst, perKey)
 	if err != nil {
 		return nil, fmt.Errorf("redis: NewLimiter: %w", err)
 	}

@@ -87,7 +87,7 @@ func run(addr string, dur time.Duration) error {
 			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: 20 * time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
 			retry.WithBreaker(retry.Breaker{Store: store, MinRequests: 20, OpenTimeout: 500 * time.Millisecond}),
 			retry.WithLimiter(limiter),
-			retry.WithSharedBudget(budget),
+			retry.WithBudget(retry.Budget{Shared: budget}),
 			retry.WithDeadLetter(dl.Sink),
 			retry.WithKey("dependency"),
 		)}

@@ -1,0 +1,89 @@
+package retry
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestKeyed steps the bounded map through sequences of uses: the cap holds,
+// the key used least recently is the one dropped, and a dropped key comes
+// back as a new value.
+func TestKeyed(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	tests := []struct {
+		name string
+		max  int
+		uses []string // keys in the order used
+		kept []string // afterwards, most recently used first
+		made int      // values mk made
+	}{
+		{name: "under the cap", max: 3, uses: []string{"a", "b", "a"}, kept: []string{"a", "b"}, made: 2},
+		{name: "the oldest is dropped", max: 2, uses: []string{"a", "b", "c"}, kept: []string{"c", "b"}, made: 3},
+		{name: "a use keeps a key", max: 2, uses: []string{"a", "b", "a", "c"}, kept: []string{"c", "a"}, made: 3},
+		{name: "a dropped key is made again", max: 2, uses: []string{"a", "b", "c", "a"}, kept: []string{"a", "c"}, made: 4},
+		{name: "cap of one", max: 1, uses: []string{"a", "b", "b"}, kept: []string{"b"}, made: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKeyed[int](tt.max)
+			made := 0
+			for _, key := range tt.uses {
+				k.get(key, now, func() int { made++; return made })
+				if n := k.len(); n > tt.max {
+					t.Fatalf("after %q: %d kept, cap %d", key, n, tt.max)
+				}
+			}
+			var kept []string
+			k.each(func(key string, _ int) { kept = append(kept, key) })
+			if !slices.Equal(kept, tt.kept) || made != tt.made {
+				t.Errorf("kept %v after making %d values; want %v and %d", kept, made, tt.kept, tt.made)
+			}
+		})
+	}
+}
+
+// TestKeyedMany: a stream of keys far past the cap keeps the map at its cap,
+// holding the keys used last.
+func TestKeyedMany(t *testing.T) {
+	k := newKeyed[int](64)
+	now := time.Unix(1_000_000, 0)
+	for i := range 10_000 {
+		k.get(strconv.Itoa(i), now, func() int { return i })
+	}
+	if n := k.len(); n != 64 {
+		t.Fatalf("%d kept, want the cap, 64", n)
+	}
+	if v := k.get("9999", now, func() int { return -1 }); v != 9999 {
+		t.Errorf("the last key was dropped: got %d", v)
+	}
+	if v := k.get("0", now, func() int { return -1 }); v != -1 {
+		t.Errorf("the first key was kept: got %d", v)
+	}
+}
+
+// TestKeyedConcurrent: goroutines using the same keys agree on one value
+// per key.
+func TestKeyedConcurrent(t *testing.T) {
+	k := newKeyed[*int](256)
+	now := time.Unix(1_000_000, 0)
+	var wg sync.WaitGroup
+	got := make([][]*int, 4)
+	for g := range got {
+		wg.Go(func() {
+			for i := range 200 { // fewer keys than the cap: none dropped
+				got[g] = append(got[g], k.get(strconv.Itoa(i), now, func() *int { return new(int) }))
+			}
+		})
+	}
+	wg.Wait()
+	for g := 1; g < len(got); g++ {
+		for i := range got[g] {
+			if got[g][i] != got[0][i] {
+				t.Fatalf("key %d: goroutines got different values", i)
+			}
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// maxFallbackKeys bounds the local buckets of a per-key Limiter; past it the
+// buckets are dropped and begin again full.
+const maxFallbackKeys = 1024
+
+// localLimiter is the in-process token bucket a Limiter falls back on while
+// Redis fails: one golang.org/x/time/rate bucket, or one per key.
+type localLimiter struct {
+	limit  rate.Limit
+	burst  int
+	perKey bool
+
+	mu   sync.Mutex
+	keys map[string]*rate.Limiter
+}
+
+// newLocalLimiter checks limit and burst as NewLimiter documents them.
+func newLocalLimiter(limit float64, burst int, perKey bool) (*localLimiter, error) {
+	switch {
+	case !(limit > 0) || limit > 1e9:
+		return nil, fmt.Errorf("limit = %v: must be a number of attempts per second in (0, 1e9]", limit)
+	case burst < 1:
+		return nil, fmt.Errorf("burst = %d: must be >= 1", burst)
+	case float64(burst)/limit > 1e9:
+		return nil, fmt.Errorf("burst = %d: burst / limit, the time to refill a whole burst, must be at most 1e9 seconds", burst)
+	}
+	return &localLimiter{limit: rate.Limit(limit), burst: burst, perKey: perKey, keys: map[string]*rate.Limiter{}}, nil
+}
+
+func (l *localLimiter) bucket(key string) *rate.Limiter {
+	if !l.perKey {
+		key = ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.keys[key]
+	if !ok {
+		if len(l.keys) >= maxFallbackKeys {
+			clear(l.keys)
+		}
+		b = rate.NewLimiter(l.limit, l.burst)
+		l.keys[key] = b
+	}
+	return b
+}
+
+// Reserve implements retry.Limiter on the local bucket of key.
+func (l *localLimiter) Reserve(_ context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
+	b := l.bucket(key)
+	r := b.ReserveN(now, 1)
+	if !r.OK() {
+		return 0, nil, false
+	}
+	wait := r.DelayFrom(now)
+	if wait > maxWait {
+		r.CancelAt(now)
+		return 0, nil, false
+	}
+	return wait, r.CancelAt, true
+}
