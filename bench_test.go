@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
@@ -133,16 +134,16 @@ func BenchmarkTypeOf(b *testing.B) {
 
 // BenchmarkGuardedParts measures the success path with each guard alone and
 // all together, next to gobreaker's own Execute with the settings
-// DefaultBreaker gives it.
+// the zero Breaker gives it.
 func BenchmarkGuardedParts(b *testing.B) {
 	ctx := context.Background()
 	b.Run("gobreaker-execute", func(b *testing.B) {
 		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:         "bench",
-			MaxRequests:  retry.DefaultBreaker.Probes,
-			Interval:     retry.DefaultBreaker.Window,
-			BucketPeriod: retry.DefaultBreaker.Window / 10,
-			Timeout:      retry.DefaultBreaker.OpenTimeout,
+			MaxRequests:  1,
+			Interval:     10 * time.Second,
+			BucketPeriod: time.Second,
+			Timeout:      30 * time.Second,
 		})
 		b.ReportAllocs()
 		for b.Loop() {
@@ -155,10 +156,10 @@ func BenchmarkGuardedParts(b *testing.B) {
 		name string
 		opts []retry.Option
 	}{
-		{"budget", []retry.Option{retry.WithBudget(retry.DefaultBudget)}},
+		{"budget", []retry.Option{retry.WithBudget(retry.Budget{})}},
 		{"limiter", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})}},
-		{"breaker", []retry.Option{retry.WithBreaker(retry.DefaultBreaker)}},
-		{"all", []retry.Option{retry.WithBreaker(retry.DefaultBreaker), retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}), retry.WithBudget(retry.DefaultBudget)}},
+		{"breaker", []retry.Option{retry.WithBreaker(retry.Breaker{})}},
+		{"all", []retry.Option{retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}), retry.WithBudget(retry.Budget{})}},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {

@@ -170,16 +170,16 @@ func TestLargeBodyBoundedMemory(t *testing.T) {
 				}
 			default:
 				var re *Error
-				if !errors.As(err, &re) || TypeOf(err) != TypeBodyNotReplayable || re.Attempts != 1 {
-					t.Fatalf("got %v (type %q), want a *Error of type %s after 1 attempt", err, TypeOf(err), TypeBodyNotReplayable)
+				if !errors.As(err, &re) || TypeOf(err) != typeBodyNotReplayable || re.Attempts != 1 {
+					t.Fatalf("got %v (type %q), want a *Error of type %s after 1 attempt", err, TypeOf(err), typeBodyNotReplayable)
 				}
 			}
 			if tt.cutAt != 0 {
 				if n := requests.Load(); n != 1 {
 					t.Errorf("server saw %d requests, want 1: the body could not be replayed", n)
 				}
-				if len(events) != 1 || events[0].Type != TypeBodyNotReplayable || events[0].Reason != ReasonNonRetryable {
-					t.Errorf("failure events %v, want one of type %s, reason non_retryable", eventTypes(events), TypeBodyNotReplayable)
+				if len(events) != 1 || events[0].Type != typeBodyNotReplayable || events[0].Reason != ReasonNonRetryable {
+					t.Errorf("failure events %v, want one of type %s, reason non_retryable", eventTypes(events), typeBodyNotReplayable)
 				}
 			}
 		})

@@ -13,7 +13,7 @@ import (
 
 // Breaker configures a circuit breaker (github.com/sony/gobreaker/v2) in
 // front of the attempts of a Retrier or Transport. Zero fields take the
-// defaults of DefaultBreaker, which suit an HTTP dependency.
+// defaults given beside each field, which suit an HTTP dependency.
 //
 // The breaker trips when, within Window, at least MinRequests attempts
 // counted and FailureRatio of them failed. It then stays open for
@@ -60,8 +60,8 @@ type Breaker struct {
 	StoreWait time.Duration
 }
 
-// DefaultBreaker holds the defaults of Breaker's zero fields.
-var DefaultBreaker = Breaker{
+// defaultBreaker holds the defaults of Breaker's zero fields.
+var defaultBreaker = Breaker{
 	FailureRatio: 0.5,
 	MinRequests:  20,
 	Window:       10 * time.Second,
@@ -144,7 +144,7 @@ func (b Breaker) validate() error {
 }
 
 func (b Breaker) withDefaults() Breaker {
-	d := DefaultBreaker
+	d := defaultBreaker
 	if b.FailureRatio == 0 {
 		b.FailureRatio = d.FailureRatio
 	}
@@ -391,7 +391,7 @@ func (e *breakerError) Error() string {
 	return "retry: circuit breaker is open for another " + e.wait.Round(time.Millisecond).String()
 }
 
-func (e *breakerError) ErrorType() string { return TypeBreakerOpen }
+func (e *breakerError) ErrorType() string { return typeBreakerOpen }
 
 // Is makes errors.Is(err, gobreaker.ErrOpenState) hold.
 func (e *breakerError) Is(target error) bool { return target == gobreaker.ErrOpenState }
@@ -400,7 +400,7 @@ func (e *breakerError) Is(target error) bool { return target == gobreaker.ErrOpe
 type rateLimitError struct{}
 
 func (rateLimitError) Error() string     { return "retry: rate limit wait would pass the deadline" }
-func (rateLimitError) ErrorType() string { return TypeRateLimited }
+func (rateLimitError) ErrorType() string { return typeRateLimited }
 
 // breakerOutcome is what an attempt's error means to a circuit breaker:
 // nil for a success, errBreakerExcluded for the caller's own errors, which

@@ -153,7 +153,7 @@ func TestBreakerOpenWait(t *testing.T) {
 				if !errors.As(err, &re) || re.Reason != tt.reason || re.Attempts != 0 {
 					t.Fatalf("err = %v, want %v after 0 attempts", err, tt.reason)
 				}
-				if retry.TypeOf(err) != retry.TypeBreakerOpen || !errors.Is(err, gobreaker.ErrOpenState) {
+				if retry.TypeOf(err) != "breaker.open" || !errors.Is(err, gobreaker.ErrOpenState) {
 					t.Errorf("TypeOf = %q, errors.Is(ErrOpenState) = %v", retry.TypeOf(err), errors.Is(err, gobreaker.ErrOpenState))
 				}
 				if s := r.Stats(); s.BreakerDenied != 1 {
@@ -176,7 +176,7 @@ func TestBreakerKeepsLastError(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || re.Attempts != 1 || !errors.Is(err, errTransient) {
 			t.Fatalf("err = %v, want breaker_open after 1 attempt with the last error", err)
 		}
-		if retry.TypeOf(err) != retry.TypeBreakerOpen {
+		if retry.TypeOf(err) != "breaker.open" {
 			t.Errorf("TypeOf = %q", retry.TypeOf(err))
 		}
 	})
@@ -232,7 +232,7 @@ func TestBreakerPerKey(t *testing.T) {
 			t.Fatalf("key b: err %v, calls %d", err, calls)
 		}
 		err = retry.Run(t.Context(), func(context.Context) error { calls++; return nil }, r, retry.WithKey("a"))
-		if retry.TypeOf(err) != retry.TypeBreakerOpen {
+		if retry.TypeOf(err) != "breaker.open" {
 			t.Fatalf("key a: err %v, want its breaker open", err)
 		}
 		if s := stateOf(r, "a"); s != retry.BreakerOpen {

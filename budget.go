@@ -14,9 +14,11 @@ import (
 // plus Reserve retries per second so that a quiet client can still retry.
 // A retry the budget denies ends the call with Reason budget.
 //
-// Zero fields take the defaults of DefaultBudget, field by field, so
+// Zero fields take the defaults given beside them, field by field, so
 // Budget{Ratio: 0.5} keeps the default Reserve and Window; a negative Ratio
-// or Reserve means none. The zero Budget is DefaultBudget.
+// or Reserve means none. With every attempt failing, the zero Budget bounds
+// the load to about 1.15 times the first attempts, and it never denies a
+// retry under 10% independent failures.
 type Budget struct {
 	Ratio   float64       // retries per first attempt; default 0.15, negative for none
 	Reserve float64       // retries per second always allowed; default 2, negative for none
@@ -36,10 +38,8 @@ type Budget struct {
 	Shared SharedBudget
 }
 
-// DefaultBudget is the budget every Retrier has unless told otherwise: with
-// every attempt failing it bounds the load to about 1.15 times the first
-// attempts, and it never denies a retry under 10% independent failures.
-var DefaultBudget = Budget{Ratio: 0.15, Reserve: 2, Window: 10 * time.Second}
+// defaultBudget is the budget every Retrier has unless told otherwise.
+var defaultBudget = Budget{Ratio: 0.15, Reserve: 2, Window: 10 * time.Second}
 
 // WithBudget sets the retry budget, in place of the one before it;
 // Budget{Off: true} disables it. An invalid b makes every call return an
@@ -123,10 +123,10 @@ type budgetBucket struct {
 	retries int64
 }
 
-// WithDefaults returns b with its zero fields set to DefaultBudget's, one
+// WithDefaults returns b with its zero fields set to their defaults, one
 // by one, and a negative Ratio or Reserve set to zero: none.
 func (b Budget) WithDefaults() Budget {
-	d := DefaultBudget
+	d := defaultBudget
 	switch {
 	case b.Ratio == 0:
 		b.Ratio = d.Ratio

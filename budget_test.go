@@ -47,7 +47,7 @@ func TestBudgetSettings(t *testing.T) {
 // TestBudgetDefaults: zero fields take DefaultBudget's, one by one, and a
 // negative Ratio or Reserve means none.
 func TestBudgetDefaults(t *testing.T) {
-	d := retry.DefaultBudget
+	d := retry.Budget{}.WithDefaults()
 	tests := []struct {
 		name string
 		in   retry.Budget
@@ -95,8 +95,8 @@ func TestBudgetDenies(t *testing.T) {
 					var re *retry.Error
 					if errors.As(err, &re) && re.Reason == retry.ReasonBudget {
 						budgetStops++
-						if !errors.Is(err, errTransient) || re.Attempts != 1 || retry.TypeOf(err) != retry.TypeBudgetExhausted {
-							t.Errorf("budget stop %v: want the last error, 1 attempt, type %s", err, retry.TypeBudgetExhausted)
+						if !errors.Is(err, errTransient) || re.Attempts != 1 || retry.TypeOf(err) != "budget.exhausted" {
+							t.Errorf("budget stop %v: want the last error, 1 attempt, type %s", err, "budget.exhausted")
 						}
 					}
 				}
@@ -287,8 +287,8 @@ func TestBudgetShared(t *testing.T) {
 			switch {
 			case tt.err == nil && err != nil:
 				t.Fatalf("err = %v, want success", err)
-			case tt.err != nil && (!errors.As(err, &re) || re.Reason != tt.reason || !errors.Is(err, tt.err) || retry.TypeOf(err) != retry.TypeBudgetExhausted):
-				t.Fatalf("err = %v, want %v of type %s keeping the last error", err, tt.reason, retry.TypeBudgetExhausted)
+			case tt.err != nil && (!errors.As(err, &re) || re.Reason != tt.reason || !errors.Is(err, tt.err) || retry.TypeOf(err) != "budget.exhausted"):
+				t.Fatalf("err = %v, want %v of type %s keeping the last error", err, tt.reason, "budget.exhausted")
 			}
 			if n != tt.attempts || b.retries["dep"] != tt.retries {
 				t.Errorf("%d attempts, %d retries asked; want %d and %d", n, b.retries["dep"], tt.attempts, tt.retries)

@@ -19,35 +19,33 @@ import (
 	"unsafe"
 )
 
-// Built-in error types. TypeOf returns one of these, a type named by the
-// error itself through an ErrorType method, an "http.<class>.<code>" type for
-// a StatusError, or TypeUnknown.
+// Built-in error types: the ones TypeOf's documentation lists.
 const (
-	TypeUnknown            = "error"
-	TypeCanceled           = "context.canceled"
-	TypeDeadlineExceeded   = "context.deadline_exceeded"
-	TypeAttemptTimeout     = "timeout.attempt"
-	TypeTimeout            = "timeout.deadline_exceeded" // a deadline inside fn, the caller's context alive
-	TypeNetTimeout         = "net.timeout"
-	TypeConnectionRefused  = "net.connection_refused"
-	TypeConnectionReset    = "net.connection_reset"
-	TypeDNSNotFound        = "net.dns.not_found"
-	TypeDNSTemporary       = "net.dns.temporary"
-	TypeDNS                = "net.dns.error"
-	TypeNet                = "net.error"
-	TypeEOF                = "net.eof"
-	TypeHTTP2RefusedStream = "http2.refused_stream"
-	TypeHTTP2GoAway        = "http2.goaway"        // a graceful GOAWAY before the stream was sent: never processed
-	TypeHTTP2GoAwayClosed  = "http2.goaway_closed" // the server sent GOAWAY and closed: the stream may have been processed
-	TypeBadConn            = "sql.bad_conn"
-	TypeTLSCertificate     = "tls.certificate"
-	TypeTLSHandshake       = "tls.handshake"
-	TypeRequestInvalid     = "request.invalid"
-	TypeTooManyRedirects   = "redirect.too_many"
-	TypeBodyNotReplayable  = "body.not_replayable"
-	TypeBreakerOpen        = "breaker.open"
-	TypeRateLimited        = "ratelimit.local"
-	TypeBudgetExhausted    = "budget.exhausted"
+	typeUnknown            = "error"
+	typeCanceled           = "context.canceled"
+	typeDeadlineExceeded   = "context.deadline_exceeded"
+	typeAttemptTimeout     = "timeout.attempt"
+	typeTimeout            = "timeout.deadline_exceeded" // a deadline inside fn, the caller's context alive
+	typeNetTimeout         = "net.timeout"
+	typeConnectionRefused  = "net.connection_refused"
+	typeConnectionReset    = "net.connection_reset"
+	typeDNSNotFound        = "net.dns.not_found"
+	typeDNSTemporary       = "net.dns.temporary"
+	typeDNS                = "net.dns.error"
+	typeNet                = "net.error"
+	typeEOF                = "net.eof"
+	typeHTTP2RefusedStream = "http2.refused_stream"
+	typeHTTP2GoAway        = "http2.goaway"        // a graceful GOAWAY before the stream was sent: never processed
+	typeHTTP2GoAwayClosed  = "http2.goaway_closed" // the server sent GOAWAY and closed: the stream may have been processed
+	typeBadConn            = "sql.bad_conn"
+	typeTLSCertificate     = "tls.certificate"
+	typeTLSHandshake       = "tls.handshake"
+	typeRequestInvalid     = "request.invalid"
+	typeTooManyRedirects   = "redirect.too_many"
+	typeBodyNotReplayable  = "body.not_replayable"
+	typeBreakerOpen        = "breaker.open"
+	typeRateLimited        = "ratelimit.local"
+	typeBudgetExhausted    = "budget.exhausted"
 	typeHTTPPrefix         = "http."
 )
 
@@ -58,8 +56,38 @@ const (
 // own type; the outermost such error wins. Otherwise the chain is matched
 // against the built-in types (context, network, DNS, TLS, HTTP/2, SQL driver,
 // HTTP status), the most specific one found anywhere in the chain winning.
-// Anything else is TypeUnknown ("error"), which is retried by default.
-// TypeOf(nil) is "". TypeOf does not allocate.
+// Anything else is "error", which is retried by default. TypeOf(nil) is "".
+// TypeOf does not allocate.
+//
+// The built-in types, retried by default unless marked otherwise (a
+// policy's non_retryable_errors and Retryable change that):
+//
+//	context.canceled            the caller canceled (stops the call)
+//	context.deadline_exceeded   the caller's deadline passed (stops the call)
+//	timeout.deadline_exceeded   a deadline inside fn, the caller's context alive
+//	timeout.attempt             the attempt outlived WithAttemptTimeout
+//	net.timeout                 a network timeout
+//	net.connection_refused      dial refused: nothing was sent
+//	net.connection_reset        the connection was reset
+//	net.dns.not_found           no such host
+//	net.dns.temporary           a temporary DNS failure
+//	net.dns.error               another DNS failure
+//	net.eof                     the connection closed early (io.EOF, io.ErrUnexpectedEOF)
+//	net.error                   another network error
+//	http2.refused_stream        HTTP/2 REFUSED_STREAM: never processed
+//	http2.goaway                a graceful GOAWAY before the stream was sent
+//	http2.goaway_closed         GOAWAY and close: the stream may have been processed
+//	sql.bad_conn                database/sql/driver.ErrBadConn
+//	tls.certificate             a certificate the client rejects (not retried)
+//	tls.handshake               a failed TLS handshake
+//	request.invalid             a request that cannot be sent (not retried)
+//	redirect.too_many           too many redirects (not retried)
+//	http.<class>.<code>         an HTTP status, such as http.5xx.503 (see StatusError);
+//	                            4xx except 408, 425 and 429, and 501 and 505, not retried
+//	body.not_replayable         the request body cannot be sent again (not retried)
+//	breaker.open                an open breaker stopped the call
+//	ratelimit.local             the rate limiter's wait could not fit
+//	budget.exhausted            the retry budget denied the retry
 func TypeOf(err error) string {
 	if err == nil {
 		return ""
@@ -124,23 +152,23 @@ func inspectChain(err error) outcome {
 	case w.builtin != "":
 		w.typ = w.builtin
 	default:
-		w.typ = TypeUnknown
+		w.typ = typeUnknown
 	}
 	return w.outcome
 }
 
 // plainType types an errors.New value: a sentinel of the standard library,
-// one of net/http's untyped messages, or TypeUnknown.
+// one of net/http's untyped messages, or typeUnknown.
 func plainType(err error) string {
 	// err == io.EOF would call the runtime to compare the values; with the
 	// type known, comparing the pointers is the same test.
 	switch p := dataOf(err); p {
 	case dataOf(context.Canceled):
-		return TypeCanceled
+		return typeCanceled
 	case dataOf(io.EOF), dataOf(io.ErrUnexpectedEOF):
-		return TypeEOF
+		return typeEOF
 	case dataOf(driver.ErrBadConn):
-		return TypeBadConn
+		return typeBadConn
 	case dataOf(context.DeadlineExceeded), dataOf(os.ErrDeadlineExceeded):
 		// Not errors.New values today, but sentinels may change type.
 		if typ, _ := sentinelType(err); typ != "" {
@@ -150,7 +178,7 @@ func plainType(err error) string {
 	if typ := errorStringKind(err.Error()); typ != "" {
 		return typ
 	}
-	return TypeUnknown
+	return typeUnknown
 }
 
 // visit walks err's chain depth-first, in the order errors.As uses, visiting
@@ -216,15 +244,15 @@ func dataOf(err error) unsafe.Pointer {
 func sentinelType(err error) (string, int) {
 	switch err {
 	case context.Canceled:
-		return TypeCanceled, prioContext
+		return typeCanceled, prioContext
 	case context.DeadlineExceeded:
-		return TypeDeadlineExceeded, prioContext
+		return typeDeadlineExceeded, prioContext
 	case driver.ErrBadConn:
-		return TypeBadConn, prioSpecific
+		return typeBadConn, prioSpecific
 	case os.ErrDeadlineExceeded:
-		return TypeNetTimeout, prioDeadline
+		return typeNetTimeout, prioDeadline
 	case io.EOF, io.ErrUnexpectedEOF:
-		return TypeEOF, prioEOF
+		return typeEOF, prioEOF
 	}
 	return "", prioNone
 }
@@ -238,37 +266,37 @@ func builtinType(err error) (string, int) {
 	case syscall.Errno:
 		switch e {
 		case syscall.ECONNREFUSED:
-			return TypeConnectionRefused, prioErrno
+			return typeConnectionRefused, prioErrno
 		case syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE:
-			return TypeConnectionReset, prioErrno
+			return typeConnectionReset, prioErrno
 		}
 	case *net.DNSError:
 		switch {
 		case e.IsNotFound:
-			return TypeDNSNotFound, prioDNS
+			return typeDNSNotFound, prioDNS
 		case e.IsTimeout || e.IsTemporary:
-			return TypeDNSTemporary, prioDNS
+			return typeDNSTemporary, prioDNS
 		}
-		return TypeDNS, prioDNS
+		return typeDNS, prioDNS
 	case *tls.CertificateVerificationError, x509.UnknownAuthorityError, x509.HostnameError,
 		x509.CertificateInvalidError, x509.SystemRootsError,
 		*x509.UnknownAuthorityError, *x509.HostnameError, *x509.CertificateInvalidError:
-		return TypeTLSCertificate, prioSpecific
+		return typeTLSCertificate, prioSpecific
 	case tls.RecordHeaderError, tls.AlertError, *tls.AlertError:
-		return TypeTLSHandshake, prioSpecific
+		return typeTLSHandshake, prioSpecific
 	case *url.Error:
 		if isRedirectLimit(e) {
-			return TypeTooManyRedirects, prioRedirect
+			return typeTooManyRedirects, prioRedirect
 		}
 	}
 	if t := reflectedType(err); t != "" {
 		return t, prioSpecific
 	}
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return TypeNetTimeout, prioTimeout
+		return typeNetTimeout, prioTimeout
 	}
 	if _, ok := err.(*net.OpError); ok {
-		return TypeNet, prioNetOp
+		return typeNet, prioNetOp
 	}
 	return "", prioNone
 }
@@ -300,14 +328,14 @@ func reflectedType(err error) string {
 		switch t.Name() {
 		case "http2StreamError", "StreamError":
 			if f := v.FieldByName("Code"); f.IsValid() && f.CanUint() && f.Uint() == http2RefusedStream {
-				return TypeHTTP2RefusedStream
+				return typeHTTP2RefusedStream
 			}
 		case "http2GoAwayError", "GoAwayError":
 			// Given to streams the server said it received: they may
 			// have been processed, unlike the graceful-GOAWAY error.
-			return TypeHTTP2GoAwayClosed
+			return typeHTTP2GoAwayClosed
 		case "badStringError":
-			return TypeRequestInvalid
+			return typeRequestInvalid
 		}
 	}
 	return ""
@@ -343,11 +371,11 @@ func errorStringKind(msg string) string {
 		return ""
 	}
 	if msg == http2GoAwayMessage {
-		return TypeHTTP2GoAway
+		return typeHTTP2GoAway
 	}
 	for _, p := range requestInvalidPrefixes {
 		if strings.HasPrefix(msg, p) {
-			return TypeRequestInvalid
+			return typeRequestInvalid
 		}
 	}
 	return ""
@@ -391,7 +419,7 @@ func Match(pattern, typ string) bool {
 // 5xx statuses 501 and 505.
 func builtinNonRetryable(typ string) bool {
 	switch typ {
-	case TypeTLSCertificate, TypeRequestInvalid, TypeTooManyRedirects, TypeBodyNotReplayable:
+	case typeTLSCertificate, typeRequestInvalid, typeTooManyRedirects, typeBodyNotReplayable:
 		return true
 	}
 	if strings.HasPrefix(typ, "context.") && len(typ) > len("context.") {
@@ -538,15 +566,15 @@ func After(err error, d time.Duration) error {
 
 // attemptOutcome classifies the error of an attempt run with the caller's
 // context ctx: a deadline that struck inside fn while ctx is alive is
-// TypeTimeout, and the attempt's own timeout (timedOut) TypeAttemptTimeout.
+// typeTimeout, and the attempt's own timeout (timedOut) typeAttemptTimeout.
 func attemptOutcome(ctx context.Context, err error, timedOut bool) outcome {
 	o := inspect(err)
-	if o.typ == TypeDeadlineExceeded || o.typ == TypeCanceled {
+	if o.typ == typeDeadlineExceeded || o.typ == typeCanceled {
 		switch {
 		case timedOut:
-			o.typ = TypeAttemptTimeout
-		case o.typ == TypeDeadlineExceeded && ctx.Err() == nil:
-			o.typ = TypeTimeout
+			o.typ = typeAttemptTimeout
+		case o.typ == typeDeadlineExceeded && ctx.Err() == nil:
+			o.typ = typeTimeout
 		}
 	}
 	return o
@@ -556,7 +584,7 @@ func attemptOutcome(ctx context.Context, err error, timedOut bool) outcome {
 // from the dependency: its context ended, or a timeout struck.
 func unanswered(typ string) bool {
 	switch typ {
-	case TypeCanceled, TypeDeadlineExceeded, TypeTimeout, TypeAttemptTimeout, TypeNetTimeout:
+	case typeCanceled, typeDeadlineExceeded, typeTimeout, typeAttemptTimeout, typeNetTimeout:
 		return true
 	}
 	return false

@@ -17,20 +17,20 @@ func TestInspectPlainMatchesWalk(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"io.EOF", io.EOF, TypeEOF},
-		{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF, TypeEOF},
-		{"context.Canceled", context.Canceled, TypeCanceled},
-		{"driver.ErrBadConn", driver.ErrBadConn, TypeBadConn},
-		{"plain", errors.New("flaky"), TypeUnknown},
-		{"same text as EOF", errors.New("EOF"), TypeUnknown},
-		{"same text as canceled", errors.New("context canceled"), TypeUnknown},
-		{"empty", errors.New(""), TypeUnknown},
-		{"bad scheme", errors.New(`unsupported protocol scheme "ftp"`), TypeRequestInvalid},
-		{"no host", errors.New("http: no Host in request URL"), TypeRequestInvalid},
-		{"invalid method", errors.New(`net/http: invalid method "G T"`), TypeRequestInvalid},
-		{"graceful goaway", errors.New(http2GoAwayMessage), TypeHTTP2GoAway},
-		{"near a known prefix", errors.New("net/http: something else"), TypeUnknown},
-		{"first byte known", errors.New("h"), TypeUnknown},
+		{"io.EOF", io.EOF, typeEOF},
+		{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF, typeEOF},
+		{"context.Canceled", context.Canceled, typeCanceled},
+		{"driver.ErrBadConn", driver.ErrBadConn, typeBadConn},
+		{"plain", errors.New("flaky"), typeUnknown},
+		{"same text as EOF", errors.New("EOF"), typeUnknown},
+		{"same text as canceled", errors.New("context canceled"), typeUnknown},
+		{"empty", errors.New(""), typeUnknown},
+		{"bad scheme", errors.New(`unsupported protocol scheme "ftp"`), typeRequestInvalid},
+		{"no host", errors.New("http: no Host in request URL"), typeRequestInvalid},
+		{"invalid method", errors.New(`net/http: invalid method "G T"`), typeRequestInvalid},
+		{"graceful goaway", errors.New(http2GoAwayMessage), typeHTTP2GoAway},
+		{"near a known prefix", errors.New("net/http: something else"), typeUnknown},
+		{"first byte known", errors.New("h"), typeUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,8 +45,8 @@ func TestInspectPlainMatchesWalk(t *testing.T) {
 	}
 	// The sentinels of other types take the walk and keep their types.
 	for err, want := range map[error]string{
-		context.DeadlineExceeded: TypeDeadlineExceeded,
-		os.ErrDeadlineExceeded:   TypeNetTimeout,
+		context.DeadlineExceeded: typeDeadlineExceeded,
+		os.ErrDeadlineExceeded:   typeNetTimeout,
 	} {
 		if got := inspect(err).typ; got != want {
 			t.Errorf("inspect(%v) = %q, want %q", err, got, want)

@@ -113,11 +113,11 @@ func TestOnGiveUp(t *testing.T) {
 		withCall bool
 	}{
 		{name: "success", errs: []error{fail}, fired: false},
-		{name: "exhausted", errs: []error{fail, fail, fail}, fired: true, reason: retry.ReasonExhausted, attempt: 3, typ: retry.TypeUnknown},
-		{name: "permanent", errs: []error{retry.Permanent(fail)}, fired: true, reason: retry.ReasonNonRetryable, attempt: 1, typ: retry.TypeUnknown},
-		{name: "discard", errs: []error{retry.Discard(fail)}, fired: true, reason: retry.ReasonDiscarded, attempt: 1, typ: retry.TypeUnknown},
-		{name: "canceled before", ctx: canceled, fired: true, reason: retry.ReasonCanceled, attempt: 0, typ: retry.TypeCanceled},
-		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 0.001, Burst: 1})}, withCall: true, fired: true, reason: retry.ReasonRateLimited, attempt: 0, typ: retry.TypeRateLimited},
+		{name: "exhausted", errs: []error{fail, fail, fail}, fired: true, reason: retry.ReasonExhausted, attempt: 3, typ: "error"},
+		{name: "permanent", errs: []error{retry.Permanent(fail)}, fired: true, reason: retry.ReasonNonRetryable, attempt: 1, typ: "error"},
+		{name: "discard", errs: []error{retry.Discard(fail)}, fired: true, reason: retry.ReasonDiscarded, attempt: 1, typ: "error"},
+		{name: "canceled before", ctx: canceled, fired: true, reason: retry.ReasonCanceled, attempt: 0, typ: "context.canceled"},
+		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 0.001, Burst: 1})}, withCall: true, fired: true, reason: retry.ReasonRateLimited, attempt: 0, typ: "ratelimit.local"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,11 +196,11 @@ func TestGiveUpAfterAttemptTimeout(t *testing.T) {
 	if !errors.As(err, &e) || e.Reason != retry.ReasonCanceled {
 		t.Fatalf("err = %v, want canceled", err)
 	}
-	if got := retry.TypeOf(err); got != retry.TypeAttemptTimeout {
-		t.Errorf("TypeOf = %q, want %q", got, retry.TypeAttemptTimeout)
+	if got := retry.TypeOf(err); got != "timeout.attempt" {
+		t.Errorf("TypeOf = %q, want %q", got, "timeout.attempt")
 	}
-	if len(gaveUp) != 1 || gaveUp[0].Type != retry.TypeAttemptTimeout {
-		t.Errorf("OnGiveUp events = %+v, want one of type %q", gaveUp, retry.TypeAttemptTimeout)
+	if len(gaveUp) != 1 || gaveUp[0].Type != "timeout.attempt" {
+		t.Errorf("OnGiveUp events = %+v, want one of type %q", gaveUp, "timeout.attempt")
 	}
 }
 

@@ -149,8 +149,8 @@ func TestInnerTimeoutRetried(t *testing.T) {
 				if err != nil || calls != 2 {
 					t.Fatalf("err = %v after %d calls, want success on the second", err, calls)
 				}
-				if len(types) != 1 || types[0] != retry.TypeTimeout {
-					t.Errorf("failure types = %q, want [%q]", types, retry.TypeTimeout)
+				if len(types) != 1 || types[0] != "timeout.deadline_exceeded" {
+					t.Errorf("failure types = %q, want [%q]", types, "timeout.deadline_exceeded")
 				}
 			})
 		})

@@ -157,7 +157,7 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.
 	switch {
 	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
 		e.typ = o.typ
-	case o.typ == TypeAttemptTimeout, o.typ == TypeTimeout:
+	case o.typ == typeAttemptTimeout, o.typ == typeTimeout:
 		// Err wraps context.DeadlineExceeded: without this, TypeOf would
 		// report the caller's own deadline as the cause.
 		e.typ = o.typ
@@ -214,7 +214,7 @@ func (c *call) canceled(ctx context.Context) error {
 		c.cfg.state.unstarted.Add(1)
 	}
 	e := c.newError(ctx, ReasonCanceled)
-	if c.lastTyp == TypeAttemptTimeout {
+	if c.lastTyp == typeAttemptTimeout {
 		e.typ = c.lastTyp // see terminal
 	}
 	c.gaveUp(e, "")

@@ -30,12 +30,12 @@ func TestDecide(t *testing.T) {
 		want    Decision
 	}{
 		{"success", nil, nil, 1, nil, Decision{}},
-		{"retry with the policy's delay", nil, nil, 1, errFlaky, Decision{Retry: true, Delay: time.Second, Type: TypeUnknown}},
-		{"second retry doubles", nil, nil, 2, errFlaky, Decision{Retry: true, Delay: 2 * time.Second, Type: TypeUnknown}},
-		{"exhausted", nil, nil, 3, errFlaky, Decision{Reason: ReasonExhausted, Type: TypeUnknown}},
-		{"attempt below 1 is the first", nil, nil, 0, errFlaky, Decision{Retry: true, Delay: time.Second, Type: TypeUnknown}},
-		{"permanent", nil, nil, 1, Permanent(errFlaky), Decision{Reason: ReasonNonRetryable, Type: TypeUnknown}},
-		{"discard verdict", nil, nil, 1, Discard(errFlaky), Decision{Reason: ReasonDiscarded, Type: TypeUnknown}},
+		{"retry with the policy's delay", nil, nil, 1, errFlaky, Decision{Retry: true, Delay: time.Second, Type: typeUnknown}},
+		{"second retry doubles", nil, nil, 2, errFlaky, Decision{Retry: true, Delay: 2 * time.Second, Type: typeUnknown}},
+		{"exhausted", nil, nil, 3, errFlaky, Decision{Reason: ReasonExhausted, Type: typeUnknown}},
+		{"attempt below 1 is the first", nil, nil, 0, errFlaky, Decision{Retry: true, Delay: time.Second, Type: typeUnknown}},
+		{"permanent", nil, nil, 1, Permanent(errFlaky), Decision{Reason: ReasonNonRetryable, Type: typeUnknown}},
+		{"discard verdict", nil, nil, 1, Discard(errFlaky), Decision{Reason: ReasonDiscarded, Type: typeUnknown}},
 		{"retryable verdict over a 404", nil, nil, 1, Retryable(&StatusError{StatusCode: 404}), Decision{Retry: true, Delay: time.Second, Type: "http.4xx.404"}},
 		{"404 is not retried", nil, nil, 1, &StatusError{StatusCode: 404}, Decision{Reason: ReasonNonRetryable, Type: "http.4xx.404"}},
 		{"policy pattern", []Option{WithPolicy(Policy{NonRetryableErrors: []string{"http.5xx.*"}})}, nil, 1,
@@ -43,11 +43,11 @@ func TestDecide(t *testing.T) {
 		{"server delay", nil, nil, 1, &StatusError{StatusCode: 429, RetryAfter: 7 * time.Second},
 			Decision{Retry: true, Delay: 7 * time.Second, Type: "http.4xx.429"}},
 		{"server delay over the maximum", []Option{WithMaxServerDelay(time.Second)}, nil, 1,
-			After(errFlaky, 2*time.Second), Decision{Reason: ReasonDeadline, Type: TypeUnknown}},
-		{"wait past the deadline", nil, soon, 1, errFlaky, Decision{Reason: ReasonDeadline, Type: TypeUnknown}},
-		{"canceled", nil, canceled, 1, errFlaky, Decision{Reason: ReasonCanceled, Type: TypeUnknown}},
-		{"decider vetoes", []Option{WithDecider(stopDecider{})}, nil, 1, errFlaky, Decision{Reason: ReasonNonRetryable, Type: TypeUnknown}},
-		{"invalid configuration", []Option{WithPolicy(Policy{MaxAttempts: -1})}, nil, 1, errFlaky, Decision{Reason: ReasonFailed, Type: TypeUnknown}},
+			After(errFlaky, 2*time.Second), Decision{Reason: ReasonDeadline, Type: typeUnknown}},
+		{"wait past the deadline", nil, soon, 1, errFlaky, Decision{Reason: ReasonDeadline, Type: typeUnknown}},
+		{"canceled", nil, canceled, 1, errFlaky, Decision{Reason: ReasonCanceled, Type: typeUnknown}},
+		{"decider vetoes", []Option{WithDecider(stopDecider{})}, nil, 1, errFlaky, Decision{Reason: ReasonNonRetryable, Type: typeUnknown}},
+		{"invalid configuration", []Option{WithPolicy(Policy{MaxAttempts: -1})}, nil, 1, errFlaky, Decision{Reason: ReasonFailed, Type: typeUnknown}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,11 +96,11 @@ func TestHTTPFailure(t *testing.T) {
 		{"503 on POST", nil, "POST", false, respond(503, ""), nil, false, "http.5xx.503", true, 0},
 		{"503 on POST with a key", nil, "POST", true, respond(503, ""), nil, false, "http.5xx.503", false, 0},
 		{"503 on POST, all methods", []Option{RetryNonIdempotent()}, "POST", false, respond(503, ""), nil, false, "http.5xx.503", false, 0},
-		{"reset on PUT", nil, "PUT", false, nil, reset, false, TypeConnectionReset, false, 0},
-		{"reset on POST", nil, "POST", false, nil, reset, false, TypeConnectionReset, true, 0},
-		{"refused on POST: never sent", nil, "POST", false, nil, refused, false, TypeConnectionRefused, false, 0},
-		{"neither response nor error", nil, "GET", false, nil, nil, false, TypeUnknown, false, 0},
-		{"neither response nor error on POST", nil, "POST", false, nil, nil, false, TypeUnknown, true, 0},
+		{"reset on PUT", nil, "PUT", false, nil, reset, false, typeConnectionReset, false, 0},
+		{"reset on POST", nil, "POST", false, nil, reset, false, typeConnectionReset, true, 0},
+		{"refused on POST: never sent", nil, "POST", false, nil, refused, false, typeConnectionRefused, false, 0},
+		{"neither response nor error", nil, "GET", false, nil, nil, false, typeUnknown, false, 0},
+		{"neither response nor error on POST", nil, "POST", false, nil, nil, false, typeUnknown, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

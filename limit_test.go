@@ -103,8 +103,8 @@ func TestRateLimitDeadline(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != retry.ReasonRateLimited || re.Attempts != 0 || calls != 0 {
 			t.Fatalf("err = %v, calls %d; want rate_limited after 0 attempts", err, calls)
 		}
-		if time.Since(start) != 0 || retry.TypeOf(err) != retry.TypeRateLimited {
-			t.Fatalf("stopped after %v with type %q; want at once, %q", time.Since(start), retry.TypeOf(err), retry.TypeRateLimited)
+		if time.Since(start) != 0 || retry.TypeOf(err) != "ratelimit.local" {
+			t.Fatalf("stopped after %v with type %q; want at once, %q", time.Since(start), retry.TypeOf(err), "ratelimit.local")
 		}
 		// The canceled reservation gave its token back: the next call
 		// waits 1 s from the first token, not 2 s.
@@ -268,7 +268,7 @@ func TestWithLimiter(t *testing.T) {
 	}{
 		{name: "no wait", timeout: time.Second, maxWait: time.Second - 1, asked: 1},
 		{name: "a wait that fits", wait: 300 * time.Millisecond, timeout: time.Second, elapsed: 300 * time.Millisecond, maxWait: time.Second - 1, asked: 1, waits: 1},
-		{name: "a wait past the deadline", wait: 2 * time.Second, timeout: time.Second, reason: retry.ReasonRateLimited, maxWait: time.Second - 1, asked: 1, denied: 1, firstType: retry.TypeRateLimited},
+		{name: "a wait past the deadline", wait: 2 * time.Second, timeout: time.Second, reason: retry.ReasonRateLimited, maxWait: time.Second - 1, asked: 1, denied: 1, firstType: "ratelimit.local"},
 		{name: "canceled during the wait", wait: 500 * time.Millisecond, timeout: time.Second, cancelAt: 100 * time.Millisecond, reason: retry.ReasonCanceled, elapsed: 100 * time.Millisecond, maxWait: time.Second - 1, canceled: 1, asked: 1, waits: 1},
 	}
 	for _, tt := range tests {

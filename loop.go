@@ -96,7 +96,7 @@ func (c *call) begin(ctx context.Context) error {
 			return err
 		}
 		if !ok {
-			return c.refuse(ctx, ReasonRateLimited, TypeRateLimited, rateLimitError{})
+			return c.refuse(ctx, ReasonRateLimited, typeRateLimited, rateLimitError{})
 		}
 	}
 	return nil
@@ -179,7 +179,7 @@ func (c *call) breakerOpen(ctx context.Context, wait time.Duration) error {
 	c.breakerWait += wait
 	if bs.spec.MaxWait < 0 || c.breakerWait > bs.spec.MaxWait || wait > c.left(ctx, c.cfg.now()) {
 		bs.denied.Add(1)
-		return c.refuse(ctx, ReasonBreakerOpen, TypeBreakerOpen, &breakerError{wait: wait})
+		return c.refuse(ctx, ReasonBreakerOpen, typeBreakerOpen, &breakerError{wait: wait})
 	}
 	bs.waits.Add(1)
 	return c.sleep(ctx, wait)
@@ -277,15 +277,15 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 			if reason == ReasonCanceled {
 				return 0, c.canceled(ctx)
 			}
-			o.typ = TypeBreakerOpen
+			o.typ = typeBreakerOpen
 			if reason == ReasonRateLimited {
-				o.typ = TypeRateLimited
+				o.typ = typeRateLimited
 			}
 			return 0, c.terminal(ctx, o, reason, now, true)
 		}
 	}
 	if cfg.budgeted && !c.allowRetry(ctx, now) {
-		o.typ = TypeBudgetExhausted
+		o.typ = typeBudgetExhausted
 		return 0, c.terminal(ctx, o, ReasonBudget, now, true)
 	}
 	cfg.state.retried.Add(1)

@@ -39,9 +39,9 @@ type Decider interface {
 
 // Defaults of the options.
 const (
-	DefaultMaxServerDelay  = 5 * time.Minute
-	DefaultDedupWindow     = time.Hour
-	DefaultDeadLetterLimit = 10 * time.Second
+	defaultMaxServerDelay  = 5 * time.Minute
+	defaultDedupWindow     = time.Hour
+	defaultDeadLetterLimit = 10 * time.Second
 )
 
 // config is a resolved set of options.
@@ -91,9 +91,9 @@ type config struct {
 // first, whatever its position, and shares its state.
 func (c *config) build(opts []Option) {
 	*c = config{
-		maxServerDelay: DefaultMaxServerDelay,
-		sinkTimeout:    DefaultDeadLetterLimit,
-		dedupWindow:    DefaultDedupWindow,
+		maxServerDelay: defaultMaxServerDelay,
+		sinkTimeout:    defaultDeadLetterLimit,
+		dedupWindow:    defaultDedupWindow,
 		sanitize:       redact.Sanitize,
 		random:         rand.Float64,
 	}
@@ -130,7 +130,7 @@ func (c *config) build(opts []Option) {
 	case c.budgetSet:
 		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls, c.now()), nil
 	case !shared:
-		c.budget = newBudget(DefaultBudget, &c.state.calls, c.now())
+		c.budget = newBudget(defaultBudget, &c.state.calls, c.now())
 	}
 	c.finish()
 	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
@@ -257,7 +257,7 @@ func WithMaxElapsed(d time.Duration) Option {
 
 // WithMaxServerDelay bounds the server-directed delays (Retry-After, After)
 // that the engine will honour; a longer one stops the call at once with
-// ReasonDeadline. The default is DefaultMaxServerDelay.
+// ReasonDeadline. The default is 5 minutes.
 func WithMaxServerDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -322,7 +322,7 @@ func WithDeadLetter(sink func(context.Context, Event) error) Option {
 }
 
 // WithDeadLetterTimeout bounds each call of the dead-letter sink; the default
-// is DefaultDeadLetterLimit.
+// is 10 seconds.
 func WithDeadLetterTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -333,7 +333,7 @@ func WithDeadLetterTimeout(d time.Duration) Option {
 }
 
 // WithDedupWindow sets how long a dead-letter alert suppresses the same alert
-// (same key, type and message); the default is DefaultDedupWindow. Zero turns
+// (same key, type and message); the default is 1 hour. Zero turns
 // suppression off.
 func WithDedupWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) {

@@ -96,21 +96,21 @@ var NoJitter = Jitter{Kind: JitterNone}
 
 // Default jitter factors.
 const (
-	DefaultJitterFactor  = 0.5
-	DefaultPercentFactor = 0.15
+	defaultJitterFactor  = 0.5
+	defaultPercentFactor = 0.15
 )
 
 func (j Jitter) withDefaults() Jitter {
 	switch j.Kind {
 	case 0:
-		return Jitter{Kind: JitterProportional, Factor: cmp.Or(j.Factor, DefaultJitterFactor)}
+		return Jitter{Kind: JitterProportional, Factor: cmp.Or(j.Factor, defaultJitterFactor)}
 	case JitterProportional:
 		if j.Factor == 0 {
-			j.Factor = DefaultJitterFactor
+			j.Factor = defaultJitterFactor
 		}
 	case JitterPercent:
 		if j.Factor == 0 {
-			j.Factor = DefaultPercentFactor
+			j.Factor = defaultPercentFactor
 		}
 	}
 	return j
@@ -176,10 +176,10 @@ type Policy struct {
 
 // Defaults of the policy, those of OJS.
 const (
-	DefaultMaxAttempts        = 3
-	DefaultInitialInterval    = time.Second
-	DefaultMaxInterval        = 5 * time.Minute
-	DefaultBackoffCoefficient = 2.0
+	defaultMaxAttempts        = 3
+	defaultInitialInterval    = time.Second
+	defaultMaxInterval        = 5 * time.Minute
+	defaultBackoffCoefficient = 2.0
 )
 
 // DefaultPolicy returns the OJS default policy with every field filled in:
@@ -191,16 +191,16 @@ func DefaultPolicy() Policy { return Policy{}.WithDefaults() }
 // WithDefaults returns p with its zero fields set to their defaults.
 func (p Policy) WithDefaults() Policy {
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+		p.MaxAttempts = defaultMaxAttempts
 	}
 	if p.InitialInterval == 0 {
-		p.InitialInterval = DefaultInitialInterval
+		p.InitialInterval = defaultInitialInterval
 	}
 	if p.MaxInterval == 0 {
-		p.MaxInterval = max(DefaultMaxInterval, p.InitialInterval)
+		p.MaxInterval = max(defaultMaxInterval, p.InitialInterval)
 	}
 	if p.BackoffCoefficient == 0 {
-		p.BackoffCoefficient = DefaultBackoffCoefficient
+		p.BackoffCoefficient = defaultBackoffCoefficient
 	}
 	if p.Backoff == 0 {
 		p.Backoff = Exponential

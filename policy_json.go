@@ -244,7 +244,7 @@ func strategyByName(s string) (Strategy, bool) {
 func parseJitter(raw json.RawMessage) (Jitter, error) {
 	switch string(raw) {
 	case "true":
-		return Jitter{Kind: JitterProportional, Factor: DefaultJitterFactor}, nil
+		return Jitter{Kind: JitterProportional, Factor: defaultJitterFactor}, nil
 	case "false":
 		return NoJitter, nil
 	}
@@ -430,7 +430,7 @@ func appendJitter(b []byte, j Jitter) []byte {
 	switch {
 	case j.Kind == JitterNone:
 		return append(b, "false"...)
-	case j.Kind == JitterProportional && j.Factor == DefaultJitterFactor:
+	case j.Kind == JitterProportional && j.Factor == defaultJitterFactor:
 		return append(b, "true"...)
 	}
 	b = append(b, `{"kind":"`...)

@@ -767,7 +767,7 @@ func FuzzParsePolicy(f *testing.F) {
 			t.Fatalf("%s breaks the OJS schema: %q", b, v)
 		}
 		ojsOnly := p.Backoff == retry.Exponential && p.Offset == 0 &&
-			(p.Jitter == retry.NoJitter || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: retry.DefaultJitterFactor})
+			(p.Jitter == retry.NoJitter || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: 0.5})
 		if v := ojsSchemaViolations(b); ojsOnly && len(v) != 0 {
 			t.Fatalf("%s of an OJS-only policy breaks the OJS schema: %q", b, v)
 		}

@@ -391,7 +391,7 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("failures %d, retries %d; want 3 and 2", len(rec.failures), len(rec.retries))
 		}
 		for i, e := range rec.failures {
-			if e.Attempt != i+1 || e.Key != "billing" || e.Type != retry.TypeUnknown || !errors.Is(e.Err, errTransient) {
+			if e.Attempt != i+1 || e.Key != "billing" || e.Type != "error" || !errors.Is(e.Err, errTransient) {
 				t.Errorf("failure %d = %+v", i, e)
 			}
 		}
@@ -511,7 +511,7 @@ func TestAttemptTimeout(t *testing.T) {
 		if err != nil || v != "ok" || calls != 2 {
 			t.Fatalf("v=%q err=%v calls=%d", v, err, calls)
 		}
-		if len(types) != 1 || types[0] != retry.TypeAttemptTimeout {
+		if len(types) != 1 || types[0] != "timeout.attempt" {
 			t.Fatalf("types = %v, want [timeout.attempt]", types)
 		}
 	})
@@ -526,8 +526,8 @@ func TestAttemptTimeout(t *testing.T) {
 		if !errors.As(err, &e) || e.Reason != retry.ReasonExhausted || e.Attempts != 2 {
 			t.Fatalf("err = %v, want exhausted after 2 attempts", err)
 		}
-		if got := retry.TypeOf(err); got != retry.TypeAttemptTimeout {
-			t.Fatalf("TypeOf = %q, want %q", got, retry.TypeAttemptTimeout)
+		if got := retry.TypeOf(err); got != "timeout.attempt" {
+			t.Fatalf("TypeOf = %q, want %q", got, "timeout.attempt")
 		}
 	})
 }

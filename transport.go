@@ -49,7 +49,7 @@ type Transport struct {
 
 // Defaults of the Transport's options.
 const (
-	DefaultMaxReplayBytes = 1 << 20 // 1 MiB
+	defaultMaxReplayBytes = 1 << 20 // 1 MiB
 	// drainLimit is how much of a response being retried is read so that its
 	// connection can be reused; a longer body closes the connection instead.
 	drainLimit = 4 << 10
@@ -100,7 +100,7 @@ func (t *Transport) baseRT() http.RoundTripper {
 // WithMaxReplayBytes bounds how much of a request body without GetBody the
 // Transport keeps to send it again; a longer body is streamed once and the
 // request is not retried after it was read (type body.not_replayable). The
-// default is DefaultMaxReplayBytes; zero keeps nothing.
+// default is 1 MiB; zero keeps nothing.
 func WithMaxReplayBytes(n int64) Option {
 	return optionFunc(func(c *config) {
 		if n < 0 {
@@ -177,8 +177,8 @@ func hasKey(h http.Header, name string) bool {
 // never reached the server, so that any method may be retried.
 func neverSent(typ string) bool {
 	switch typ {
-	case TypeConnectionRefused, TypeDNSNotFound, TypeDNSTemporary, TypeDNS,
-		TypeHTTP2RefusedStream, TypeHTTP2GoAway: // not TypeHTTP2GoAwayClosed
+	case typeConnectionRefused, typeDNSNotFound, typeDNSTemporary, typeDNS,
+		typeHTTP2RefusedStream, typeHTTP2GoAway: // not typeHTTP2GoAwayClosed
 		return true
 	}
 	return false
@@ -191,7 +191,7 @@ type requestInvalid struct{ err error }
 
 func (e *requestInvalid) Error() string     { return e.err.Error() }
 func (e *requestInvalid) Unwrap() error     { return e.err }
-func (e *requestInvalid) ErrorType() string { return TypeRequestInvalid }
+func (e *requestInvalid) ErrorType() string { return typeRequestInvalid }
 
 // notReplayable stops a retry whose request body cannot be sent again.
 type notReplayable struct{ err error }
@@ -200,7 +200,7 @@ func (e *notReplayable) Error() string {
 	return "retry: request body was read and cannot be replayed: " + e.err.Error()
 }
 func (e *notReplayable) Unwrap() error     { return e.err }
-func (e *notReplayable) ErrorType() string { return TypeBodyNotReplayable }
+func (e *notReplayable) ErrorType() string { return typeBodyNotReplayable }
 
 // RoundTrip sends req, retrying it under the Transport's policy. It returns
 // the last response with a nil error whatever its status, or, when no attempt
@@ -446,7 +446,7 @@ func (t *Transport) maxReplay() int64 {
 	if t.cfg.http.maxReplaySet {
 		return t.cfg.http.maxReplay
 	}
-	return DefaultMaxReplayBytes
+	return defaultMaxReplayBytes
 }
 
 // blocked returns the error that stops a retry the request itself forbids

@@ -52,8 +52,8 @@ func TestTransportAttemptTimeoutAtHeaders(t *testing.T) {
 			}
 			whole++
 		case err != nil && resp == nil:
-			if typ := retry.TypeOf(err); typ != retry.TypeAttemptTimeout {
-				t.Fatalf("err %v of type %q, want %q", err, typ, retry.TypeAttemptTimeout)
+			if typ := retry.TypeOf(err); typ != "timeout.attempt" {
+				t.Fatalf("err %v of type %q, want %q", err, typ, "timeout.attempt")
 			}
 			timedOut++
 		default:
@@ -134,8 +134,8 @@ func TestTransportGoAwayAfterReceipt(t *testing.T) {
 	if n := processed.Load(); n != 1 {
 		t.Fatalf("the POST was processed %d times, want 1 (failure types %v)", n, types)
 	}
-	if len(types) != 1 || types[0] != retry.TypeHTTP2GoAwayClosed {
-		t.Errorf("failure types %v, want [%s]", types, retry.TypeHTTP2GoAwayClosed)
+	if len(types) != 1 || types[0] != "http2.goaway_closed" {
+		t.Errorf("failure types %v, want [%s]", types, "http2.goaway_closed")
 	}
 	ln.Close()
 	<-done

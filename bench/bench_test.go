@@ -172,14 +172,14 @@ func BenchmarkTwoFailures(b *testing.B) {
 func BenchmarkGuarded(b *testing.B) {
 	ctx := context.Background()
 	b.Run("gobreaker-execute", func(b *testing.B) {
-		// The settings retry.DefaultBreaker gives gobreaker: a rolling
+		// The settings the zero retry.Breaker gives gobreaker: a rolling
 		// window of 10 buckets, so that only the layers above differ.
 		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:         "bench",
-			MaxRequests:  retry.DefaultBreaker.Probes,
-			Interval:     retry.DefaultBreaker.Window,
-			BucketPeriod: retry.DefaultBreaker.Window / 10,
-			Timeout:      retry.DefaultBreaker.OpenTimeout,
+			MaxRequests:  1,
+			Interval:     10 * time.Second,
+			BucketPeriod: time.Second,
+			Timeout:      30 * time.Second,
 		})
 		for b.Loop() {
 			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
@@ -189,9 +189,9 @@ func BenchmarkGuarded(b *testing.B) {
 	})
 	b.Run("retry-retrier", func(b *testing.B) {
 		r := retry.New(
-			retry.WithBreaker(retry.DefaultBreaker),
+			retry.WithBreaker(retry.Breaker{}),
 			retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}),
-			retry.WithBudget(retry.DefaultBudget),
+			retry.WithBudget(retry.Budget{}),
 		)
 		for b.Loop() {
 			if err := r.Run(ctx, ok); err != nil {

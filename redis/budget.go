@@ -56,7 +56,7 @@ type Budget struct {
 }
 
 // NewBudget returns a Budget on client following spec (zero fields as in
-// retry.Budget: the zero Budget is retry.DefaultBudget). spec.Off is not
+// retry.Budget: the zero Budget takes the defaults). spec.Off is not
 // allowed: leave Budget.Shared unset instead.
 func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) (*Budget, error) {
 	bad := func(field string, v any, rule string) error {

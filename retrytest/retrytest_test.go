@@ -146,7 +146,7 @@ var scripts = []struct {
 	{
 		"reset",
 		[]retrytest.Step{{Reset: true}, {Status: 500}},
-		[]answer{{typ: retry.TypeConnectionReset}, {status: 500}, {status: 200}},
+		[]answer{{typ: "net.connection_reset"}, {status: 500}, {status: 200}},
 	},
 	{
 		"delay",
@@ -245,7 +245,7 @@ func TestServerWithRetryTransport(t *testing.T) {
 	if got != (answer{status: 200, body: "done"}) {
 		t.Errorf("answer = %+v", got)
 	}
-	want := []string{"http.5xx.503", retry.TypeConnectionReset, "http.4xx.429"}
+	want := []string{"http.5xx.503", "net.connection_reset", "http.4xx.429"}
 	if !slices.Equal(types, want) {
 		t.Errorf("retried on %v, want %v", types, want)
 	}

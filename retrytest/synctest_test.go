@@ -95,7 +95,7 @@ func TestVirtualTimeHTTP(t *testing.T) {
 		if got := script.Waits(); !slices.Equal(got, want) {
 			t.Errorf("waits = %v, want %v", got, want)
 		}
-		if want := []string{"http.5xx.503", retry.TypeAttemptTimeout}; !slices.Equal(types, want) {
+		if want := []string{"http.5xx.503", "timeout.attempt"}; !slices.Equal(types, want) {
 			t.Errorf("retried on %v, want %v", types, want)
 		}
 	})

@@ -74,7 +74,7 @@ var presets = map[string]preset{
 				return retry.Policy{}, v.err
 			}
 			p := retry.Policy{MaxAttempts: n + 1, InitialInterval: base, MaxInterval: top, BackoffCoefficient: mult,
-				Jitter: retry.Jitter{Kind: retry.JitterPercent, Factor: retry.DefaultPercentFactor}}
+				Jitter: retry.Jitter{Kind: retry.JitterPercent, Factor: 0.15}}
 			switch kind {
 			case "none":
 				p.Backoff = retry.Immediate

@@ -251,12 +251,12 @@ func parseOutage(v string) (start, end time.Duration, err error) {
 func parseBudget(v string) (*retry.Budget, string, error) {
 	switch v {
 	case "default", "":
-		d := retry.DefaultBudget
+		d := retry.Budget{}.WithDefaults()
 		return nil, fmt.Sprintf("default (%g of first attempts + %g/s over %s)", d.Ratio, d.Reserve, d.Window), nil
 	case "off":
 		return &retry.Budget{Off: true}, "off", nil
 	}
-	b := retry.DefaultBudget
+	b := retry.Budget{}.WithDefaults()
 	for kv := range strings.SplitSeq(v, ",") {
 		k, val, _ := strings.Cut(kv, "=")
 		var err error

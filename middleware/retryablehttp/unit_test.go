@@ -106,7 +106,7 @@ func TestTransportKeepsTheError(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
 	_, err := tr.RoundTrip(req)
-	if !errors.Is(err, syscall.ECONNRESET) || err.Error() != resetError.Error() || retry.TypeOf(err) != retry.TypeConnectionReset {
+	if !errors.Is(err, syscall.ECONNRESET) || err.Error() != resetError.Error() || retry.TypeOf(err) != "net.connection_reset" {
 		t.Errorf("wrapped error = %v (type %s), want the base's", err, retry.TypeOf(err))
 	}
 }
