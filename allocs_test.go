@@ -41,8 +41,8 @@ func TestClassifyAllocs(t *testing.T) {
 // TestTimerReuseAllocs: one call with many waits allocates a bounded number of
 // objects (one timer), not one per wait.
 func TestTimerReuseAllocs(t *testing.T) {
-	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 50, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond, Jitter: retry.NoJitter}))
-	few := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond, Jitter: retry.NoJitter}))
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 50, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
+	few := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 	fail := func(context.Context) error { return errTransient }
 	ctx := context.Background()
 	many := testing.AllocsPerRun(20, func() { _ = r.Run(ctx, fail) })

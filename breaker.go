@@ -71,36 +71,10 @@ var defaultBreaker = Breaker{
 	StoreWait:    50 * time.Millisecond,
 }
 
-// BreakerState is the state of a circuit breaker.
-type BreakerState uint8
-
-// The states of a circuit breaker.
-const (
-	BreakerClosed BreakerState = iota
-	BreakerHalfOpen
-	BreakerOpen
-)
-
-// String returns "closed", "half_open" or "open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerHalfOpen:
-		return "half_open"
-	case BreakerOpen:
-		return "open"
-	}
-	return "unknown"
-}
-
-// MarshalText returns the state's name.
-func (s BreakerState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
 // BreakerChange reports a breaker's change of state to OnBreakerChange.
 type BreakerChange struct {
 	Key      string // the breaker's key; empty for a single breaker
-	From, To BreakerState
+	From, To string // "closed", "half_open" or "open"
 	Time     time.Time
 }
 
@@ -257,14 +231,15 @@ func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) 
 	bs.pending.Add(1)
 }
 
-func stateOf(s gobreaker.State) BreakerState {
+// stateOf names a breaker state as Stats and BreakerChange report it.
+func stateOf(s gobreaker.State) string {
 	switch s {
 	case gobreaker.StateOpen:
-		return BreakerOpen
+		return "open"
 	case gobreaker.StateHalfOpen:
-		return BreakerHalfOpen
+		return "half_open"
 	}
-	return BreakerClosed
+	return "closed"
 }
 
 func (bs *breakers) get(key string, now time.Time) *breaker {
@@ -354,8 +329,8 @@ func (bs *breakers) flush(hooks []func(BreakerChange)) {
 }
 
 // states returns the state of every breaker, by key.
-func (bs *breakers) states() map[string]BreakerState {
-	out := make(map[string]BreakerState)
+func (bs *breakers) states() map[string]string {
+	out := make(map[string]string)
 	if bs.single != nil {
 		out[""] = bs.single.state()
 		return out
@@ -366,7 +341,7 @@ func (bs *breakers) states() map[string]BreakerState {
 
 // state is the breaker's state: for a shared one, as this process last
 // saw it in the store.
-func (b *breaker) state() BreakerState {
+func (b *breaker) state() string {
 	if b.shared != nil {
 		return stateOf(b.shared.dcb.CircuitBreaker.State())
 	}

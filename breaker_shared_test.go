@@ -142,7 +142,7 @@ func TestSharedBreakerOpensForAll(t *testing.T) {
 		}
 		for i, r := range rs[1:] {
 			s := r.Stats()
-			if s.Attempts != 1 || s.BreakerWaits != 1 || s.BreakerFallbacks != 0 || s.Breakers[""] != retry.BreakerClosed {
+			if s.Attempts != 1 || s.BreakerWaits != 1 || s.BreakerFallbacks != 0 || s.Breakers[""] != "closed" {
 				t.Errorf("Retrier %d: %+v, want 1 attempt after 1 wait, closed", i+1, s)
 			}
 		}
@@ -468,7 +468,7 @@ func TestSharedBreakerStandIn(t *testing.T) {
 		store := newMemStore()
 		var changes []string
 		r := fleet(1, store, tripOnFirst, retry.OnBreakerChange(func(c retry.BreakerChange) {
-			changes = append(changes, c.From.String()+">"+c.To.String())
+			changes = append(changes, c.From+">"+c.To)
 		}))[0]
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient }) // opens both
 		store.setDown(true)

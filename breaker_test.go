@@ -16,7 +16,7 @@ import (
 // tripOnFirst is a breaker that opens on the first counted failure.
 var tripOnFirst = retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second, MaxWait: time.Minute}
 
-func stateOf(r *retry.Retrier, key string) retry.BreakerState {
+func stateOf(r *retry.Retrier, key string) string {
 	return r.Stats().Breakers[key]
 }
 
@@ -27,14 +27,14 @@ func TestBreakerOpensAfterVolume(t *testing.T) {
 		name     string
 		spec     retry.Breaker
 		outcomes []bool // true: the attempt fails
-		want     retry.BreakerState
+		want     string
 	}{
-		{"below the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true}, retry.BreakerClosed},
-		{"at the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true, true}, retry.BreakerOpen},
-		{"ratio not reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, []bool{true, false, true, false, true, false}, retry.BreakerClosed},
-		{"ratio reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, []bool{false, true, false, true}, retry.BreakerOpen},
-		{"defaults: 20 requests at 50%", retry.Breaker{}, append(make([]bool, 10), repeatBool(true, 10)...), retry.BreakerOpen},
-		{"defaults: 19 requests do not trip", retry.Breaker{}, repeatBool(true, 19), retry.BreakerClosed},
+		{"below the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true}, "closed"},
+		{"at the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true, true}, "open"},
+		{"ratio not reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, []bool{true, false, true, false, true, false}, "closed"},
+		{"ratio reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, []bool{false, true, false, true}, "open"},
+		{"defaults: 20 requests at 50%", retry.Breaker{}, append(make([]bool, 10), repeatBool(true, 10)...), "open"},
+		{"defaults: 19 requests do not trip", retry.Breaker{}, repeatBool(true, 19), "closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,9 +70,9 @@ func TestBreakerDoesNotConsumeAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var changes []string
 		r := retry.New(
-			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 			retry.WithBreaker(tripOnFirst),
-			retry.OnBreakerChange(func(c retry.BreakerChange) { changes = append(changes, c.From.String()+">"+c.To.String()) }),
+			retry.OnBreakerChange(func(c retry.BreakerChange) { changes = append(changes, c.From+">"+c.To) }),
 		)
 		var seen []int
 		start := time.Now()
@@ -116,7 +116,7 @@ func TestBreakerOpenWait(t *testing.T) {
 		elapsed  time.Duration
 		attempts int // of the second call
 	}{
-		{"fits: waits the exact remaining open time", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: time.Minute}, time.Minute, 0, 10 * time.Second, 1},
+		{"fits: waits the exact remaining open time", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: time.Minute}, time.Minute, "", 10 * time.Second, 1},
 		{"past the default MaxWait: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 0, retry.ReasonBreakerOpen, 0, 0},
 		{"past the deadline: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 5 * time.Second, retry.ReasonBreakerOpen, 0, 0},
 		{"deadline at the reopening instant: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 10 * time.Second, retry.ReasonBreakerOpen, 0, 0},
@@ -143,7 +143,7 @@ func TestBreakerOpenWait(t *testing.T) {
 				if calls != tt.attempts {
 					t.Errorf("fn ran %d times, want %d", calls, tt.attempts)
 				}
-				if tt.reason == 0 {
+				if tt.reason == "" {
 					if err != nil {
 						t.Fatalf("err = %v, want success", err)
 					}
@@ -169,7 +169,7 @@ func TestBreakerOpenWait(t *testing.T) {
 func TestBreakerKeepsLastError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(
-			retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour}))
 		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
 		var re *retry.Error
@@ -205,11 +205,11 @@ func TestBreakerExcludesCallerErrors(t *testing.T) {
 					_ = r.Run(ctx, func(context.Context) error { return tt.err(cancel) })
 					cancel()
 				}
-				if got := stateOf(r, ""); got != retry.BreakerClosed {
+				if got := stateOf(r, ""); got != "closed" {
 					t.Fatalf("state %v after caller errors, want closed", got)
 				}
 				_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-				if got := stateOf(r, ""); got != retry.BreakerOpen {
+				if got := stateOf(r, ""); got != "open" {
 					t.Fatalf("state %v after a real failure, want open", got)
 				}
 			})
@@ -235,7 +235,7 @@ func TestBreakerPerKey(t *testing.T) {
 		if retry.TypeOf(err) != "breaker.open" {
 			t.Fatalf("key a: err %v, want its breaker open", err)
 		}
-		if s := stateOf(r, "a"); s != retry.BreakerOpen {
+		if s := stateOf(r, "a"); s != "open" {
 			t.Errorf("a is %v", s)
 		}
 		for i := range 3000 {
@@ -253,11 +253,11 @@ func TestBreakerPerKey(t *testing.T) {
 func TestBreakerHookMayUseRetrier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r *retry.Retrier
-		var states []retry.BreakerState
+		var states []string
 		r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tripOnFirst),
 			retry.OnBreakerChange(func(retry.BreakerChange) { states = append(states, stateOf(r, "")) }))
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-		if len(states) != 1 || states[0] != retry.BreakerOpen {
+		if len(states) != 1 || states[0] != "open" {
 			t.Fatalf("hook saw %v", states)
 		}
 	})
@@ -275,7 +275,7 @@ func TestBreakerPanic(t *testing.T) {
 			}()
 			_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
 		}()
-		if got := stateOf(r, ""); got != retry.BreakerOpen {
+		if got := stateOf(r, ""); got != "open" {
 			t.Fatalf("state %v after a panic, want open", got)
 		}
 	})

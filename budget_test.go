@@ -88,7 +88,7 @@ func TestBudgetDenies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := retry.New(retry.WithBudget(tt.budget),
-					retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
+					retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 				budgetStops := 0
 				for range tt.calls {
 					err := r.Run(t.Context(), func(context.Context) error { return errTransient })
@@ -120,7 +120,7 @@ func TestBudgetDenies(t *testing.T) {
 func TestBudgetWindowSlides(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.2, Window: 10 * time.Second}),
-			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
+			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 		fail := func(context.Context) error { return errTransient }
 		for range 3 {
 			_ = r.Run(t.Context(), fail)
@@ -140,7 +140,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 func TestBudgetPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: 10 * time.Second, PerKey: true}),
-			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}))
+			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 		fail := func(context.Context) error { return errTransient }
 		for range 5 {
 			_ = retry.Run(t.Context(), fail, r, retry.WithKey("a"))

@@ -39,7 +39,7 @@ func (v *virtualClock) Sleep(ctx context.Context, d time.Duration) error {
 // time.
 func TestClock(t *testing.T) {
 	fail := errors.New("boom")
-	exact := retry.Policy{MaxAttempts: 5, InitialInterval: time.Second, Jitter: retry.NoJitter}
+	exact := retry.Policy{MaxAttempts: 5, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 	tests := []struct {
 		name     string
 		opts     []retry.Option
@@ -52,11 +52,11 @@ func TestClock(t *testing.T) {
 		{"max elapsed", []retry.Option{retry.WithMaxElapsed(3500 * time.Millisecond)}, 1, retry.ReasonDeadline, []time.Duration{time.Second, 2 * time.Second}, 3},
 		// One token a second, no burst: the second call waits a virtual
 		// second for its token, then backs off as usual.
-		{"rate limit", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
+		{"rate limit", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, 2, retry.ReasonExhausted,
 			[]time.Duration{time.Second, time.Second, time.Second}, 2},
 		// No reserve, 50% of first attempts: the first call's retry is
 		// denied (0.5 < 1), the second call's is granted (1 ≤ 1).
-		{"budget", []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter})}, 2, retry.ReasonExhausted,
+		{"budget", []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, 2, retry.ReasonExhausted,
 			[]time.Duration{time.Second}, 2},
 	}
 	for _, tt := range tests {
@@ -132,7 +132,7 @@ func TestOnGiveUp(t *testing.T) {
 			}
 			var got []retry.Event
 			opts := append([]retry.Option{
-				retry.WithPolicy(retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+				retry.WithPolicy(retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 				retry.OnGiveUp(func(ev retry.Event) { got = append(got, ev) }),
 			}, tt.opts...)
 			r := retry.New(opts...)
@@ -168,7 +168,7 @@ func TestOnGiveUp(t *testing.T) {
 // offset: the offset, not zero.
 func TestImmediateOffset(t *testing.T) {
 	clk := &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	p := retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate, Offset: 2 * time.Second, Jitter: retry.NoJitter}
+	p := retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate, Offset: 2 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 	err := retry.Run(context.Background(), func(context.Context) error { return errors.New("x") }, retry.WithPolicy(p), retry.WithClock(clk))
 	if err == nil {
 		t.Fatal("want an error")
@@ -189,7 +189,7 @@ func TestGiveUpAfterAttemptTimeout(t *testing.T) {
 		<-actx.Done()
 		return actx.Err()
 	}, retry.WithAttemptTimeout(5*time.Millisecond),
-		retry.WithPolicy(retry.Policy{InitialInterval: time.Hour, Jitter: retry.NoJitter}),
+		retry.WithPolicy(retry.Policy{InitialInterval: time.Hour, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		retry.OnRetry(func(retry.Event) { cancel() }),
 		retry.OnGiveUp(func(ev retry.Event) { gaveUp = append(gaveUp, ev) }))
 	var e *retry.Error
@@ -227,7 +227,7 @@ func TestSharedBudgetTime(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := &virtualClock{now: start}
 	b := &timesBudget{}
-	p := retry.Policy{MaxAttempts: 3, InitialInterval: time.Second, Jitter: retry.NoJitter}
+	p := retry.Policy{MaxAttempts: 3, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 	_ = retry.Run(context.Background(), func(context.Context) error { return errors.New("x") },
 		retry.WithPolicy(p), retry.WithClock(clk), retry.WithBudget(retry.Budget{Shared: b}))
 	want := []time.Time{start, start.Add(time.Second)}

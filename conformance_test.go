@@ -59,7 +59,7 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-001", name: "retry-with-exponential-backoff",
 		policy: `{"max_attempts": 4, "backoff_coefficient": 2.0, ` + ojsFull + `}`,
-		want:   retry.Policy{MaxAttempts: 4, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 4, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1, 2, 4),
 		run:    &rtrRun{errs: plain("first failure", "second failure"), attempts: 3, delays: secs(1, 2)},
 		na:     "job id, state and fetch/nack steps",
@@ -67,7 +67,7 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-002", name: "retry-respects-max-attempts",
 		policy: `{"max_attempts": 3, "backoff_coefficient": 1.0, ` + ojsFull + `}`,
-		want:   retry.Policy{MaxAttempts: 3, BackoffCoefficient: 1, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 3, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1, 1),
 		run:    &rtrRun{errs: plain("1 of 3", "2 of 3", "3 of 3", "never"), attempts: 3, reason: retry.ReasonExhausted, delays: secs(1, 1)},
 		na:     "the discarded state and the job's stored attempt count",
@@ -83,7 +83,7 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-004", name: "retry-non-retryable-error",
 		policy: `{"max_attempts": 5, "initial_interval": "PT1S", "backoff_coefficient": 2.0, "max_interval": "PT5M", "jitter": false, "non_retryable_errors": ["FatalError"], "on_exhaustion": "discard"}`,
-		want:   retry.Policy{MaxAttempts: 5, Jitter: retry.NoJitter, NonRetryableErrors: []string{"FatalError"}},
+		want:   retry.Policy{MaxAttempts: 5, Jitter: retry.Jitter{Kind: retry.JitterNone}, NonRetryableErrors: []string{"FatalError"}},
 		delays: secs(1, 2, 4, 8),
 		run:    &rtrRun{errs: []error{ojsError{"FatalError", "non-retryable failure"}}, attempts: 1, reason: retry.ReasonNonRetryable},
 		na:     "the discarded state",
@@ -91,7 +91,7 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-005", name: "retry-non-retryable-prefix-match",
 		policy: `{"max_attempts": 5, "initial_interval": "PT1S", "backoff_coefficient": 2.0, "max_interval": "PT5M", "jitter": false, "non_retryable_errors": ["Auth.*"], "on_exhaustion": "discard"}`,
-		want:   retry.Policy{MaxAttempts: 5, Jitter: retry.NoJitter, NonRetryableErrors: []string{"Auth.*"}},
+		want:   retry.Policy{MaxAttempts: 5, Jitter: retry.Jitter{Kind: retry.JitterNone}, NonRetryableErrors: []string{"Auth.*"}},
 		delays: secs(1, 2, 4, 8),
 		run:    &rtrRun{errs: []error{ojsError{"Auth.TokenExpired", "invalid credentials"}}, attempts: 1, reason: retry.ReasonNonRetryable},
 		na:     "the discarded state",
@@ -99,28 +99,28 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-006", name: "retry-exhausted-to-discarded",
 		policy: `{"max_attempts": 1, "backoff_coefficient": 1.0, ` + ojsFull + `}`,
-		want:   retry.Policy{MaxAttempts: 1, BackoffCoefficient: 1, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 1, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		run:    &rtrRun{errs: plain("single allowed attempt exhausted"), attempts: 1, reason: retry.ReasonExhausted},
 		na:     "the discarded state and completed_at",
 	},
 	{
 		id: "L1-RTR-007", name: "retry-exhausted-to-dead-letter",
 		policy: `{"max_attempts": 1, "initial_interval": "PT1S", "backoff_coefficient": 1.0, "max_interval": "PT5M", "jitter": false, "non_retryable_errors": [], "on_exhaustion": "dead_letter"}`,
-		want:   retry.Policy{MaxAttempts: 1, BackoffCoefficient: 1, Jitter: retry.NoJitter, OnExhaustion: retry.ExhaustDeadLetter},
+		want:   retry.Policy{MaxAttempts: 1, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}, OnExhaustion: retry.ExhaustDeadLetter},
 		run:    &rtrRun{errs: plain("exhaust to trigger dead letter"), attempts: 1, reason: retry.ReasonExhausted, deadLetters: 1},
 		na:     "the dead-letter listing endpoint (the sink receives the record)",
 	},
 	{
 		id: "L1-RTR-008", name: "retry-max-interval-cap",
 		policy: `{"max_attempts": 4, "initial_interval": "PT1S", "backoff_coefficient": 10.0, "max_interval": "PT2S", "jitter": false, "non_retryable_errors": [], "on_exhaustion": "discard"}`,
-		want:   retry.Policy{MaxAttempts: 4, BackoffCoefficient: 10, MaxInterval: 2 * time.Second, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 4, BackoffCoefficient: 10, MaxInterval: 2 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1, 2, 2),
 		run:    &rtrRun{errs: plain("1", "2", "3"), attempts: 4, delays: secs(1, 2, 2)},
 	},
 	{
 		id: "L1-RTR-009", name: "retry-linear-backoff",
 		policy: `{"max_attempts": 5, "initial_interval": "PT1S", "backoff_coefficient": 1.0, "backoff_strategy": "linear", "max_interval": "PT30S", "jitter": false, "non_retryable_errors": [], "on_exhaustion": "discard"}`,
-		want:   retry.Policy{MaxAttempts: 5, BackoffCoefficient: 1, Backoff: retry.Linear, MaxInterval: 30 * time.Second, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 5, BackoffCoefficient: 1, Backoff: retry.Linear, MaxInterval: 30 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		ext:    []string{"backoff_strategy"},
 		delays: secs(1, 2, 3, 4),
 		run:    &rtrRun{errs: plain("1", "2", "3"), attempts: 4, delays: secs(1, 2, 3)},
@@ -128,7 +128,7 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-010", name: "retry-constant-backoff",
 		policy: `{"max_attempts": 4, "backoff_coefficient": 1.0, ` + ojsFull + `}`,
-		want:   retry.Policy{MaxAttempts: 4, BackoffCoefficient: 1, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 4, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1, 1, 1),
 		run:    &rtrRun{errs: plain("1", "2", "3"), attempts: 4, delays: secs(1, 1, 1)},
 	},
@@ -147,14 +147,14 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-013", name: "retry-attempt-counter-increments",
 		policy: `{"max_attempts": 5, "backoff_coefficient": 1.0, ` + ojsFull + `}`,
-		want:   retry.Policy{MaxAttempts: 5, BackoffCoefficient: 1, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 5, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1, 1, 1, 1),
 		run:    &rtrRun{errs: plain("attempt 0 failed", "attempt 1 failed", "attempt 2 failed"), attempts: 4, delays: secs(1, 1, 1)},
 	},
 	{
 		id: "L1-RTR-014", name: "retry-error-history-tracked",
 		policy: `{"max_attempts": 4, "backoff_coefficient": 1.0, ` + ojsFull + `}`,
-		want:   retry.Policy{MaxAttempts: 4, BackoffCoefficient: 1, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 4, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1, 1, 1),
 		run: &rtrRun{errs: []error{
 			ojsError{"ConnectionTimeout", "Database connection timed out"},
@@ -166,7 +166,7 @@ var rtrVectors = []rtrVector{
 	{
 		id: "L1-RTR-015", name: "retry-error-history-has-code",
 		policy: `{"max_attempts": 2, "initial_interval": "PT1S", "backoff_coefficient": 1.0, "jitter": false, "on_exhaustion": "discard"}`,
-		want:   retry.Policy{MaxAttempts: 2, BackoffCoefficient: 1, Jitter: retry.NoJitter},
+		want:   retry.Policy{MaxAttempts: 2, BackoffCoefficient: 1, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		delays: secs(1),
 		run:    &rtrRun{errs: plain("first attempt failure"), attempts: 2, delays: secs(1)},
 		na:     "the job's stored errors array and its code field",
@@ -261,7 +261,7 @@ func checkRTRRun(t *testing.T, p retry.Policy, want *rtrRun) {
 			retry.WithPolicy(p),
 			retry.OnRetry(func(ev retry.Event) { waits = append(waits, ev.Delay) }),
 			retry.OnFailure(func(ev retry.Event) { failures = append(failures, ev) }),
-			retry.WithDeadLetter(func(context.Context, retry.Event) error { records++; return nil }),
+			retry.WithDeadLetter(retry.DeadLetters{Sink: func(context.Context, retry.Event) error { records++; return nil }}),
 		)
 		if len(seen) != want.attempts {
 			t.Errorf("%d attempts, want %d", len(seen), want.attempts)
@@ -279,9 +279,9 @@ func checkRTRRun(t *testing.T, p retry.Policy, want *rtrRun) {
 		}
 		var re *retry.Error
 		switch {
-		case want.reason == 0 && err != nil:
+		case want.reason == "" && err != nil:
 			t.Errorf("err = %v, want success", err)
-		case want.reason != 0 && (!errors.As(err, &re) || re.Reason != want.reason):
+		case want.reason != "" && (!errors.As(err, &re) || re.Reason != want.reason):
 			t.Errorf("err = %v, want a *retry.Error with reason %v", err, want.reason)
 		}
 		// The error history: every failure, in order, with its attempt,

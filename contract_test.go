@@ -104,7 +104,7 @@ func TestContextCauses(t *testing.T) {
 						return errTransient // a dependency that does not return ctx.Err()
 					}
 					return errTransient
-				}, retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: tt.wait, Jitter: retry.NoJitter}))
+				}, retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: tt.wait, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 				var re *retry.Error
 				if !errors.As(err, &re) || re.Reason != tt.reason {
 					t.Fatalf("err = %v, want a *retry.Error with reason %v", err, tt.reason)
@@ -179,15 +179,15 @@ func TestHungDependencyTripsBreaker(t *testing.T) {
 	tests := []struct {
 		name string
 		ctx  func(parent context.Context) (context.Context, context.CancelFunc)
-		want retry.BreakerState
+		want string
 	}{
-		{name: "deadline", want: retry.BreakerOpen, ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+		{name: "deadline", want: "open", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
 			return context.WithTimeout(p, 20*time.Millisecond)
 		}},
-		{name: "deadline with a cause", want: retry.BreakerOpen, ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+		{name: "deadline with a cause", want: "open", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
 			return context.WithTimeoutCause(p, 20*time.Millisecond, errors.New("request budget spent"))
 		}},
-		{name: "explicit cancel", want: retry.BreakerClosed, ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+		{name: "explicit cancel", want: "closed", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(p)
 			time.AfterFunc(20*time.Millisecond, cancel)
 			return ctx, cancel
@@ -375,7 +375,7 @@ func TestBreakerDefaultWaitIsShort(t *testing.T) {
 		for range 20 {
 			_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		}
-		if s := r.Stats().Breakers[""]; s != retry.BreakerOpen {
+		if s := r.Stats().Breakers[""]; s != "open" {
 			t.Fatalf("breaker %v after 20 failures, want open", s)
 		}
 		for _, after := range []time.Duration{0, 10 * time.Second, 18 * time.Second} { // 30, 20, 2 s left

@@ -78,8 +78,8 @@
 //
 // A Retrier built once with New is safe for concurrent use and shares its
 // counters (Stats) and dead-letter alert window among its calls. Hooks
-// (OnRetry, OnFailure, OnDeadLetter, OnGiveUp) receive an Event whose Message
-// is sanitized; WithLogger logs through log/slog from the same events. The
+// (OnRetry, OnFailure, OnGiveUp, and the dead-letter alert) receive an Event
+// whose Message is sanitized; WithLogger logs through log/slog from the same events. The
 // dead-letter sink (WithDeadLetter) receives every record routed to it, and
 // its failure is never silent. WithClock runs the engine on another clock,
 // such as the virtual one of the cmd/retry simulator.

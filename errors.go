@@ -9,48 +9,26 @@ import (
 	"github.com/steadyhq/retry/redact"
 )
 
-// Reason says why a call stopped.
-type Reason uint8
+// Reason says why a call stopped; its value is its name.
+type Reason string
 
-// The reasons a call stops. Reason.String gives their names.
+// The reasons a call stops.
 const (
-	reasonNone         Reason = iota
-	ReasonExhausted           // the attempts were used up
-	ReasonNonRetryable        // Permanent, a non-retryable type, or the Decider said no
-	ReasonDiscarded           // the Discard verdict
-	ReasonDeadLettered        // the DeadLetter verdict
-	ReasonFailed              // the Fail verdict
-	ReasonCanceled            // the caller's context ended
-	ReasonDeadline            // the next wait could not fit the deadline, MaxElapsed or MaxServerDelay
-	ReasonBudget              // the retry budget had no token
-	ReasonBreakerOpen         // the circuit breaker was open and its wait could not fit
-	ReasonRateLimited         // the rate limiter's wait could not fit the deadline
+	reasonNone         Reason = ""
+	ReasonExhausted    Reason = "exhausted"     // the attempts were used up
+	ReasonNonRetryable Reason = "non_retryable" // Permanent, a non-retryable type, or the Decider said no
+	ReasonDiscarded    Reason = "discarded"     // the Discard verdict
+	ReasonDeadLettered Reason = "dead_lettered" // the DeadLetter verdict
+	ReasonFailed       Reason = "failed"        // the Fail verdict
+	ReasonCanceled     Reason = "canceled"      // the caller's context ended
+	ReasonDeadline     Reason = "deadline"      // the next wait could not fit the deadline, MaxElapsed or MaxServerDelay
+	ReasonBudget       Reason = "budget"        // the retry budget had no token
+	ReasonBreakerOpen  Reason = "breaker_open"  // the circuit breaker was open and its wait could not fit
+	ReasonRateLimited  Reason = "rate_limited"  // the rate limiter's wait could not fit the deadline
 )
 
-var reasonNames = [...]string{
-	reasonNone:         "",
-	ReasonExhausted:    "exhausted",
-	ReasonNonRetryable: "non_retryable",
-	ReasonDiscarded:    "discarded",
-	ReasonDeadLettered: "dead_lettered",
-	ReasonFailed:       "failed",
-	ReasonCanceled:     "canceled",
-	ReasonDeadline:     "deadline",
-	ReasonBudget:       "budget",
-	ReasonBreakerOpen:  "breaker_open",
-	ReasonRateLimited:  "rate_limited",
-}
-
 // String returns the reason's name, such as "exhausted"; "" for the zero Reason.
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "reason(" + strconv.Itoa(int(r)) + ")"
-}
-
-// MarshalText encodes the reason as its name.
-func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+func (r Reason) String() string { return string(r) }
 
 // Error is the error of a call that did not succeed.
 //

@@ -76,7 +76,7 @@ func (c *call) deadLetter(ctx context.Context, ev Event) error {
 	return err
 }
 
-// alert raises the OnDeadLetter hooks for ev, unless the same alert was
+// alert raises the dead-letter alert for ev, unless the same alert was
 // raised within the dedup window.
 func (c *call) alert(ev Event) {
 	cfg, st := c.cfg, c.cfg.state
@@ -119,10 +119,11 @@ type Stats struct {
 	AlertsSuppressed  int64 `json:"alerts_suppressed"`  // dead-letter alerts suppressed by the dedup window
 
 	// Breakers is the state of each circuit breaker by key ("" for a
-	// single breaker); nil without WithBreaker.
-	Breakers      map[string]BreakerState `json:"breakers,omitempty"`
-	BreakerWaits  int64                   `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed
-	BreakerDenied int64                   `json:"breaker_denied"` // calls stopped by an open breaker
+	// single breaker): "closed", "half_open" or "open"; nil without
+	// WithBreaker.
+	Breakers      map[string]string `json:"breakers,omitempty"`
+	BreakerWaits  int64             `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed
+	BreakerDenied int64             `json:"breaker_denied"` // calls stopped by an open breaker
 	// BreakerFallbacks counts attempts guarded by this process's own
 	// breaker because the shared breaker's store (Breaker.Store) failed.
 	BreakerFallbacks int64 `json:"breaker_fallbacks"`

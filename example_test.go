@@ -84,7 +84,7 @@ func ExampleWithDeadLetter() {
 	}
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
-		retry.WithDeadLetter(sink),
+		retry.WithDeadLetter(retry.DeadLetters{Sink: sink}),
 	)
 	err := retry.Run(context.Background(), func(context.Context) error {
 		return errors.New("dial postgres://app:s3cret@db.internal/orders: connection refused")
@@ -97,10 +97,10 @@ func ExampleWithDeadLetter() {
 
 // A handler verdict overrides the policy: DeadLetter escalates at once.
 func ExampleDeadLetter() {
-	r := retry.New(retry.WithDeadLetter(func(_ context.Context, rec retry.Event) error {
+	r := retry.New(retry.WithDeadLetter(retry.DeadLetters{Sink: func(_ context.Context, rec retry.Event) error {
 		fmt.Println("escalated:", rec.Message)
 		return nil
-	}))
+	}}))
 	err := r.Run(context.Background(), func(context.Context) error {
 		return retry.DeadLetter(errors.New("card reported stolen"))
 	})
@@ -134,7 +134,7 @@ func ExampleAttempts() {
 // call that meets an open breaker twice still gets three real attempts.
 func ExampleWithBreaker() {
 	r := retry.New(
-		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		// Opens on the first failure, for 20 ms.
 		retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 20 * time.Millisecond}),
 		retry.OnBreakerChange(func(c retry.BreakerChange) { fmt.Println("breaker", c.From, "->", c.To) }),
@@ -167,7 +167,7 @@ func ExampleWithBreaker() {
 // negative Reserve means none.
 func ExampleWithBudget() {
 	r := retry.New(
-		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		retry.WithBudget(retry.Budget{Ratio: 0.1, Reserve: -1, Window: time.Minute}),
 	)
 	for range 100 {

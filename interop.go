@@ -54,8 +54,8 @@ func (r *Retrier) Decide(ctx context.Context, attempt int, prev time.Duration, e
 //     *StatusError carrying the response's Retry-After;
 //   - err otherwise.
 //
-// When req is not safe to repeat (see Transport; RetryNonIdempotent among
-// r's options makes every request safe), the failure is marked Permanent
+// When req is not safe to repeat (see Transport; HTTP.AllMethods among r's
+// options makes every request safe), the failure is marked Permanent
 // unless its type proves the request was never sent. A nil req skips that
 // rule. Decide then gives the decision.
 func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error) error {
@@ -69,7 +69,7 @@ func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error)
 			return nil
 		}
 	}
-	if req != nil && !mayRepeat(r.config().http.allMethods || idempotent(req), failure) {
+	if req != nil && !mayRepeat(r.config().http.AllMethods || idempotent(req), failure) {
 		return Permanent(failure)
 	}
 	return failure

@@ -20,7 +20,7 @@ func TestDecide(t *testing.T) {
 	cancel()
 	soon, cancelSoon := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelSoon()
-	policy := WithPolicy(Policy{MaxAttempts: 3, InitialInterval: time.Second, Jitter: NoJitter})
+	policy := WithPolicy(Policy{MaxAttempts: 3, InitialInterval: time.Second, Jitter: Jitter{Kind: JitterNone}})
 	tests := []struct {
 		name    string
 		opts    []Option
@@ -95,7 +95,7 @@ func TestHTTPFailure(t *testing.T) {
 		{"429 with Retry-After", nil, "GET", false, respond(429, "7"), nil, false, "http.4xx.429", false, 7 * time.Second},
 		{"503 on POST", nil, "POST", false, respond(503, ""), nil, false, "http.5xx.503", true, 0},
 		{"503 on POST with a key", nil, "POST", true, respond(503, ""), nil, false, "http.5xx.503", false, 0},
-		{"503 on POST, all methods", []Option{RetryNonIdempotent()}, "POST", false, respond(503, ""), nil, false, "http.5xx.503", false, 0},
+		{"503 on POST, all methods", []Option{WithHTTP(HTTP{AllMethods: true})}, "POST", false, respond(503, ""), nil, false, "http.5xx.503", false, 0},
 		{"reset on PUT", nil, "PUT", false, nil, reset, false, typeConnectionReset, false, 0},
 		{"reset on POST", nil, "POST", false, nil, reset, false, typeConnectionReset, true, 0},
 		{"refused on POST: never sent", nil, "POST", false, nil, refused, false, typeConnectionRefused, false, 0},

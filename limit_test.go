@@ -285,9 +285,9 @@ func TestWithLimiter(t *testing.T) {
 				err := r.Run(ctx, func(context.Context) error { return nil })
 				var re *retry.Error
 				switch {
-				case tt.reason == 0 && err != nil:
+				case tt.reason == "" && err != nil:
 					t.Fatalf("err = %v, want success", err)
-				case tt.reason != 0 && (!errors.As(err, &re) || re.Reason != tt.reason):
+				case tt.reason != "" && (!errors.As(err, &re) || re.Reason != tt.reason):
 					t.Fatalf("err = %v, want reason %v", err, tt.reason)
 				}
 				if tt.firstType != "" && retry.TypeOf(err) != tt.firstType {

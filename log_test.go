@@ -44,7 +44,7 @@ func TestWithLogger(t *testing.T) {
 	secret := errors.New("connect https://bob:hunter2@db.internal/x?token=abc123: refused")
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}})
 	tests := []struct {
 		name  string
 		level slog.Level
@@ -156,7 +156,7 @@ func ExampleWithLogger() {
 	err := retry.Run(context.Background(), func(context.Context) error {
 		return errors.New("dial db: password=hunter2 rejected")
 	},
-		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		retry.WithKey("db"),
 		retry.WithLogger(logger))
 	var re *retry.Error

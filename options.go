@@ -67,7 +67,7 @@ type config struct {
 	key            string
 	clock          Clock // nil: the real clock
 	state          *state
-	http           httpConfig // the Transport's own options
+	http           HTTP // the Transport's own settings
 	limiter        *limiter
 	breakers       *breakers
 	onBreaker      []func(BreakerChange)
@@ -300,58 +300,53 @@ func OnGiveUp(f func(Event)) Option {
 	})
 }
 
-// OnDeadLetter adds an alert hook called when a failure is routed to dead
-// letter. Repeated alerts for the same key, type and message within the dedup
-// window are suppressed (the sink still receives every record).
-func OnDeadLetter(f func(Event)) Option {
-	return optionFunc(func(c *config) {
-		if f != nil {
-			c.onDeadLetter = append(c.onDeadLetter, f)
-		}
-	})
+// DeadLetters says where failures routed to dead letter go: the DeadLetter
+// verdict always; Permanent, non-retryable types, exhaustion, and
+// deadline, budget, breaker and rate-limit stops after at least one
+// attempt, when the policy's on_exhaustion is dead_letter. Zero fields take
+// the defaults given beside them.
+type DeadLetters struct {
+	// Sink receives every record routed to dead letter. Its context
+	// survives the caller's cancellation and is bounded by Timeout. A sink
+	// error, or a panic, is counted in Stats.DeadLetterFailed and joined
+	// into the call's error; without a Sink that error is
+	// ErrNoDeadLetterSink.
+	Sink func(context.Context, Event) error
+	// Timeout bounds each call of Sink; default 10 s.
+	Timeout time.Duration
+	// Alert is called for a record routed to dead letter, except that a
+	// repeat of an alert (same key, type and message) within DedupWindow
+	// is suppressed and counted in Stats.AlertsSuppressed; Sink still
+	// receives every record.
+	Alert func(Event)
+	// DedupWindow is how long an alert suppresses its repeats; default
+	// 1 h (Ratchet's), negative for none.
+	DedupWindow time.Duration
 }
 
-// WithDeadLetter sets the dead-letter sink. It receives every failure routed
-// to dead letter (the DeadLetter verdict always; Permanent, non-retryable
-// types, exhaustion, and deadline, budget, breaker and rate-limit stops after
-// at least one attempt, when the policy's on_exhaustion is dead_letter). Its context survives the caller's cancellation and is
-// bounded by WithDeadLetterTimeout. A sink error is counted in
-// Stats.DeadLetterFailed and joined into the call's error.
-func WithDeadLetter(sink func(context.Context, Event) error) Option {
-	return optionFunc(func(c *config) { c.sink = sink })
-}
-
-// WithDeadLetterTimeout bounds each call of the dead-letter sink; the default
-// is 10 seconds.
-func WithDeadLetterTimeout(d time.Duration) Option {
+// WithDeadLetter sets the dead-letter sink and alert of d, in place of
+// those before it. An invalid d makes every call return an error naming
+// the field.
+func WithDeadLetter(d DeadLetters) Option {
 	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.invalid("WithDeadLetterTimeout", d, "must be > 0")
+		if d.Timeout < 0 {
+			c.invalid("WithDeadLetter", d.Timeout, "Timeout must be >= 0 (0 means 10 s)")
+			return
 		}
-		c.sinkTimeout = d
-	})
-}
-
-// WithDedupWindow sets how long a dead-letter alert suppresses the same alert
-// (same key, type and message); the default is 1 hour. Zero turns
-// suppression off.
-func WithDedupWindow(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d < 0 {
-			c.invalid("WithDedupWindow", d, "must be >= 0")
+		c.sink, c.sinkTimeout, c.dedupWindow = d.Sink, d.Timeout, d.DedupWindow
+		if d.Timeout == 0 {
+			c.sinkTimeout = defaultDeadLetterLimit
 		}
-		c.dedupWindow = d
-	})
-}
-
-// WithSanitizer replaces redact.Sanitize for the messages of events and dead-letter
-// records. The caller still receives the real error.
-func WithSanitizer(f func(string) string) Option {
-	return optionFunc(func(c *config) {
-		if f == nil {
-			f = redact.Sanitize
+		switch {
+		case d.DedupWindow == 0:
+			c.dedupWindow = defaultDedupWindow
+		case d.DedupWindow < 0:
+			c.dedupWindow = 0
 		}
-		c.sanitize = f
+		c.onDeadLetter = nil
+		if d.Alert != nil {
+			c.onDeadLetter = []func(Event){d.Alert}
+		}
 	})
 }
 

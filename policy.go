@@ -11,74 +11,40 @@ import (
 	"unicode/utf8"
 )
 
-// Strategy is how the raw delay grows from one retry to the next. The zero
-// Strategy means the default, Exponential.
-type Strategy uint8
+// Strategy is how the raw delay grows from one retry to the next, named as
+// in OJS JSON. The zero Strategy means the default, Exponential.
+type Strategy string
 
 // The backoff strategies. With I the initial interval, C the coefficient and
 // n the retry number (1 before the second attempt), the raw delay is:
 const (
-	Constant    Strategy = iota + 1 // I (OJS "none", also "fixed")
-	Linear                          // I·n
-	Exponential                     // I·C^(n−1)
-	Polynomial                      // I·n^C
-	Immediate                       // 0: retry at once
+	Constant    Strategy = "constant"    // I (OJS "none", also "fixed")
+	Linear      Strategy = "linear"      // I·n
+	Exponential Strategy = "exponential" // I·C^(n−1)
+	Polynomial  Strategy = "polynomial"  // I·n^C
+	Immediate   Strategy = "immediate"   // 0: retry at once
 )
 
-var strategyNames = [...]string{
-	Constant:    "constant",
-	Linear:      "linear",
-	Exponential: "exponential",
-	Polynomial:  "polynomial",
-	Immediate:   "immediate",
-}
-
-// String returns the strategy's JSON name, such as "exponential".
-func (s Strategy) String() string {
-	if s >= Constant && int(s) < len(strategyNames) {
-		return strategyNames[s]
-	}
-	return "strategy(" + strconv.Itoa(int(s)) + ")"
-}
-
-// JitterKind is how a delay is randomised. The zero JitterKind means the
-// default, JitterProportional.
-type JitterKind uint8
+// JitterKind is how a delay is randomised, named as in policy JSON. The
+// zero JitterKind means the default, JitterProportional.
+type JitterKind string
 
 // The jitter kinds. d is the delay after the first cap, u a uniform draw in
 // [0, 1), n the retry number; the result is capped at MaxInterval again.
 const (
-	JitterNone         JitterKind = iota + 1 // d
-	JitterProportional                       // d·(1 − f + 2f·u): ×[1−f, 1+f), OJS (f = 0.5)
-	JitterPercent                            // the same, ±p of d, Daycry (p = 0.15)
-	JitterAdditive                           // d + J·n·u, Zizq
-	JitterFull                               // d·u, AWS "full jitter"
-	JitterEqual                              // d/2 + d/2·u, AWS "equal jitter"
-	JitterDecorrelated                       // I + (3·prev − I)·u, AWS "decorrelated jitter"
+	JitterNone         JitterKind = "none"         // d
+	JitterProportional JitterKind = "proportional" // d·(1 − f + 2f·u): ×[1−f, 1+f), OJS (f = 0.5)
+	JitterPercent      JitterKind = "percent"      // the same, ±p of d, Daycry (p = 0.15)
+	JitterAdditive     JitterKind = "additive"     // d + J·n·u, Zizq
+	JitterFull         JitterKind = "full"         // d·u, AWS "full jitter"
+	JitterEqual        JitterKind = "equal"        // d/2 + d/2·u, AWS "equal jitter"
+	JitterDecorrelated JitterKind = "decorrelated" // I + (3·prev − I)·u, AWS "decorrelated jitter"
 )
-
-var jitterNames = [...]string{
-	JitterNone:         "none",
-	JitterProportional: "proportional",
-	JitterPercent:      "percent",
-	JitterAdditive:     "additive",
-	JitterFull:         "full",
-	JitterEqual:        "equal",
-	JitterDecorrelated: "decorrelated",
-}
-
-// String returns the kind's JSON name, such as "proportional".
-func (k JitterKind) String() string {
-	if k >= JitterNone && int(k) < len(jitterNames) {
-		return jitterNames[k]
-	}
-	return "jitter(" + strconv.Itoa(int(k)) + ")"
-}
 
 // Jitter says how a policy randomises its delays. The zero Jitter is the OJS
 // default, proportional with factor 0.5 (a delay d becomes one in
 // [d/2, 3d/2)); a zero Kind with a Factor is proportional with that factor;
-// NoJitter turns jitter off.
+// Jitter{Kind: JitterNone} turns jitter off.
 //
 // Factor applies to JitterProportional (default 0.5) and JitterPercent
 // (default 0.15) and must lie in (0, 1]. Amount is the J of JitterAdditive
@@ -91,9 +57,6 @@ type Jitter struct {
 	Amount time.Duration
 }
 
-// NoJitter is the Jitter that leaves delays as the strategy computes them.
-var NoJitter = Jitter{Kind: JitterNone}
-
 // Default jitter factors.
 const (
 	defaultJitterFactor  = 0.5
@@ -102,7 +65,7 @@ const (
 
 func (j Jitter) withDefaults() Jitter {
 	switch j.Kind {
-	case 0:
+	case "":
 		return Jitter{Kind: JitterProportional, Factor: cmp.Or(j.Factor, defaultJitterFactor)}
 	case JitterProportional:
 		if j.Factor == 0 {
@@ -117,26 +80,15 @@ func (j Jitter) withDefaults() Jitter {
 }
 
 // Exhaustion is where a failure goes when the policy gives up: on exhausted
-// attempts, a Permanent error or a non-retryable type. The zero Exhaustion
-// means ExhaustDiscard.
-type Exhaustion uint8
+// attempts, a Permanent error or a non-retryable type; named as in OJS
+// JSON. The zero Exhaustion means ExhaustDiscard.
+type Exhaustion string
 
 // The exhaustion actions of OJS.
 const (
-	ExhaustDiscard    Exhaustion = iota + 1 // "discard": return the error
-	ExhaustDeadLetter                       // "dead_letter": also send it to the dead-letter sink
+	ExhaustDiscard    Exhaustion = "discard"     // return the error
+	ExhaustDeadLetter Exhaustion = "dead_letter" // also send it to the dead-letter sink
 )
-
-// String returns "discard" or "dead_letter".
-func (e Exhaustion) String() string {
-	switch e {
-	case ExhaustDiscard:
-		return "discard"
-	case ExhaustDeadLetter:
-		return "dead_letter"
-	}
-	return "exhaustion(" + strconv.Itoa(int(e)) + ")"
-}
 
 // Policy is the Open Job Spec retry policy. A zero field means its default,
 // so a literal is a partial policy merged over the defaults:
@@ -202,11 +154,11 @@ func (p Policy) WithDefaults() Policy {
 	if p.BackoffCoefficient == 0 {
 		p.BackoffCoefficient = defaultBackoffCoefficient
 	}
-	if p.Backoff == 0 {
+	if p.Backoff == "" {
 		p.Backoff = Exponential
 	}
 	p.Jitter = p.Jitter.withDefaults()
-	if p.OnExhaustion == 0 {
+	if p.OnExhaustion == "" {
 		p.OnExhaustion = ExhaustDiscard
 	}
 	return p
@@ -230,6 +182,12 @@ func policyErr(field string, value any, rule string) *PolicyError {
 	switch x := value.(type) {
 	case string:
 		v = strconv.Quote(x)
+	case Strategy:
+		v = strconv.Quote(string(x))
+	case JitterKind:
+		v = strconv.Quote(string(x))
+	case Exhaustion:
+		v = strconv.Quote(string(x))
 	case time.Duration:
 		v = x.String()
 	case float64:
@@ -260,9 +218,9 @@ func (p Policy) Validate() error {
 		return policyErr("backoff_coefficient", p.BackoffCoefficient, "must be a finite number >= 1.0")
 	case p.BackoffCoefficient != 0 && p.BackoffCoefficient < 1:
 		return policyErr("backoff_coefficient", p.BackoffCoefficient, "must be >= 1.0")
-	case p.Backoff > Immediate:
+	case p.Backoff != "" && !slices.Contains([]Strategy{Constant, Linear, Exponential, Polynomial, Immediate}, p.Backoff):
 		return policyErr("backoff_strategy", p.Backoff, "must be constant, linear, exponential, polynomial or immediate")
-	case p.OnExhaustion > ExhaustDeadLetter:
+	case p.OnExhaustion != "" && p.OnExhaustion != ExhaustDiscard && p.OnExhaustion != ExhaustDeadLetter:
 		return policyErr("on_exhaustion", p.OnExhaustion, `must be "discard" or "dead_letter"`)
 	}
 	d := p.WithDefaults()
@@ -285,11 +243,11 @@ func (p Policy) Validate() error {
 }
 
 func (j Jitter) validate() error {
-	if j.Kind > JitterDecorrelated {
+	if j.Kind != "" && !slices.Contains([]JitterKind{JitterNone, JitterProportional, JitterPercent, JitterAdditive, JitterFull, JitterEqual, JitterDecorrelated}, j.Kind) {
 		return policyErr("jitter.kind", j.Kind, "must be none, proportional, percent, additive, full, equal or decorrelated")
 	}
 	switch j.Kind {
-	case 0, JitterProportional, JitterPercent:
+	case "", JitterProportional, JitterPercent:
 		if math.IsNaN(j.Factor) || j.Factor < 0 || j.Factor > 1 {
 			return policyErr("jitter.factor", j.Factor, "must be in (0, 1]")
 		}

@@ -233,12 +233,11 @@ func strategyByName(s string) (Strategy, bool) {
 	case "none", "fixed":
 		return Constant, true
 	}
-	for st, name := range strategyNames {
-		if name != "" && name == s {
-			return Strategy(st), true
-		}
+	switch st := Strategy(s); st {
+	case Constant, Linear, Exponential, Polynomial, Immediate:
+		return st, true
 	}
-	return 0, false
+	return "", false
 }
 
 func parseJitter(raw json.RawMessage) (Jitter, error) {
@@ -246,7 +245,7 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 	case "true":
 		return Jitter{Kind: JitterProportional, Factor: defaultJitterFactor}, nil
 	case "false":
-		return NoJitter, nil
+		return Jitter{Kind: JitterNone}, nil
 	}
 	if raw[0] != '{' {
 		return Jitter{}, &PolicyError{Field: "jitter", Value: clip(string(raw)), Rule: `must be true, false or an object {"kind": ..., "factor": ..., "amount": ...}`}
@@ -294,12 +293,11 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 }
 
 func jitterByName(s string) (JitterKind, bool) {
-	for k, name := range jitterNames {
-		if name != "" && name == s {
-			return JitterKind(k), true
-		}
+	switch k := JitterKind(s); k {
+	case JitterNone, JitterProportional, JitterPercent, JitterAdditive, JitterFull, JitterEqual, JitterDecorrelated:
+		return k, true
 	}
-	return 0, false
+	return "", false
 }
 
 // jsonDuration reads a duration given as a JSON string or as a JSON number
@@ -400,7 +398,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	b = append(b, '"')
 	if p.Backoff != Exponential {
 		b = append(b, `,"backoff_strategy":"`...)
-		b = append(b, p.Backoff.String()...)
+		b = append(b, p.Backoff...)
 		b = append(b, '"')
 	}
 	b = append(b, `,"jitter":`...)
@@ -416,7 +414,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		b = append(b, pats...)
 	}
 	b = append(b, `,"on_exhaustion":"`...)
-	b = append(b, p.OnExhaustion.String()...)
+	b = append(b, p.OnExhaustion...)
 	b = append(b, '"')
 	if p.Offset != 0 {
 		b = append(b, `,"delay_offset":"`...)
@@ -434,7 +432,7 @@ func appendJitter(b []byte, j Jitter) []byte {
 		return append(b, "true"...)
 	}
 	b = append(b, `{"kind":"`...)
-	b = append(b, j.Kind.String()...)
+	b = append(b, j.Kind...)
 	b = append(b, '"')
 	if j.Factor != 0 {
 		b = append(b, `,"factor":`...)
@@ -448,10 +446,10 @@ func appendJitter(b []byte, j Jitter) []byte {
 	return append(b, '}')
 }
 
-// FormatDuration writes d in ISO 8601, the form ParseDuration reads back
+// formatDuration writes d in ISO 8601, the form ParseDuration reads back
 // exactly: "PT1.5S", "PT5M", "P1DT2H", "PT0S". Days are 24 hours. A negative
 // duration is written with a leading minus sign.
-func FormatDuration(d time.Duration) string {
+func formatDuration(d time.Duration) string {
 	return string(appendISO(nil, d))
 }
 

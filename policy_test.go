@@ -43,7 +43,7 @@ func ratchet(base time.Duration, maxRetries int) retry.Policy {
 		InitialInterval:    base,
 		BackoffCoefficient: 2,
 		MaxInterval:        min(day, base<<20),
-		Jitter:             retry.NoJitter,
+		Jitter:             retry.Jitter{Kind: retry.JitterNone},
 	}
 }
 
@@ -60,7 +60,7 @@ func zizq(limit int, b time.Duration, e float64, j time.Duration) retry.Policy {
 		Jitter:             retry.Jitter{Kind: retry.JitterAdditive, Amount: j},
 	}
 	if j == 0 {
-		p.Jitter = retry.NoJitter
+		p.Jitter = retry.Jitter{Kind: retry.JitterNone}
 	}
 	return p
 }
@@ -97,13 +97,13 @@ var seedCases = []seedCase{
 	},
 	{
 		name:   "ratchet NONE",
-		policy: retry.Policy{MaxAttempts: 4, Backoff: retry.Immediate, Jitter: retry.NoJitter},
+		policy: retry.Policy{MaxAttempts: 4, Backoff: retry.Immediate, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		json:   `{"max_attempts": 4, "backoff_strategy": "immediate", "jitter": false}`,
 		want:   secs(0, 0, 0),
 	},
 	{
 		name:   "ratchet FIXED 5s",
-		policy: retry.Policy{MaxAttempts: 4, Backoff: retry.Constant, InitialInterval: 5 * time.Second, Jitter: retry.NoJitter},
+		policy: retry.Policy{MaxAttempts: 4, Backoff: retry.Constant, InitialInterval: 5 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		json:   `{"max_attempts": 4, "backoff_strategy": "fixed", "initial_interval": "PT5S", "jitter": false}`,
 		want:   secs(5, 5, 5),
 	},
@@ -127,7 +127,7 @@ var seedCases = []seedCase{
 	},
 	{
 		name:   "ojs constant by coefficient 1 (polling)",
-		policy: retry.Policy{MaxAttempts: 60, InitialInterval: 10 * time.Second, BackoffCoefficient: 1, MaxInterval: 10 * time.Second, Jitter: retry.NoJitter},
+		policy: retry.Policy{MaxAttempts: 60, InitialInterval: 10 * time.Second, BackoffCoefficient: 1, MaxInterval: 10 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 		json:   `{"retry": {"max_attempts": 60, "initial_interval": "PT10S", "backoff_coefficient": 1.0, "max_interval": "PT10S", "jitter": false}}`,
 		want:   secs(10, 10, 10, 10),
 		at:     map[int]time.Duration{59: 10 * time.Second},
@@ -295,7 +295,7 @@ func TestJitterDistribution(t *testing.T) {
 		lo, hi   time.Duration // [lo, hi)
 		wantMean time.Duration
 	}{
-		{"none", with(retry.NoJitter), 0, d, d + 1, d},
+		{"none", with(retry.Jitter{Kind: retry.JitterNone}), 0, d, d + 1, d},
 		{"proportional 0.5", with(retry.Jitter{}), 0, d / 2, d * 3 / 2, d},
 		{"proportional 0.2", with(retry.Jitter{Kind: retry.JitterProportional, Factor: 0.2}), 0, d * 8 / 10, d * 12 / 10, d},
 		{"percent 0.15", with(retry.Jitter{Kind: retry.JitterPercent}), 0, d * 85 / 100, d * 115 / 100, d},
@@ -455,14 +455,14 @@ func TestPolicyValidation(t *testing.T) {
 		{"negative coefficient", retry.Policy{BackoffCoefficient: -2}, "backoff_coefficient", "-2"},
 		{"NaN coefficient", retry.Policy{BackoffCoefficient: math.NaN()}, "backoff_coefficient", "NaN"},
 		{"infinite coefficient", retry.Policy{BackoffCoefficient: math.Inf(1)}, "backoff_coefficient", "+Inf"},
-		{"unknown strategy", retry.Policy{Backoff: 9}, "backoff_strategy", "strategy(9)"},
-		{"unknown jitter kind", retry.Policy{Jitter: retry.Jitter{Kind: 12}}, "jitter.kind", "jitter(12)"},
+		{"unknown strategy", retry.Policy{Backoff: "exponentail"}, "backoff_strategy", `"exponentail"`},
+		{"unknown jitter kind", retry.Policy{Jitter: retry.Jitter{Kind: "gaussian"}}, "jitter.kind", `"gaussian"`},
 		{"jitter factor above 1", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 1.5}}, "jitter.factor", "1.5"},
 		{"negative jitter factor", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterPercent, Factor: -0.1}}, "jitter.factor", "-0.1"},
 		{"factor on full jitter", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull, Factor: 0.3}}, "jitter.factor", "0.3"},
 		{"additive without amount", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterAdditive}}, "jitter.amount", "0s"},
 		{"amount on equal jitter", retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterEqual, Amount: time.Second}}, "jitter.amount", "1s"},
-		{"unknown exhaustion", retry.Policy{OnExhaustion: 7}, "on_exhaustion", "exhaustion(7)"},
+		{"unknown exhaustion", retry.Policy{OnExhaustion: "retry"}, "on_exhaustion", `"retry"`},
 		{"empty pattern", retry.Policy{NonRetryableErrors: []string{"a", ""}}, "non_retryable_errors[1]", `""`},
 		{"bare star", retry.Policy{NonRetryableErrors: []string{"*"}}, "non_retryable_errors[0]", `"*"`},
 		{"star inside", retry.Policy{NonRetryableErrors: []string{"auth*"}}, "non_retryable_errors[0]", `"auth*"`},
@@ -546,7 +546,7 @@ func TestPolicyJSON(t *testing.T) {
 		{"long initial raises the default cap", `{"initial_interval": "PT10M"}`, retry.Policy{InitialInterval: 10 * time.Minute, MaxInterval: 10 * time.Minute}},
 		{"integer milliseconds", `{"initial_interval": 250}`, retry.Policy{InitialInterval: 250 * time.Millisecond}},
 		{"go duration", `{"initial_interval": "1m30s"}`, retry.Policy{InitialInterval: 90 * time.Second}},
-		{"jitter false", `{"jitter": false}`, retry.Policy{Jitter: retry.NoJitter}},
+		{"jitter false", `{"jitter": false}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterNone}}},
 		{"jitter object", `{"jitter": {"kind": "full"}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull}}},
 		{"jitter kind defaults to proportional", `{"jitter": {"factor": 0.25}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 0.25}}},
 		{"dead letter", `{"on_exhaustion": "dead_letter", "non_retryable_errors": ["auth.*"]}`,
@@ -767,7 +767,7 @@ func FuzzParsePolicy(f *testing.F) {
 			t.Fatalf("%s breaks the OJS schema: %q", b, v)
 		}
 		ojsOnly := p.Backoff == retry.Exponential && p.Offset == 0 &&
-			(p.Jitter == retry.NoJitter || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: 0.5})
+			(p.Jitter == retry.Jitter{Kind: retry.JitterNone} || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: 0.5})
 		if v := ojsSchemaViolations(b); ojsOnly && len(v) != 0 {
 			t.Fatalf("%s of an OJS-only policy breaks the OJS schema: %q", b, v)
 		}

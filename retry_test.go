@@ -50,7 +50,7 @@ func fixed(u float64) retry.Option { return retry.WithRandom(func() float64 { re
 
 var (
 	errTransient = errors.New("transient")
-	noJitter     = retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.NoJitter}
+	noJitter     = retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 )
 
 // recorder collects events.
@@ -63,10 +63,12 @@ func (r *recorder) options() []retry.Option {
 	return []retry.Option{
 		retry.OnFailure(func(e retry.Event) { r.failures = append(r.failures, e) }),
 		retry.OnRetry(func(e retry.Event) { r.retries = append(r.retries, e) }),
-		retry.OnDeadLetter(func(e retry.Event) { r.alerts = append(r.alerts, e) }),
-		retry.WithDeadLetter(func(_ context.Context, e retry.Event) error {
-			r.records = append(r.records, e)
-			return r.sinkErr
+		retry.WithDeadLetter(retry.DeadLetters{
+			Sink: func(_ context.Context, e retry.Event) error {
+				r.records = append(r.records, e)
+				return r.sinkErr
+			},
+			Alert: func(e retry.Event) { r.alerts = append(r.alerts, e) },
 		}),
 	}
 }
@@ -110,8 +112,8 @@ func TestDecisionOrder(t *testing.T) {
 		records  int
 		retries  int
 	}{
-		{"success at once", noJitter, nil, nil, 0, 1, 0, 0},
-		{"success after two failures", noJitter, repeat(errTransient, 2), nil, 0, 3, 0, 2},
+		{"success at once", noJitter, nil, nil, "", 1, 0, 0},
+		{"success after two failures", noJitter, repeat(errTransient, 2), nil, "", 3, 0, 2},
 		// 6.2 explicit verdicts
 		{"discard stops at once", deadLetter, []error{retry.Discard(errTransient)}, nil, retry.ReasonDiscarded, 1, 0, 0},
 		{"fail stops at once", deadLetter, []error{retry.Fail(errTransient)}, nil, retry.ReasonFailed, 1, 0, 0},
@@ -120,8 +122,8 @@ func TestDecisionOrder(t *testing.T) {
 			[]error{retry.Discard(typed{"payment.card_stolen"})}, nil, retry.ReasonDiscarded, 1, 0, 0},
 		{"non_retryable_errors beat retryable (OJS: RETRY means the normal policy applies)", withPatterns(noJitter, "payment.*"),
 			[]error{retry.Retryable(typed{"payment.timeout"})}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"retryable beats permanent", noJitter, []error{retry.Retryable(retry.Permanent(errTransient))}, nil, 0, 2, 0, 1},
-		{"retryable beats a built-in non-retryable type", noJitter, []error{retry.Retryable(context.Canceled)}, nil, 0, 2, 0, 1},
+		{"retryable beats permanent", noJitter, []error{retry.Retryable(retry.Permanent(errTransient))}, nil, "", 2, 0, 1},
+		{"retryable beats a built-in non-retryable type", noJitter, []error{retry.Retryable(context.Canceled)}, nil, "", 2, 0, 1},
 		{"the decider vetoes retryable too", noJitter, []error{retry.Retryable(errTransient)},
 			[]retry.Option{retry.WithDecider(decider{should: func(int, error) bool { return false }})}, retry.ReasonNonRetryable, 1, 0, 0},
 		{"retryable still bounded by max attempts", retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond},
@@ -136,12 +138,12 @@ func TestDecisionOrder(t *testing.T) {
 		{"exact pattern", withPatterns(noJitter, "validation.payload_invalid"),
 			[]error{typed{"validation.payload_invalid"}}, nil, retry.ReasonNonRetryable, 1, 0, 0},
 		{"prefix pattern", withPatterns(deadLetter, "auth.*"), []error{typed{"auth.token_expired"}}, nil, retry.ReasonNonRetryable, 1, 1, 0},
-		{"prefix pattern does not match its bare prefix", withPatterns(noJitter, "auth.*"), []error{typed{"auth"}}, nil, 0, 2, 0, 1},
-		{"prefix pattern is anchored", withPatterns(noJitter, "auth.*"), []error{typed{"external.auth.failure"}}, nil, 0, 2, 0, 1},
+		{"prefix pattern does not match its bare prefix", withPatterns(noJitter, "auth.*"), []error{typed{"auth"}}, nil, "", 2, 0, 1},
+		{"prefix pattern is anchored", withPatterns(noJitter, "auth.*"), []error{typed{"external.auth.failure"}}, nil, "", 2, 0, 1},
 		{"built-in: 404 is not retried", noJitter, []error{&retry.StatusError{StatusCode: 404}}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"built-in: 503 is retried", noJitter, []error{&retry.StatusError{StatusCode: 503}}, nil, 0, 2, 0, 1},
+		{"built-in: 503 is retried", noJitter, []error{&retry.StatusError{StatusCode: 503}}, nil, "", 2, 0, 1},
 		{"built-in: a cancellation from fn is not retried", noJitter, []error{fmt.Errorf("db: %w", context.Canceled)}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"built-in: a deadline inside fn, the caller's context alive, is retried", noJitter, []error{fmt.Errorf("db: %w", context.DeadlineExceeded)}, nil, 0, 2, 0, 1},
+		{"built-in: a deadline inside fn, the caller's context alive, is retried", noJitter, []error{fmt.Errorf("db: %w", context.DeadlineExceeded)}, nil, "", 2, 0, 1},
 		// 6.5 exhaustion
 		{"exhausted with on_exhaustion discard", noJitter, repeat(errTransient, 5), nil, retry.ReasonExhausted, 3, 0, 2},
 		{"exhausted with on_exhaustion dead_letter", deadLetter, repeat(errTransient, 5), nil, retry.ReasonExhausted, 3, 1, 2},
@@ -170,7 +172,7 @@ func TestDecisionOrder(t *testing.T) {
 				if calls != tt.attempts {
 					t.Errorf("attempts = %d, want %d", calls, tt.attempts)
 				}
-				if tt.reason == 0 {
+				if tt.reason == "" {
 					if err != nil {
 						t.Fatalf("err = %v, want success", err)
 					}
@@ -259,7 +261,7 @@ func TestContext(t *testing.T) {
 			start := time.Now()
 			calls := 0
 			err := retry.Run(ctx, script(&calls, repeat(errTransient, 10)...),
-				retry.WithPolicy(retry.Policy{InitialInterval: time.Hour, MaxAttempts: 5, Jitter: retry.NoJitter}))
+				retry.WithPolicy(retry.Policy{InitialInterval: time.Hour, MaxAttempts: 5, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 			if elapsed := time.Since(start); elapsed != 3*time.Second {
 				t.Errorf("returned after %v, want 3s (at the cancel)", elapsed)
 			}
@@ -280,7 +282,7 @@ func TestContext(t *testing.T) {
 			calls := 0
 			// Waits of 4 s then 8 s: the second would end at 12 s, past the deadline.
 			err := retry.Run(ctx, script(&calls, repeat(errTransient, 10)...),
-				retry.WithPolicy(retry.Policy{InitialInterval: 4 * time.Second, MaxAttempts: 10, Jitter: retry.NoJitter}))
+				retry.WithPolicy(retry.Policy{InitialInterval: 4 * time.Second, MaxAttempts: 10, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 			if elapsed := time.Since(start); elapsed != 4*time.Second {
 				t.Errorf("returned after %v, want 4s: the last wait must not be slept", elapsed)
 			}
@@ -298,7 +300,7 @@ func TestContext(t *testing.T) {
 			start := time.Now()
 			calls := 0
 			err := retry.Run(t.Context(), script(&calls, repeat(errTransient, 10)...),
-				retry.WithPolicy(retry.Policy{InitialInterval: time.Second, MaxAttempts: 10, Jitter: retry.NoJitter}),
+				retry.WithPolicy(retry.Policy{InitialInterval: time.Second, MaxAttempts: 10, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 				retry.WithMaxElapsed(5*time.Second))
 			// Waits 1 + 2 = 3 s; the next (4 s) would end at 7 s.
 			if elapsed := time.Since(start); elapsed != 3*time.Second {
@@ -321,24 +323,24 @@ func TestDelays(t *testing.T) {
 		opts   []retry.Option
 		want   []time.Duration
 	}{
-		{"policy backoff without jitter", retry.Policy{MaxAttempts: 4, Jitter: retry.NoJitter},
+		{"policy backoff without jitter", retry.Policy{MaxAttempts: 4, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			repeat(errTransient, 3), nil, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
 		{"policy backoff with jitter from the injected source", retry.Policy{MaxAttempts: 3},
 			repeat(errTransient, 2), []retry.Option{fixed(0)}, []time.Duration{500 * time.Millisecond, time.Second}},
-		{"decider delay replaces the policy's", retry.Policy{MaxAttempts: 3, Jitter: retry.NoJitter}, repeat(errTransient, 2),
+		{"decider delay replaces the policy's", retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}}, repeat(errTransient, 2),
 			[]retry.Option{retry.WithDecider(decider{delay: func(n int) time.Duration { return time.Duration(n) * 7 * time.Second }})},
 			[]time.Duration{7 * time.Second, 14 * time.Second}},
-		{"zero decider delay falls back to the policy", retry.Policy{MaxAttempts: 3, Jitter: retry.NoJitter}, repeat(errTransient, 2),
+		{"zero decider delay falls back to the policy", retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}}, repeat(errTransient, 2),
 			[]retry.Option{retry.WithDecider(decider{})}, []time.Duration{time.Second, 2 * time.Second}},
-		{"server hint replaces the backoff, exactly without jitter", retry.Policy{MaxAttempts: 3, Jitter: retry.NoJitter},
+		{"server hint replaces the backoff, exactly without jitter", retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			[]error{retry.After(errTransient, 30*time.Second), errTransient}, nil, []time.Duration{30 * time.Second, 2 * time.Second}},
 		{"server hint spread upward by at most 10%", retry.Policy{MaxAttempts: 2},
 			[]error{retry.After(errTransient, 5*time.Second)}, []retry.Option{fixed(0.5)}, []time.Duration{5*time.Second + 250*time.Millisecond}},
 		{"server hint spread at most one second", retry.Policy{MaxAttempts: 2},
 			[]error{retry.After(errTransient, 100*time.Second)}, []retry.Option{fixed(0.5)}, []time.Duration{100*time.Second + 500*time.Millisecond}},
-		{"a status error's Retry-After is a hint", retry.Policy{MaxAttempts: 2, Jitter: retry.NoJitter},
+		{"a status error's Retry-After is a hint", retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			[]error{&retry.StatusError{StatusCode: 429, RetryAfter: 12 * time.Second}}, nil, []time.Duration{12 * time.Second}},
-		{"decider delay beats a server hint", retry.Policy{MaxAttempts: 2, Jitter: retry.NoJitter},
+		{"decider delay beats a server hint", retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			[]error{retry.After(errTransient, time.Minute)},
 			[]retry.Option{retry.WithDecider(decider{delay: func(int) time.Duration { return time.Second }})}, []time.Duration{time.Second}},
 		{"immediate strategy takes no wait", retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate},
@@ -382,7 +384,7 @@ func TestEvents(t *testing.T) {
 		err := retry.Run(t.Context(),
 			script(&calls, fmt.Errorf("GET https://bob:hunter2@api.example.com/v1: %w", errTransient), errTransient, errTransient),
 			append(rec.options(),
-				retry.WithPolicy(retry.Policy{MaxAttempts: 3, Jitter: retry.NoJitter, OnExhaustion: retry.ExhaustDeadLetter}),
+				retry.WithPolicy(retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}, OnExhaustion: retry.ExhaustDeadLetter}),
 				retry.WithKey("billing"))...)
 		if err == nil {
 			t.Fatal("want failure")
@@ -398,7 +400,7 @@ func TestEvents(t *testing.T) {
 		if m := rec.failures[0].Message; strings.Contains(m, "hunter2") {
 			t.Errorf("message not sanitized: %q", m)
 		}
-		if r := rec.retries[1]; r.Delay != 2*time.Second || r.Reason != 0 {
+		if r := rec.retries[1]; r.Delay != 2*time.Second || r.Reason != "" {
 			t.Errorf("second retry = %+v", r)
 		}
 		if len(rec.records) != 1 {
@@ -416,7 +418,7 @@ func TestDeadLetterSink(t *testing.T) {
 	dl := retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter})
 	t.Run("a failing sink is counted and joined", func(t *testing.T) {
 		sinkErr := errors.New("queue full")
-		r := retry.New(dl, retry.WithDeadLetter(func(context.Context, retry.Event) error { return sinkErr }))
+		r := retry.New(dl, retry.WithDeadLetter(retry.DeadLetters{Sink: func(context.Context, retry.Event) error { return sinkErr }}))
 		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
 		if !errors.Is(err, sinkErr) || !errors.Is(err, errTransient) {
 			t.Fatalf("err = %v: want the sink's error and the last error", err)
@@ -433,7 +435,7 @@ func TestDeadLetterSink(t *testing.T) {
 		}
 	})
 	t.Run("a panicking sink is an error, not a crash", func(t *testing.T) {
-		r := retry.New(dl, retry.WithDeadLetter(func(context.Context, retry.Event) error { panic("boom") }))
+		r := retry.New(dl, retry.WithDeadLetter(retry.DeadLetters{Sink: func(context.Context, retry.Event) error { panic("boom") }}))
 		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
 		if err == nil || !strings.Contains(err.Error(), "panic: boom") || r.Stats().DeadLetterFailed != 1 {
 			t.Fatalf("err = %v", err)
@@ -442,11 +444,11 @@ func TestDeadLetterSink(t *testing.T) {
 	t.Run("the sink's context survives the caller's cancellation", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var sinkCtxErr error = errors.New("sink not called")
-		r := retry.New(dl, retry.WithDeadLetter(func(sctx context.Context, _ retry.Event) error {
+		r := retry.New(dl, retry.WithDeadLetter(retry.DeadLetters{Sink: func(sctx context.Context, _ retry.Event) error {
 			cancel() // the caller gives up while the record is being written
 			sinkCtxErr = sctx.Err()
 			return nil
-		}))
+		}}))
 		_ = r.Run(ctx, func(context.Context) error { return retry.DeadLetter(errTransient) })
 		if sinkCtxErr != nil {
 			t.Fatalf("sink context err = %v, want live", sinkCtxErr)
@@ -521,7 +523,7 @@ func TestAttemptTimeout(t *testing.T) {
 		err := retry.Run(t.Context(), func(ctx context.Context) error {
 			<-ctx.Done()
 			return ctx.Err()
-		}, retry.WithAttemptTimeout(time.Second), retry.WithPolicy(retry.Policy{MaxAttempts: 2, Jitter: retry.NoJitter}))
+		}, retry.WithAttemptTimeout(time.Second), retry.WithPolicy(retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 		var e *retry.Error
 		if !errors.As(err, &e) || e.Reason != retry.ReasonExhausted || e.Attempts != 2 {
 			t.Fatalf("err = %v, want exhausted after 2 attempts", err)
@@ -535,7 +537,7 @@ func TestAttemptTimeout(t *testing.T) {
 // TestAttemptFrom checks the attempt number inside fn, nested calls included.
 func TestAttemptFrom(t *testing.T) {
 	var outer, inner []int
-	p := retry.WithPolicy(retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+	p := retry.WithPolicy(retry.Policy{InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}})
 	_ = retry.Run(t.Context(), func(ctx context.Context) error {
 		outer = append(outer, retry.AttemptFrom(ctx))
 		n := 0
@@ -592,7 +594,7 @@ func TestStatsSeenByHooksAndDuringWaits(t *testing.T) {
 
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(
-			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.NoJitter}),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 			retry.WithBudget(retry.Budget{Off: true}),
 		)
 		done := make(chan error)
@@ -715,7 +717,7 @@ func TestPanic(t *testing.T) {
 			if s.Calls != 1 || s.Attempts != 1 || s.Failed != 0 {
 				t.Errorf("stats = %+v: a panic counts as a call and an attempt only", s)
 			}
-			if tt.open && s.Breakers[""] != retry.BreakerOpen {
+			if tt.open && s.Breakers[""] != "open" {
 				t.Errorf("breaker %v, want open: the panic is a failure", s.Breakers[""])
 			}
 		})
@@ -791,7 +793,7 @@ func TestRetrierIsAnOption(t *testing.T) {
 
 // TestAttemptsIterator drives the range-over-func form.
 func TestAttemptsIterator(t *testing.T) {
-	p := retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.NoJitter})
+	p := retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})
 	tests := []struct {
 		name    string
 		body    func(attempt int, err *error) (brk bool)
@@ -805,11 +807,11 @@ func TestAttemptsIterator(t *testing.T) {
 				*err = errTransient
 			}
 			return false
-		}, 0, nil, "[1 2 3]", 3 * time.Second},
+		}, "", nil, "[1 2 3]", 3 * time.Second},
 		{"exhausts", func(_ int, err *error) bool { *err = errTransient; return false },
 			retry.ReasonExhausted, errTransient, "[1 2 3 4]", 7 * time.Second},
 		{"break leaves the body's error", func(_ int, err *error) bool { *err = errTransient; return true },
-			0, errTransient, "[1]", 0},
+			"", errTransient, "[1]", 0},
 		{"a permanent error stops", func(_ int, err *error) bool { *err = retry.Permanent(errTransient); return false },
 			retry.ReasonNonRetryable, errTransient, "[1]", 0},
 	}
@@ -834,7 +836,7 @@ func TestAttemptsIterator(t *testing.T) {
 					t.Fatalf("err = %v, want nil", err)
 				case tt.want != nil && !errors.Is(err, tt.want):
 					t.Fatalf("err = %v, want %v", err, tt.want)
-				case tt.reason != 0 && (!errors.As(err, &re) || re.Reason != tt.reason):
+				case tt.reason != "" && (!errors.As(err, &re) || re.Reason != tt.reason):
 					t.Fatalf("err = %v, want reason %v", err, tt.reason)
 				}
 			})
@@ -927,7 +929,7 @@ func TestEdgeInputs(t *testing.T) {
 	t.Run("a panicking hook does not lose the dead-letter record", func(t *testing.T) {
 		records := 0
 		r := retry.New(
-			retry.WithDeadLetter(func(context.Context, retry.Event) error { records++; return nil }),
+			retry.WithDeadLetter(retry.DeadLetters{Sink: func(context.Context, retry.Event) error { records++; return nil }}),
 			retry.OnFailure(func(retry.Event) { panic("hook") }))
 		func() {
 			defer func() { _ = recover() }()

@@ -125,8 +125,10 @@ func (r *secretRecorder) options() []retry.Option {
 		retry.OnFailure(func(ev retry.Event) { r.add("failure", ev) }),
 		retry.OnRetry(func(ev retry.Event) { r.add("retry", ev) }),
 		retry.OnGiveUp(func(ev retry.Event) { r.add("giveup", ev) }),
-		retry.OnDeadLetter(func(ev retry.Event) { r.add("alert", ev) }),
-		retry.WithDeadLetter(func(_ context.Context, ev retry.Event) error { r.add("sink", ev); return nil }),
+		retry.WithDeadLetter(retry.DeadLetters{
+			Sink:  func(_ context.Context, ev retry.Event) error { r.add("sink", ev); return nil },
+			Alert: func(ev retry.Event) { r.add("alert", ev) },
+		}),
 		retry.WithLogger(slog.New(slog.NewTextHandler(&r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		retry.WithLogger(slog.New(slog.NewJSONHandler(&r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 	}

@@ -31,7 +31,7 @@ import (
 // TRACE, PUT and DELETE, and any request carrying an Idempotency-Key header.
 // Other methods are retried only when the failure proves the request was never
 // sent (connection refused, DNS failure, HTTP/2 refused stream or GOAWAY), or
-// when RetryNonIdempotent is given. An empty Idempotency-Key header counts as
+// when HTTP.AllMethods is set (WithHTTP). An empty Idempotency-Key header counts as
 // absent.
 //
 // Once a response is in hand, whatever stops the retry (the retry budget, an
@@ -97,47 +97,31 @@ func (t *Transport) baseRT() http.RoundTripper {
 	return t.base
 }
 
-// WithMaxReplayBytes bounds how much of a request body without GetBody the
-// Transport keeps to send it again; a longer body is streamed once and the
-// request is not retried after it was read (type body.not_replayable). The
-// default is 1 MiB; zero keeps nothing.
-func WithMaxReplayBytes(n int64) Option {
-	return optionFunc(func(c *config) {
-		if n < 0 {
-			c.invalid("WithMaxReplayBytes", n, "must be >= 0")
-		}
-		c.http.maxReplay = n
-		c.http.maxReplaySet = true
-	})
+// HTTP holds the Transport's own settings. Zero fields take the defaults
+// given beside them.
+type HTTP struct {
+	// MaxReplayBytes bounds how much of a request body without GetBody the
+	// Transport keeps to send it again; a longer body is streamed once and
+	// the request is not retried after it was read (type
+	// body.not_replayable). Default 1 MiB; negative keeps nothing.
+	MaxReplayBytes int64
+	// IdempotencyKey makes the Transport add an Idempotency-Key header to
+	// requests that have none: one random key per logical request, the
+	// same on every attempt, which also makes the request retryable.
+	IdempotencyKey bool
+	// AllMethods makes the Transport retry every method, POST and PATCH
+	// included, as if each request were idempotent.
+	AllMethods bool
+	// Key names the dependency a request targets, for events, dead-letter
+	// records, and breakers, limiters and budgets kept per key. Default:
+	// the request's host.
+	Key func(*http.Request) string
 }
 
-// WithIdempotencyKey makes the Transport add an Idempotency-Key header to
-// requests that have none: one random key per logical request, the same on
-// every attempt, which also makes the request retryable.
-func WithIdempotencyKey() Option {
-	return optionFunc(func(c *config) { c.http.idemKey = true })
-}
-
-// RetryNonIdempotent makes the Transport retry every method, POST and PATCH
-// included, as if each request were idempotent.
-func RetryNonIdempotent() Option {
-	return optionFunc(func(c *config) { c.http.allMethods = true })
-}
-
-// WithRequestKey sets the function naming the dependency a request targets,
-// for events and dead-letter records (and for breakers and limiters kept per
-// key). The default is the request's host.
-func WithRequestKey(f func(*http.Request) string) Option {
-	return optionFunc(func(c *config) { c.http.key = f })
-}
-
-// httpConfig holds the Transport's own options.
-type httpConfig struct {
-	maxReplay    int64
-	maxReplaySet bool
-	idemKey      bool
-	allMethods   bool
-	key          func(*http.Request) string
+// WithHTTP sets the Transport's own settings, in place of those before it.
+// Do and Run ignore them; Retrier.HTTPFailure reads AllMethods.
+func WithHTTP(h HTTP) Option {
+	return optionFunc(func(c *config) { c.http = h })
 }
 
 // idempotent reports whether req may be sent twice.
@@ -218,8 +202,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, cfg.err
 	}
 	ctx := req.Context()
-	rt := roundTrip{t: t, req: req, idempotent: cfg.http.allMethods || idempotent(req)}
-	if cfg.http.idemKey && !hasIdempotencyKey(req.Header) {
+	rt := roundTrip{t: t, req: req, idempotent: cfg.http.AllMethods || idempotent(req)}
+	if cfg.http.IdempotencyKey && !hasIdempotencyKey(req.Header) {
 		rt.idemKey = newIdempotencyKey()
 		rt.idempotent = true
 	}
@@ -323,8 +307,8 @@ func serverFailure(code int) bool {
 
 func (t *Transport) key(req *http.Request) string {
 	switch {
-	case t.cfg.http.key != nil:
-		return t.cfg.http.key(req)
+	case t.cfg.http.Key != nil:
+		return t.cfg.http.Key(req)
 	case t.cfg.key != "":
 		return t.cfg.key
 	}
@@ -443,8 +427,8 @@ func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) 
 }
 
 func (t *Transport) maxReplay() int64 {
-	if t.cfg.http.maxReplaySet {
-		return t.cfg.http.maxReplay
+	if n := t.cfg.http.MaxReplayBytes; n != 0 {
+		return max(n, 0)
 	}
 	return defaultMaxReplayBytes
 }
@@ -635,17 +619,17 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	d, ok := ParseRetryAfter(v, now)
+	d, ok := parseRetryAfter(v, now)
 	if !ok {
 		return 0
 	}
 	return d
 }
 
-// ParseRetryAfter parses the value of a Retry-After header, delay-seconds or
+// parseRetryAfter parses the value of a Retry-After header, delay-seconds or
 // an HTTP-date, into a delay from now. A date in the past is a zero delay.
 // ok is false for a value that is neither.
-func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false

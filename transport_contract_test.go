@@ -195,7 +195,7 @@ func TestTransportHungDependencyTripsBreaker(t *testing.T) {
 		}
 		cancel()
 	}
-	if s := tr.Stats().Breakers[""]; s != retry.BreakerOpen {
+	if s := tr.Stats().Breakers[""]; s != "open" {
 		t.Errorf("breaker %v after 5 hung requests, want open", s)
 	}
 }
@@ -230,7 +230,7 @@ func TestTransportEmptyIdempotencyKey(t *testing.T) {
 		keyed    bool
 	}{
 		{name: "not keyed: a POST is not retried", requests: 1},
-		{name: "WithIdempotencyKey adds a real key", opts: []retry.Option{retry.WithIdempotencyKey()}, requests: 2, keyed: true},
+		{name: "WithIdempotencyKey adds a real key", opts: []retry.Option{retry.WithHTTP(retry.HTTP{IdempotencyKey: true})}, requests: 2, keyed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -160,7 +160,7 @@ func TestTransportBodyStillStreaming(t *testing.T) {
 		var closes atomic.Int32
 		body := &countingBody{r: bytes.NewReader(make([]byte, 4096)), closes: &closes}
 		req, _ := http.NewRequest("PUT", "http://127.0.0.1/", body)
-		resp, err := retry.NewTransport(base, fast(3), retry.WithMaxReplayBytes(1024)).RoundTrip(req)
+		resp, err := retry.NewTransport(base, fast(3), retry.WithHTTP(retry.HTTP{MaxReplayBytes: 1024})).RoundTrip(req)
 		if err != nil {
 			t.Fatalf("want the 503, got %v", err)
 		}
@@ -194,7 +194,7 @@ func TestTransportBodyStillStreaming(t *testing.T) {
 		})
 		payload := bytes.Repeat([]byte("p"), 800)
 		req, _ := http.NewRequest("PUT", "http://127.0.0.1/", io.NopCloser(bytes.NewReader(payload)))
-		resp, err := retry.NewTransport(base, fast(3), retry.WithMaxReplayBytes(1024)).RoundTrip(req)
+		resp, err := retry.NewTransport(base, fast(3), retry.WithHTTP(retry.HTTP{MaxReplayBytes: 1024})).RoundTrip(req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%v, %v: want the retry to succeed", resp, err)
 		}
@@ -281,7 +281,7 @@ func TestTransportDrainStall(t *testing.T) {
 // the request idempotent without sending it, as in net/http, and stops the
 // Transport from adding one.
 func TestTransportIdempotencyKeyPresence(t *testing.T) {
-	for _, opts := range [][]retry.Option{{fast(3)}, {fast(3), retry.WithIdempotencyKey()}} {
+	for _, opts := range [][]retry.Option{{fast(3)}, {fast(3), retry.WithHTTP(retry.HTTP{IdempotencyKey: true})}} {
 		srv := newScripted(t, step{status: 503}, step{body: "ok"})
 		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
 		req.Header["Idempotency-Key"] = nil

@@ -144,7 +144,7 @@ func waitFor(cond func() bool) bool {
 
 // fast is a policy for loopback tests: 1 ms waits, no jitter.
 func fast(attempts int) retry.Option {
-	return retry.WithPolicy(retry.Policy{MaxAttempts: attempts, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, Jitter: retry.NoJitter})
+	return retry.WithPolicy(retry.Policy{MaxAttempts: attempts, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}})
 }
 
 // newBase returns a base transport of the test's own, closed at cleanup, so
@@ -203,17 +203,19 @@ func TestTransportScenarios(t *testing.T) {
 		{name: "PATCH not retried after 500", method: "PATCH", body: getBody, steps: []step{{status: 500}, {body: "ok"}}, status: 500, reqs: 1},
 		{name: "POST with Idempotency-Key retried", method: "POST", body: opaqueBody, header: map[string]string{"Idempotency-Key": "k-1"},
 			steps: []step{{status: 503}, {body: "ok"}}, status: 200, reqs: 2, resp: "ok"},
-		{name: "POST with generated key retried", method: "POST", body: getBody, opts: []retry.Option{retry.WithIdempotencyKey()},
+		{name: "POST with generated key retried", method: "POST", body: getBody, opts: []retry.Option{retry.WithHTTP(retry.HTTP{IdempotencyKey: true})},
 			steps: []step{{status: 503}, {status: 502}, {body: "ok"}}, status: 200, reqs: 3, resp: "ok"},
-		{name: "POST retried when opted in", method: "POST", body: opaqueBody, opts: []retry.Option{retry.RetryNonIdempotent()},
+		{name: "POST retried when opted in", method: "POST", body: opaqueBody, opts: []retry.Option{retry.WithHTTP(retry.HTTP{AllMethods: true})},
 			steps: []step{{status: 503}, {body: "ok"}}, status: 200, reqs: 2, resp: "ok"},
 		{name: "PUT opaque body replayed", method: "PUT", body: opaqueBody, steps: []step{{status: 503}, {status: 503}, {body: "ok"}}, status: 200, reqs: 3, resp: "ok"},
 		{name: "PUT GetBody used", method: "PUT", body: getBody, steps: []step{{status: 503}, {status: 503}, {body: "ok"}}, status: 200, reqs: 3, resp: "ok"},
-		{name: "body over MaxReplayBytes streamed once", method: "PUT", body: opaqueBody, size: 4096, opts: []retry.Option{retry.WithMaxReplayBytes(1024)},
+		{name: "body over MaxReplayBytes streamed once", method: "PUT", body: opaqueBody, size: 4096, opts: []retry.Option{retry.WithHTTP(retry.HTTP{MaxReplayBytes: 1024})},
 			steps: []step{{status: 503}, {body: "ok"}}, status: 503, reqs: 1},
-		{name: "body at MaxReplayBytes replayed", method: "PUT", body: opaqueBody, size: 1024, opts: []retry.Option{retry.WithMaxReplayBytes(1024)},
+		{name: "body at MaxReplayBytes replayed", method: "PUT", body: opaqueBody, size: 1024, opts: []retry.Option{retry.WithHTTP(retry.HTTP{MaxReplayBytes: 1024})},
 			steps: []step{{status: 503}, {body: "ok"}}, status: 200, reqs: 2, resp: "ok"},
-		{name: "large body with GetBody replayed", method: "PUT", body: getBody, size: 1 << 16, opts: []retry.Option{retry.WithMaxReplayBytes(1024)},
+		{name: "negative MaxReplayBytes keeps nothing", method: "PUT", body: opaqueBody, size: 16, opts: []retry.Option{retry.WithHTTP(retry.HTTP{MaxReplayBytes: -1})},
+			steps: []step{{status: 503}, {body: "ok"}}, status: 503, reqs: 1},
+		{name: "large body with GetBody replayed", method: "PUT", body: getBody, size: 1 << 16, opts: []retry.Option{retry.WithHTTP(retry.HTTP{MaxReplayBytes: 1024})},
 			steps: []step{{status: 503}, {body: "ok"}}, status: 200, reqs: 2, resp: "ok"},
 		{name: "GET with opaque body", body: opaqueBody, steps: []step{{status: 500}, {body: "ok"}}, status: 200, reqs: 2, resp: "ok"},
 		{name: "HEAD retried", method: "HEAD", steps: []step{{status: 503}, {}}, status: 200, reqs: 2},
@@ -333,7 +335,7 @@ func snapshot(r *http.Request) string {
 
 func TestTransportGeneratedKeyStable(t *testing.T) {
 	srv := newScripted(t, step{status: 503}, step{status: 503}, step{})
-	tr := retry.NewTransport(newBase(t), fast(3), retry.WithIdempotencyKey())
+	tr := retry.NewTransport(newBase(t), fast(3), retry.WithHTTP(retry.HTTP{IdempotencyKey: true}))
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("order=1"))
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
@@ -651,9 +653,9 @@ func TestTransportEvents(t *testing.T) {
 	var evs []retry.Event
 	var records []retry.Event
 	tr := retry.NewTransport(newBase(t), fast(2),
-		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.NoJitter, OnExhaustion: retry.ExhaustDeadLetter}),
+		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}, OnExhaustion: retry.ExhaustDeadLetter}),
 		retry.OnFailure(func(ev retry.Event) { evs = append(evs, ev) }),
-		retry.WithDeadLetter(func(_ context.Context, ev retry.Event) error { records = append(records, ev); return nil }))
+		retry.WithDeadLetter(retry.DeadLetters{Sink: func(_ context.Context, ev retry.Event) error { records = append(records, ev); return nil }}))
 	u := strings.Replace(srv.URL, "http://", "http://user:hunter2@", 1) + "/pay?token=abc123&id=7"
 	req, _ := http.NewRequest("PUT", u, strings.NewReader(`{"amount":5}`))
 	req.Header.Set("Authorization", "Bearer s3cr3t")
@@ -694,8 +696,8 @@ func TestTransportBadInput(t *testing.T) {
 	var closes atomic.Int32
 	body := func() io.Reader { return &countingBody{r: strings.NewReader("x"), closes: &closes} }
 	req, _ := http.NewRequest("PUT", "http://127.0.0.1:1/", body())
-	_, err := retry.NewTransport(newBase(t), retry.WithMaxReplayBytes(-1)).RoundTrip(req)
-	if err == nil || !strings.Contains(err.Error(), "WithMaxReplayBytes") {
+	_, err := retry.NewTransport(newBase(t), retry.WithAttemptTimeout(-1)).RoundTrip(req)
+	if err == nil || !strings.Contains(err.Error(), "WithAttemptTimeout") {
 		t.Errorf("err = %v", err)
 	}
 	noURL := &http.Request{Method: "GET", Body: &countingBody{r: strings.NewReader("x"), closes: &closes}}
@@ -833,8 +835,8 @@ func TestTransportBreaker(t *testing.T) {
 		}
 	}
 	s := tr.Stats()
-	if s.Breakers[strings.TrimPrefix(down.URL, "http://")] != retry.BreakerOpen ||
-		s.Breakers[strings.TrimPrefix(up.URL, "http://")] != retry.BreakerClosed || s.BreakerDenied != 1 {
+	if s.Breakers[strings.TrimPrefix(down.URL, "http://")] != "open" ||
+		s.Breakers[strings.TrimPrefix(up.URL, "http://")] != "closed" || s.BreakerDenied != 1 {
 		t.Errorf("stats %+v", s)
 	}
 }

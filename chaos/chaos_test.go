@@ -118,7 +118,7 @@ func TestChaos(t *testing.T) {
 	tr := retry.NewTransport(base,
 		retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}),
 		retry.WithAttemptTimeout(attemptTimeout),
-		retry.WithMaxReplayBytes(maxReplay),
+		retry.WithHTTP(retry.HTTP{MaxReplayBytes: maxReplay}),
 		retry.WithBudget(retry.Budget{Ratio: 1, Reserve: 100, Window: time.Second}),
 		retry.OnFailure(func(e retry.Event) {
 			failMu.Lock()

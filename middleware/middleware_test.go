@@ -210,8 +210,8 @@ func TestRetryFunc(t *testing.T) {
 		wantCalls  int
 		wantReason retry.Reason
 	}{
-		{"success at once", 0, 3, 1, 0},
-		{"success after two failures", 2, 3, 3, 0},
+		{"success at once", 0, 3, 1, ""},
+		{"success after two failures", 2, 3, 3, ""},
 		{"exhausted", 5, 3, 3, retry.ReasonExhausted},
 	}
 	for _, tt := range tests {
@@ -232,9 +232,9 @@ func TestRetryFunc(t *testing.T) {
 			}
 			var re *retry.Error
 			switch {
-			case tt.wantReason == 0 && (err != nil || v != 7):
+			case tt.wantReason == "" && (err != nil || v != 7):
 				t.Errorf("got (%d, %v), want (7, nil)", v, err)
-			case tt.wantReason != 0 && (!errors.As(err, &re) || re.Reason != tt.wantReason):
+			case tt.wantReason != "" && (!errors.As(err, &re) || re.Reason != tt.wantReason):
 				t.Errorf("err = %v, want reason %v", err, tt.wantReason)
 			}
 			// The middleware shares the Retrier's state.

@@ -138,11 +138,11 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 }
 
 // breakerValue is the gauge value of a breaker state.
-func breakerValue(s retry.BreakerState) int {
+func breakerValue(s string) int {
 	switch s {
-	case retry.BreakerHalfOpen:
+	case "half_open":
 		return 1
-	case retry.BreakerOpen:
+	case "open":
 		return 2
 	}
 	return 0

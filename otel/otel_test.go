@@ -91,7 +91,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := retry.New(
-		retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: time.Millisecond, Jitter: retry.NoJitter}),
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		m.Option())
 	reg, err := m.Observe(r, attribute.String("dependency", "inventory"))
 	if err != nil {

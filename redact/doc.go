@@ -33,6 +33,6 @@
 // arguments and are safe for concurrent use.
 //
 // The retry package passes the message of every event, log line and
-// dead-letter record through Sanitize unless its WithSanitizer option
-// replaces it; the caller of retry.Do still receives the real error.
+// dead-letter record through Sanitize; the caller of retry.Do still receives
+// the real error.
 package redact

@@ -17,7 +17,7 @@ import (
 const DefaultMaxLen = 100_000
 
 // DeadLetters keeps dead-letter records in a Redis Stream, one entry per
-// record. Its Sink method is a dead-letter sink for retry.WithDeadLetter;
+// record. Its Sink method is a dead-letter sink for retry.DeadLetters;
 // List reads the records back and Replay sends one again.
 //
 // A DeadLetters is safe for concurrent use. Build it with NewDeadLetters.
@@ -88,8 +88,8 @@ const (
 )
 
 // Sink appends ev to the stream, trimming it to about its bound. It has
-// the signature retry.WithDeadLetter takes; the engine bounds ctx with
-// retry.WithDeadLetterTimeout, and an error (Redis down, or a Payload that
+// the signature retry.DeadLetters.Sink takes; the engine bounds ctx with
+// retry.DeadLetters.Timeout, and an error (Redis down, or a Payload that
 // cannot be encoded as JSON) is counted in Stats.DeadLetterFailed and joined
 // into the call's error.
 func (d *DeadLetters) Sink(ctx context.Context, ev retry.Event) error {

@@ -44,7 +44,7 @@ func TestDeadLetters(t *testing.T) {
 
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
-		retry.WithDeadLetter(dl.Sink),
+		retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}),
 		retry.WithBudget(retry.Budget{Off: true}),
 	)
 	client := &http.Client{Transport: retry.NewTransport(srv.Client().Transport, r)}
@@ -168,7 +168,7 @@ func TestDeadLettersBounded(t *testing.T) {
 	}
 
 	s.Stop()
-	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}), retry.WithDeadLetter(dl.Sink))
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}), retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}))
 	err = r.Run(ctx, func(context.Context) error { return errors.New("boom") })
 	if err == nil || !strings.Contains(err.Error(), "XADD") {
 		t.Fatalf("error %v, want the sink's XADD failure joined", err)

@@ -11,7 +11,7 @@
 //   - Budget is a retry budget for the whole fleet, retry.Budget's rule kept
 //     by a Lua script over windowed counters, for retry.Budget.Shared.
 //   - DeadLetters keeps dead-letter records in a Redis Stream: its Sink for
-//     retry.WithDeadLetter, List to read them and Replay to send one again.
+//     retry.DeadLetters, List to read them and Replay to send one again.
 //
 // When Redis is down or slow, each component does what its documentation
 // states, within bounded timeouts (see Options): the breaker falls back to

@@ -39,7 +39,7 @@ func TestFleetBreaker(t *testing.T) {
 		rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec),
 			retry.OnBreakerChange(func(c retry.BreakerChange) {
 				mu.Lock()
-				changes[c.From.String()+">"+c.To.String()]++
+				changes[c.From+">"+c.To]++
 				mu.Unlock()
 			}))
 	}
@@ -80,7 +80,7 @@ func TestFleetBreaker(t *testing.T) {
 		t.Errorf("changes %v: want the breaker opened once and closed by one probe", changes)
 	}
 	for i, r := range rs {
-		if st := r.Stats(); st.BreakerFallbacks != 0 || st.Breakers[""] != retry.BreakerClosed && i > 0 {
+		if st := r.Stats(); st.BreakerFallbacks != 0 || st.Breakers[""] != "closed" && i > 0 {
 			t.Errorf("Retrier %d: %+v", i, st)
 		}
 	}

@@ -13,7 +13,7 @@
 //	func TestFetchRetries(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {
 //			f := retrytest.FailN(3, io.ErrUnexpectedEOF, "ok")
-//			p := retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.NoJitter}
+//			p := retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 //			if _, err := retry.Do(t.Context(), f.Do, retry.WithPolicy(p)); err != nil {
 //				t.Fatal(err)
 //			}

@@ -72,9 +72,9 @@ func TestFuncWithDo(t *testing.T) {
 		wantCalls  int
 		wantReason retry.Reason
 	}{
-		{"success after retries", 2, 3, 3, 0},
+		{"success after retries", 2, 3, 3, ""},
 		{"exhausted", 3, 3, 3, retry.ReasonExhausted},
-		{"success at once", 0, 3, 1, 0},
+		{"success at once", 0, 3, 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestFuncWithDo(t *testing.T) {
 			p := retry.Policy{MaxAttempts: tt.attempts, Backoff: retry.Immediate}
 			err := retry.Run(context.Background(), f.Run, retry.WithPolicy(p))
 			var re *retry.Error
-			if tt.wantReason == 0 && err != nil || tt.wantReason != 0 && (!errors.As(err, &re) || re.Reason != tt.wantReason) {
+			if tt.wantReason == "" && err != nil || tt.wantReason != "" && (!errors.As(err, &re) || re.Reason != tt.wantReason) {
 				t.Fatalf("err = %v, want reason %q", err, tt.wantReason)
 			}
 			var attempts []int

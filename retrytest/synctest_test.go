@@ -27,18 +27,18 @@ func TestVirtualTime(t *testing.T) {
 	}{
 		{
 			"exponential",
-			retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.NoJitter},
+			retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			3, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, false,
 		},
 		{
 			"linear, capped",
 			retry.Policy{MaxAttempts: 5, Backoff: retry.Linear, InitialInterval: time.Minute,
-				MaxInterval: 150 * time.Second, Jitter: retry.NoJitter},
+				MaxInterval: 150 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			4, []time.Duration{time.Minute, 2 * time.Minute, 150 * time.Second, 150 * time.Second}, false,
 		},
 		{
 			"exhausted after an hour of waits",
-			retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: 30 * time.Minute, Jitter: retry.NoJitter},
+			retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: 30 * time.Minute, Jitter: retry.Jitter{Kind: retry.JitterNone}},
 			5, []time.Duration{30 * time.Minute, 30 * time.Minute}, true,
 		},
 	}
@@ -78,7 +78,7 @@ func TestVirtualTimeHTTP(t *testing.T) {
 		)
 		var types []string
 		client := &http.Client{Transport: retry.NewTransport(script,
-			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: 2 * time.Second, Jitter: retry.NoJitter}),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: 2 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 			retry.WithAttemptTimeout(10*time.Second),
 			retry.OnRetry(func(ev retry.Event) { types = append(types, ev.Type) }))}
 		resp, err := client.Get("http://svc.test/")
@@ -107,7 +107,7 @@ func TestVirtualTimeDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 		defer cancel()
 		f := retrytest.FailN(10, io.ErrUnexpectedEOF, 0)
-		p := retry.Policy{MaxAttempts: 10, Backoff: retry.Constant, InitialInterval: 25 * time.Minute, Jitter: retry.NoJitter}
+		p := retry.Policy{MaxAttempts: 10, Backoff: retry.Constant, InitialInterval: 25 * time.Minute, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 		_, err := retry.Do(ctx, f.Do, retry.WithPolicy(p))
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline {

@@ -183,7 +183,7 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 			mu.Unlock()
 		}),
 		retry.OnBreakerChange(func(c retry.BreakerChange) {
-			if c.To == retry.BreakerOpen {
+			if c.To == "open" {
 				mu.Lock()
 				side.BreakerTrips++
 				mu.Unlock()

@@ -95,7 +95,7 @@ of 400 or more), and 1 when none did.
 				retry.OnFailure(func(ev retry.Event) {
 					// The line has the prefix; the core's own errors repeat it.
 					msg := strings.TrimPrefix(ev.Message, "retry: ")
-					if ev.Reason == 0 {
+					if ev.Reason == "" {
 						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); next attempt in %s\n", ev.Attempt, msg, ev.Type, human(ev.Delay))
 					} else {
 						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); %s\n", ev.Attempt, msg, ev.Type, ev.Reason)
@@ -109,10 +109,10 @@ of 400 or more), and 1 when none did.
 				opts = append(opts, retry.WithAttemptTimeout(at))
 			}
 			if retryAny {
-				opts = append(opts, retry.RetryNonIdempotent())
+				opts = append(opts, retry.WithHTTP(retry.HTTP{AllMethods: true}))
 			}
 			if idempotencyKey {
-				opts = append(opts, retry.WithIdempotencyKey())
+				opts = append(opts, retry.WithHTTP(retry.HTTP{IdempotencyKey: true}))
 			}
 			t := retry.NewTransport(nil, opts...)
 			defer t.CloseIdleConnections()

@@ -250,7 +250,7 @@ func outputDir(flag, output string) error {
 func summary(p retry.Policy) string {
 	p = p.WithDefaults()
 	var b strings.Builder
-	b.WriteString(p.Backoff.String())
+	b.WriteString(string(p.Backoff))
 	switch p.Backoff {
 	case retry.Exponential, retry.Polynomial:
 		fmt.Fprintf(&b, " %s ×%g", human(p.InitialInterval), p.BackoffCoefficient)

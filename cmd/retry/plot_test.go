@@ -264,7 +264,7 @@ func TestBand(t *testing.T) {
 		{name: "additive, zizq", policy: retry.Policy{MaxAttempts: 6, Backoff: retry.Polynomial, BackoffCoefficient: 4, Offset: 15 * time.Second,
 			MaxInterval: 100 * day, Jitter: retry.Jitter{Kind: retry.JitterAdditive, Amount: 30 * time.Second}}, retry: 2,
 			lo: d(16 + 15 + 3), mid: d(16 + 15 + 30), hi: d(16 + 15 + 57)},
-		{name: "none", policy: retry.Policy{MaxAttempts: 6, Jitter: retry.NoJitter}, retry: 5, lo: d(16), mid: d(16), hi: d(16)},
+		{name: "none", policy: retry.Policy{MaxAttempts: 6, Jitter: retry.Jitter{Kind: retry.JitterNone}}, retry: 5, lo: d(16), mid: d(16), hi: d(16)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

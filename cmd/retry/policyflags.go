@@ -272,7 +272,7 @@ func (f *policyFlags) jitter(p *retry.Policy) error {
 		}
 	default:
 		if !kindSet {
-			kind = p.WithDefaults().Jitter.Kind.String()
+			kind = string(p.WithDefaults().Jitter.Kind)
 		}
 		obj := map[string]any{"kind": kind}
 		if factorSet {

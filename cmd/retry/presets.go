@@ -37,7 +37,7 @@ var presets = map[string]preset{
 			if v.err != nil {
 				return retry.Policy{}, v.err
 			}
-			p := retry.Policy{MaxAttempts: n + 1, InitialInterval: base, Jitter: retry.NoJitter}
+			p := retry.Policy{MaxAttempts: n + 1, InitialInterval: base, Jitter: retry.Jitter{Kind: retry.JitterNone}}
 			switch kind {
 			case "none":
 				p.Backoff = retry.Immediate
@@ -84,7 +84,7 @@ var presets = map[string]preset{
 				p.Backoff = retry.Exponential
 			}
 			if jitter == "false" {
-				p.Jitter = retry.NoJitter
+				p.Jitter = retry.Jitter{Kind: retry.JitterNone}
 			}
 			return p, nil
 		},
@@ -112,7 +112,7 @@ var presets = map[string]preset{
 				Jitter:             retry.Jitter{Kind: retry.JitterAdditive, Amount: j},
 			}
 			if j == 0 {
-				p.Jitter = retry.NoJitter
+				p.Jitter = retry.Jitter{Kind: retry.JitterNone}
 			}
 			return p, nil
 		},

@@ -99,7 +99,7 @@ interrupt or termination also ends the retries. The exit status is the command's
 			}
 			if !quiet {
 				opts = append(opts, retry.OnFailure(func(ev retry.Event) {
-					if ev.Reason == 0 {
+					if ev.Reason == "" {
 						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); next attempt in %s\n", ev.Attempt, ev.Message, ev.Type, human(ev.Delay))
 					}
 				}))

@@ -359,7 +359,7 @@ func contentionPolicy(kind string) retry.Policy {
 		MaxAttempts:     math.MaxInt32, // until it succeeds
 		InitialInterval: 2 * base,
 		MaxInterval:     limit,
-		Jitter:          retry.NoJitter,
+		Jitter:          retry.Jitter{Kind: retry.JitterNone},
 	}
 	switch kind {
 	case "no-backoff":

@@ -49,10 +49,10 @@ func run(w io.Writer) error {
 
 	// on_exhaustion "dead_letter": a job that fails for good goes to the sink.
 	var dead []retry.Event
-	r := retry.New(retry.WithPolicy(p), retry.WithDeadLetter(func(_ context.Context, ev retry.Event) error {
+	r := retry.New(retry.WithPolicy(p), retry.WithDeadLetter(retry.DeadLetters{Sink: func(_ context.Context, ev retry.Event) error {
 		dead = append(dead, ev)
 		return nil
-	}))
+	}}))
 	start := time.Now()
 	err = retry.Run(context.Background(), func(ctx context.Context) error {
 		return errors.New("export service unavailable")

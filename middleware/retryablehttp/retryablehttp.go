@@ -84,7 +84,7 @@ func ErrorHandler(r *retry.Retrier) hcretry.ErrorHandler {
 		}
 		d := r.Decide(ctx, numTries, 0, r.HTTPFailure(req, nil, err))
 		reason := d.Reason
-		if reason == 0 {
+		if reason == "" {
 			reason = retry.ReasonExhausted // RetryMax ran out first
 		}
 		return nil, &retry.Error{Attempts: numTries, Reason: reason, Err: err}

@@ -79,7 +79,7 @@ var scenarios = []scenario{
 	{name: "POST with Idempotency-Key is retried", method: "POST", key: true, body: "order",
 		steps: []retrytest.Step{s503, sOK}, want: result{attempts: 2, status: 200, body: "ok"}},
 	{name: "POST retried with RetryNonIdempotent", method: "POST", body: "order",
-		opts:  []retry.Option{retry.RetryNonIdempotent()},
+		opts:  []retry.Option{retry.WithHTTP(retry.HTTP{AllMethods: true})},
 		steps: []retrytest.Step{s503, sOK}, want: result{attempts: 2, status: 200, body: "ok"}},
 	{name: "PUT with a body replayed", method: "PUT", body: "doc", steps: []retrytest.Step{s503, sOK},
 		want: result{attempts: 2, status: 200, body: "ok"}},

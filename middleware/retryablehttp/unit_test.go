@@ -22,7 +22,7 @@ func response(code int, retryAfter string) *http.Response {
 }
 
 func TestBackoff(t *testing.T) {
-	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.NoJitter}))
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
 	backoff := retryablehttp.Backoff(r)
 	tests := []struct {
 		name       string

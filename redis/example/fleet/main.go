@@ -88,7 +88,7 @@ func run(addr string, dur time.Duration) error {
 			retry.WithBreaker(retry.Breaker{Store: store, MinRequests: 20, OpenTimeout: 500 * time.Millisecond}),
 			retry.WithLimiter(limiter),
 			retry.WithBudget(retry.Budget{Shared: budget}),
-			retry.WithDeadLetter(dl.Sink),
+			retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}),
 			retry.WithKey("dependency"),
 		)}
 	}
