@@ -220,6 +220,17 @@ func (w *walk) node(err error) {
 		if w.hint == 0 {
 			w.hint = max(e.RetryAfter, 0)
 		}
+		if w.named == "" {
+			w.named = statusType(e.StatusCode)
+		}
+		return
+	case *Error:
+		if w.named == "" {
+			w.named = e.typ
+		}
+		if w.named != "" {
+			return
+		}
 	}
 	if w.named != "" {
 		return // the outermost named type wins; nothing deeper changes it
@@ -461,9 +472,6 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	return "retry: http status " + strconv.Itoa(e.StatusCode)
 }
-
-// ErrorType returns "http.<class>.<code>".
-func (e *StatusError) ErrorType() string { return statusType(e.StatusCode) }
 
 var statusTypes = sync.OnceValue(func() []string {
 	t := make([]string, 600)

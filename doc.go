@@ -111,7 +111,7 @@
 // A hung dependency trips it: an attempt cut off by the caller's deadline
 // counts as a timeout failure. WithRateLimit paces attempts with a token
 // bucket of golang.org/x/time/rate, or with a caller's own *rate.Limiter;
-// neither sleeps into a deadline it cannot meet. WithLimiter and
+// neither sleeps into a deadline it cannot meet. RateLimit.Shared and
 // Budget.Shared, with a Breaker's Store, share these defences across a
 // fleet (see the github.com/steadyhq/retry/redis module).
 //

@@ -40,6 +40,12 @@ func (r Reason) String() string { return string(r) }
 // the cause is reachable too. A call stopped because its next wait could
 // not fit the deadline (ReasonDeadline) matches context.DeadlineExceeded.
 // Unwrap yields the dead-letter sink's error when routing failed as well.
+//
+// TypeOf reports a call stopped by the breaker, the rate limiter or the
+// retry budget as "breaker.open", "ratelimit.local" or "budget.exhausted",
+// one whose last attempt ran out of its per-attempt timeout as
+// "timeout.attempt" (Err is then that attempt's deadline error, not the
+// caller's), and any other by the type of Err.
 type Error struct {
 	Attempts int    // attempts run
 	Reason   Reason // why the call stopped
@@ -50,14 +56,6 @@ type Error struct {
 	sink   error  // dead-letter routing failure
 	typ    string // the type of a stop by the breaker, limiter or budget
 }
-
-// ErrorType is "breaker.open", "ratelimit.local" or "budget.exhausted" for a
-// call stopped by the breaker, the rate limiter or the retry budget, so that
-// TypeOf reports what stopped it, and "timeout.attempt" when the last attempt
-// ran out of its per-attempt timeout (Err is then that attempt context's
-// deadline error, not the caller's); otherwise it is empty and TypeOf looks
-// at Err.
-func (e *Error) ErrorType() string { return e.typ }
 
 // Error describes the stop, the attempts and the last error.
 func (e *Error) Error() string {

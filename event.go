@@ -49,17 +49,17 @@ func (c *call) event(o outcome, now time.Time) Event {
 	}
 }
 
-// ErrNoDeadLetterSink is joined into a call's error when a failure is routed
+// errNoDeadLetterSink is joined into a call's error when a failure is routed
 // to dead letter but no sink was configured: the record would otherwise be
-// lost without a trace. It is counted in Stats.DeadLetterFailed.
-var ErrNoDeadLetterSink = errors.New("retry: no dead-letter sink configured")
+// lost without a trace.
+var errNoDeadLetterSink = errors.New("retry: no dead-letter sink configured")
 
 // deadLetter routes ev to the sink and returns the routing failure, if any.
 func (c *call) deadLetter(ctx context.Context, ev Event) error {
 	cfg, st := c.cfg, c.cfg.state
 	var err error
 	if cfg.sink == nil {
-		err = ErrNoDeadLetterSink
+		err = errNoDeadLetterSink
 	} else {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.sinkTimeout)
 		err = callSink(sctx, cfg.sink, ev)

@@ -89,10 +89,11 @@ func ExampleWithDeadLetter() {
 	err := retry.Run(context.Background(), func(context.Context) error {
 		return errors.New("dial postgres://app:s3cret@db.internal/orders: connection refused")
 	}, r, retry.WithKey("order-42"))
-	fmt.Println(r.Stats().DeadLettered, errors.Is(err, retry.ErrNoDeadLetterSink))
+	s := r.Stats()
+	fmt.Println(s.DeadLettered, s.DeadLetterFailed, err != nil)
 	// Output:
 	// dead letter "order-42" after 2 attempts (exhausted): dial postgres://[REDACTED]@db.internal/orders: connection refused
-	// 1 false
+	// 1 0 true
 }
 
 // A handler verdict overrides the policy: DeadLetter escalates at once.

@@ -9,9 +9,9 @@ import (
 )
 
 // Limiter paces the attempts of a Retrier or Transport, first ones and
-// retries alike; WithLimiter sets one. WithRateLimit builds one on
-// golang.org/x/time/rate; github.com/steadyhq/retry/redis has one shared by
-// a fleet.
+// retries alike; RateLimit.Shared sets one. WithRateLimit builds one on
+// golang.org/x/time/rate by itself; github.com/steadyhq/retry/redis has one
+// shared by a fleet.
 //
 // Implementations must be safe for concurrent use.
 type Limiter interface {
@@ -27,23 +27,11 @@ type Limiter interface {
 	Reserve(ctx context.Context, key string, now time.Time, maxWait time.Duration) (wait time.Duration, cancel func(now time.Time), ok bool)
 }
 
-// WithLimiter paces attempts with l; a nil l removes the limiter. A wait for
-// a token is not an attempt. When the wait cannot fit the caller's deadline
-// the call stops at once, without sleeping, with Reason rate_limited and type
-// ratelimit.local.
-func WithLimiter(l Limiter) Option {
-	return optionFunc(func(c *config) {
-		c.limiter = nil
-		if l != nil {
-			c.limiter = &limiter{l: l}
-		}
-	})
-}
-
 // RateLimit is a token bucket on golang.org/x/time/rate for WithRateLimit:
 // Limit tokens per second, up to Burst at once, one token an attempt.
 // Either Limit (with Burst and PerKey) describes the buckets to build, or
-// Limiter is one the caller built and shares with other code.
+// Limiter is one the caller built and shares with other code, or Shared is
+// any Limiter.
 type RateLimit struct {
 	// Limit is the rate of attempts per second, rate.Inf for no limit
 	// (rate.Every(d) gives one per d). It must be > 0 unless Limiter is
@@ -61,6 +49,10 @@ type RateLimit struct {
 	// Retrier takes its tokens at the Retrier's clock readings (WithClock),
 	// which other users of the Limiter must share.
 	Limiter *rate.Limiter
+	// Shared, when set, is any Limiter, such as one shared by a fleet
+	// (github.com/steadyhq/retry/redis has one on Redis); the other fields
+	// must then be zero.
+	Shared Limiter
 }
 
 // WithRateLimit paces attempts, first ones and retries alike, with the token
@@ -84,7 +76,20 @@ func WithRateLimit(rl RateLimit) Option {
 
 // newRateLimiter builds the Limiter of rl, or names the field that is
 // wrong, its value and the rule it breaks.
-func newRateLimiter(rl RateLimit) (l *rateLimiter, field string, value any, rule string) {
+func newRateLimiter(rl RateLimit) (l Limiter, field string, value any, rule string) {
+	if rl.Shared != nil {
+		switch {
+		case rl.Limiter != nil:
+			return nil, "Limiter", rl.Limiter, "must be nil when Shared is set"
+		case rl.PerKey:
+			return nil, "PerKey", rl.PerKey, "must be false when Shared is set: Shared keeps its own keys"
+		case rl.Limit != 0:
+			return nil, "Limit", rl.Limit, "must be zero when Shared is set: Shared has its own"
+		case rl.Burst != 0:
+			return nil, "Burst", rl.Burst, "must be zero when Shared is set: Shared has its own"
+		}
+		return rl.Shared, "", nil, ""
+	}
 	if rl.Limiter != nil {
 		switch {
 		case rl.PerKey:
@@ -102,13 +107,13 @@ func newRateLimiter(rl RateLimit) (l *rateLimiter, field string, value any, rule
 	case rl.Burst < 0:
 		return nil, "Burst", rl.Burst, "must be >= 0 (0 means 1)"
 	}
-	l = &rateLimiter{limit: rl.Limit, burst: max(rl.Burst, 1)}
+	b := &rateLimiter{limit: rl.Limit, burst: max(rl.Burst, 1)}
 	if rl.PerKey {
-		l.keys = newKeyed[*rate.Limiter](maxKeys)
+		b.keys = newKeyed[*rate.Limiter](maxKeys)
 	} else {
-		l.one = rate.NewLimiter(l.limit, l.burst)
+		b.one = rate.NewLimiter(b.limit, b.burst)
 	}
-	return l, "", nil, ""
+	return b, "", nil, ""
 }
 
 // rateLimiter is the Limiter of WithRateLimit: one *rate.Limiter, or one per

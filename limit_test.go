@@ -184,6 +184,11 @@ func TestRateLimitSettings(t *testing.T) {
 		{name: "own limiter per key", rl: retry.RateLimit{Limiter: own, PerKey: true}, want: "retry: option WithRateLimit: value true: PerKey must be false when Limiter is set"},
 		{name: "own limiter with a limit", rl: retry.RateLimit{Limiter: own, Limit: 5}, want: "retry: option WithRateLimit: value 5: Limit must be zero when Limiter is set"},
 		{name: "own limiter with a burst", rl: retry.RateLimit{Limiter: own, Burst: 5}, want: "retry: option WithRateLimit: value 5: Burst must be zero when Limiter is set"},
+		{name: "shared", rl: retry.RateLimit{Shared: &fixedLimiter{}}},
+		{name: "shared with an own limiter", rl: retry.RateLimit{Shared: &fixedLimiter{}, Limiter: own}, want: "Limiter must be nil when Shared is set"},
+		{name: "shared per key", rl: retry.RateLimit{Shared: &fixedLimiter{}, PerKey: true}, want: "value true: PerKey must be false when Shared is set"},
+		{name: "shared with a limit", rl: retry.RateLimit{Shared: &fixedLimiter{}, Limit: 5}, want: "value 5: Limit must be zero when Shared is set"},
+		{name: "shared with a burst", rl: retry.RateLimit{Shared: &fixedLimiter{}, Burst: 5}, want: "value 5: Burst must be zero when Shared is set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,11 +252,11 @@ func (l *fixedLimiter) Reserve(_ context.Context, key string, _ time.Time, maxWa
 	return l.wait, func(time.Time) { l.canceled++ }, true
 }
 
-// TestWithLimiter: a Limiter set with WithLimiter is asked before every
+// TestSharedLimiter: a Limiter set as RateLimit.Shared is asked before every
 // attempt with the call's key and the room left before its deadline; its
 // wait is slept, its refusal stops the call, and a call canceled during the
 // wait gives the token back.
-func TestWithLimiter(t *testing.T) {
+func TestSharedLimiter(t *testing.T) {
 	tests := []struct {
 		name      string
 		wait      time.Duration
@@ -275,7 +280,7 @@ func TestWithLimiter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := &fixedLimiter{wait: tt.wait}
-				r := retry.New(retry.WithLimiter(l), retry.WithKey("dep"))
+				r := retry.New(retry.WithRateLimit(retry.RateLimit{Shared: l}), retry.WithKey("dep"))
 				ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
 				defer cancel()
 				if tt.cancelAt > 0 {
@@ -310,13 +315,13 @@ func TestWithLimiter(t *testing.T) {
 	}
 }
 
-// TestWithLimiterMaxElapsed: without a deadline, the room is what is left
+// TestSharedLimiterMaxElapsed: without a deadline, the room is what is left
 // of MaxElapsed; with neither, any wait fits.
-func TestWithLimiterMaxElapsed(t *testing.T) {
+func TestSharedLimiterMaxElapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &fixedLimiter{}
-		_ = retry.Run(t.Context(), func(context.Context) error { return nil }, retry.WithLimiter(l), retry.WithMaxElapsed(time.Minute))
-		_ = retry.Run(t.Context(), func(context.Context) error { return nil }, retry.WithLimiter(l))
+		_ = retry.Run(t.Context(), func(context.Context) error { return nil }, retry.WithRateLimit(retry.RateLimit{Shared: l}), retry.WithMaxElapsed(time.Minute))
+		_ = retry.Run(t.Context(), func(context.Context) error { return nil }, retry.WithRateLimit(retry.RateLimit{Shared: l}))
 		if l.maxWaits[0] != time.Minute || l.maxWaits[1] < 100*365*24*time.Hour {
 			t.Fatalf("maxWaits %v, want 1m and unbounded", l.maxWaits)
 		}

@@ -309,8 +309,8 @@ type DeadLetters struct {
 	// Sink receives every record routed to dead letter. Its context
 	// survives the caller's cancellation and is bounded by Timeout. A sink
 	// error, or a panic, is counted in Stats.DeadLetterFailed and joined
-	// into the call's error; without a Sink that error is
-	// ErrNoDeadLetterSink.
+	// into the call's error; without a Sink that error says so ("retry:
+	// no dead-letter sink configured").
 	Sink func(context.Context, Event) error
 	// Timeout bounds each call of Sink; default 10 s.
 	Timeout time.Duration

@@ -7,7 +7,7 @@
 //     breaker runs as gobreaker's DistributedCircuitBreaker. Failures seen by
 //     one process open it for all; an open breaker's wait is not an attempt.
 //   - Limiter is a rate limit for the whole fleet (GCRA, by
-//     github.com/go-redis/redis_rate) for retry.WithLimiter.
+//     github.com/go-redis/redis_rate) for retry.RateLimit.Shared.
 //   - Budget is a retry budget for the whole fleet, retry.Budget's rule kept
 //     by a Lua script over windowed counters, for retry.Budget.Shared.
 //   - DeadLetters keeps dead-letter records in a Redis Stream: its Sink for
@@ -27,7 +27,7 @@
 //	budget, _ := retryredis.NewBudget(c, retry.Budget{}, retryredis.Options{})
 //	r := retry.New(
 //		retry.WithBreaker(retry.Breaker{Store: store}),
-//		retry.WithLimiter(limiter),
+//		retry.WithRateLimit(retry.RateLimit{Shared: limiter}),
 //		retry.WithBudget(retry.Budget{Shared: budget}),
 //	)
 //

@@ -41,7 +41,7 @@ func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
 	m.r = retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}),
 		retry.WithBreaker(retry.Breaker{Store: m.store, MinRequests: 100, OpenTimeout: time.Second}),
-		retry.WithLimiter(m.limiter),
+		retry.WithRateLimit(retry.RateLimit{Shared: m.limiter}),
 		retry.WithBudget(retry.Budget{Shared: m.budget}),
 	)
 	return m

@@ -181,7 +181,7 @@ func TestFleetLimiter(t *testing.T) {
 			t.Fatal(err)
 		}
 		ls[i] = l
-		rs[i] = retry.New(retry.WithLimiter(l))
+		rs[i] = retry.New(retry.WithRateLimit(retry.RateLimit{Shared: l}))
 	}
 	var n atomic.Int64
 	var wg sync.WaitGroup

@@ -15,7 +15,7 @@ import (
 
 // Limiter is a rate limit shared by every process using the same Redis and
 // prefix: a GCRA limiter (github.com/go-redis/redis_rate) that
-// retry.WithLimiter takes. A refused attempt waits for the time Redis
+// retry.RateLimit.Shared takes. A refused attempt waits for the time Redis
 // names, within the caller's deadline, and asks again.
 //
 // When Redis fails, or is slower than Options.Timeout or than half of what

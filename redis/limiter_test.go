@@ -37,7 +37,7 @@ func TestLimiterSlowRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := retry.New(retry.WithLimiter(l))
+			r := retry.New(retry.WithRateLimit(retry.RateLimit{Shared: l}))
 			for i := range tt.calls {
 				ctx, cancel := context.WithTimeout(t.Context(), tt.deadline)
 				ran := false

@@ -86,7 +86,7 @@ func run(addr string, dur time.Duration) error {
 		workers[i] = worker{client: c, dl: dl, r: retry.New(
 			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: 20 * time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
 			retry.WithBreaker(retry.Breaker{Store: store, MinRequests: 20, OpenTimeout: 500 * time.Millisecond}),
-			retry.WithLimiter(limiter),
+			retry.WithRateLimit(retry.RateLimit{Shared: limiter}),
 			retry.WithBudget(retry.Budget{Shared: budget}),
 			retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}),
 			retry.WithKey("dependency"),
