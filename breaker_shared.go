@@ -75,6 +75,7 @@ type sharedBreaker struct {
 	claim  atomic.Bool // a claim is in flight
 
 	successes, failures atomic.Uint64 // since the last sync
+	flush               atomic.Bool   // a timer will send them
 
 	mu     sync.Mutex
 	probes BreakerSync // probe outcomes not yet sent
@@ -233,15 +234,38 @@ func gobreakerState(s BreakerState) gobreaker.State {
 	return gobreaker.StateClosed
 }
 
-// count keeps the outcome of an attempt run in the closed state.
+// count keeps the outcome of an attempt run in the closed state. Counts
+// go out with the sync that the next call starts, or at the latest one
+// interval later, by a timer, so that a process that falls quiet still
+// sends them.
 func (sb *sharedBreaker) count(outcome error) {
 	switch outcome {
 	case nil:
 		sb.successes.Add(1)
 	case errBreakerExcluded:
+		return
 	default:
 		sb.failures.Add(1)
 	}
+	if !sb.flush.Load() && sb.flush.CompareAndSwap(false, true) {
+		time.AfterFunc(sb.interval, sb.flushed)
+	}
+}
+
+// flushed starts a sync of counts still unsent one interval after they
+// were counted, unless a sync started within the interval; then it looks
+// again one interval after that sync.
+func (sb *sharedBreaker) flushed() {
+	if sb.successes.Load()+sb.failures.Load() == 0 {
+		sb.flush.Store(false)
+		return
+	}
+	if age := time.Duration(time.Now().UnixNano() - sb.tried.Load()); age < sb.interval {
+		time.AfterFunc(sb.interval-age, sb.flushed)
+		return
+	}
+	sb.flush.Store(false)
+	sb.kick()
 }
 
 // probed keeps the outcome of a probe claimed in gen for the next sync,

@@ -148,7 +148,7 @@ func TestSharedBreakerLocalDecisions(t *testing.T) {
 			time.Sleep(interval / 10)
 		}
 		synctest.Wait()
-		if n := store.syncs.Load(); n < 3*90 || n > 3*101 {
+		if n := store.syncs.Load(); n < 3*90 || n > 3*102 {
 			t.Errorf("%d Syncs for 3,000 calls over 100 intervals, want about 300", n)
 		}
 		store.mu.Lock()
@@ -350,8 +350,7 @@ func TestSharedBreakerExclusions(t *testing.T) {
 			}()
 			_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
 		}()
-		time.Sleep(2 * interval)
-		_ = r.Run(t.Context(), succeed)
+		time.Sleep(2 * interval) // the timer sends the counts
 		synctest.Wait()
 		store.mu.Lock()
 		f := *store.fleet[""]
