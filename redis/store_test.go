@@ -19,7 +19,13 @@ var backends = []struct {
 }{
 	{name: "server", start: func(t *testing.T) func() goredis.UniversalClient {
 		s := startServer(t)
-		return func() goredis.UniversalClient { return s.Client() }
+		// Timeouts for a loaded machine: these tests are about the
+		// fleet, not Redis failing.
+		return func() goredis.UniversalClient {
+			return s.ClientWith(func(o *goredis.Options) {
+				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+			})
+		}
 	}},
 	{name: "cluster", start: func(t *testing.T) func() goredis.UniversalClient {
 		c := startCluster(t)
@@ -53,7 +59,7 @@ func TestStoreRules(t *testing.T) {
 					stores := make([]*retryredis.Store, 3)
 					for i := range stores {
 						var err error
-						if stores[i], err = retryredis.NewStore(client(), retryredis.Options{Prefix: t.Name() + ":"}); err != nil {
+						if stores[i], err = retryredis.NewStore(client(), retryredis.Options{Prefix: t.Name() + ":", Timeout: time.Second}); err != nil {
 							t.Fatal(err)
 						}
 					}
