@@ -42,21 +42,22 @@ type Breaker struct {
 	// PerKey keeps one breaker per key (WithKey, or the Transport's request
 	// key, by default the host); at most 1024 are kept, the idlest dropped.
 	PerKey bool
-	// Store, when set, shares the breaker's state with every process using
-	// the same store (github.com/steadyhq/retry/redis has one on Redis):
-	// the breaker runs as gobreaker's DistributedCircuitBreaker, named by
-	// its key with PerKey and "" otherwise. See sharedBreaker for how an
-	// attempt runs outside the store's lock. When the store fails, the call
-	// falls back to this process's own breaker, counted in
-	// Stats.BreakerFallbacks; that breaker is told the outcome of every
-	// attempt, so that it starts from this process's recent history. A
-	// store that implements ContextStore is held to the caller's deadline.
-	Store gobreaker.SharedDataStore
-	// StoreWait bounds how long a call waits for the store's lock, within
-	// the caller's deadline; default 50 ms. Past it, the call follows the
-	// shared state read without the lock: it waits for an open breaker,
-	// looks again shortly at a half-open one, and runs its attempt when the
-	// breaker is closed.
+	// Store, when set, shares the breaker with every process using the
+	// same store (github.com/steadyhq/retry/redis has one on Redis), named
+	// by its key with PerKey and "" otherwise: the fleet trips it on its
+	// summed counts, opens it until the same instant for all, and lets
+	// Probes attempts through half-open fleet-wide; see BreakerStore. Each
+	// attempt is decided in this process, from the fleet's state read at
+	// the last sync. When the store fails or is too slow, this process's
+	// own breaker decides, counted in Stats.BreakerFallbacks; it is told
+	// the outcome of every attempt, so that it starts from this process's
+	// recent history, and the fleet's state is used again as soon as the
+	// store answers.
+	Store BreakerStore
+	// StoreWait bounds how long a call waits for Store, within the
+	// caller's deadline: to claim a half-open probe, or to read the
+	// fleet's state after a quiet spell; default 50 ms. Past it, the
+	// call is decided by the local breaker.
 	StoreWait time.Duration
 }
 
@@ -215,10 +216,7 @@ func (bs *breakers) newBreaker(key string) *breaker {
 	}
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](local)
 	if spec.Store != nil {
-		settings.OnStateChange = func(_ string, from, to gobreaker.State) {
-			bs.record(key, from, to, time.Now())
-		}
-		b.shared = newSharedBreaker(spec.Store, settings)
+		b.shared = newSharedBreaker(spec.Store, bs, key)
 	}
 	return b
 }
@@ -231,15 +229,23 @@ func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) 
 	bs.pending.Add(1)
 }
 
-// stateOf names a breaker state as Stats and BreakerChange report it.
+// The names of a breaker's states, as Stats, BreakerChange and a
+// BreakerStore give them.
+const (
+	stateClosed   = "closed"
+	stateHalfOpen = "half_open"
+	stateOpen     = "open"
+)
+
+// stateOf names a breaker state.
 func stateOf(s gobreaker.State) string {
 	switch s {
 	case gobreaker.StateOpen:
-		return "open"
+		return stateOpen
 	case gobreaker.StateHalfOpen:
-		return "half_open"
+		return stateHalfOpen
 	}
-	return "closed"
+	return stateClosed
 }
 
 func (bs *breakers) get(key string, now time.Time) *breaker {
@@ -272,7 +278,7 @@ func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
 func (b *breaker) run(ctx context.Context, bs *breakers, attempt func() error) (ran bool, wait time.Duration) {
 	spec := &bs.spec
 	var outcome error
-	ran, wait, ok := b.shared.run(ctx, spec, func() error {
+	ran, wait, ok := b.shared.run(ctx, func() error {
 		outcome = attempt()
 		return outcome
 	})
@@ -343,16 +349,18 @@ func (bs *breakers) states() map[string]string {
 // saw it in the store.
 func (b *breaker) state() string {
 	if b.shared != nil {
-		return stateOf(b.shared.dcb.CircuitBreaker.State())
+		return b.shared.view.Load().state
 	}
 	return stateOf(b.cb.State())
 }
 
 // openFor returns how long the breaker stays open from now, or zero when
-// it is not open. A shared breaker reports zero: its state is read when an
-// attempt asks for it.
+// it is not open; for a shared breaker, as the fleet's state was last read.
 func (b *breaker) openFor(spec *Breaker) time.Duration {
-	if b.shared != nil || b.cb.State() != gobreaker.StateOpen {
+	if b.shared != nil {
+		return b.shared.openFor()
+	}
+	if b.cb.State() != gobreaker.StateOpen {
 		return 0
 	}
 	left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())

@@ -1,159 +1,390 @@
 package retry
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 )
 
-// sharedBreaker is a breaker whose state lives in a Breaker.Store, run as
-// gobreaker's DistributedCircuitBreaker. DistributedCircuitBreaker.Execute
-// holds the store's lock, fleet-wide, for as long as its function runs; to
-// keep attempts from queueing on that lock, an attempt in the closed state
-// runs between two short Executes:
+// BreakerStore keeps the state of circuit breakers that a fleet of
+// processes shares (github.com/steadyhq/retry/redis has one on Redis); set
+// it as Breaker.Store.
 //
-//  1. admission: an Execute whose function reports an excluded outcome, so
-//     that it counts nothing; the breaker's answer (open, too many
-//     requests, or admitted) is gobreaker's own;
-//  2. the attempt, outside the lock, if the caller's context is still live;
-//  3. the outcome: an Execute whose function reports it, unless the
-//     breaker's generation changed meanwhile (gobreaker drops such
-//     outcomes too), the breaker is no longer closed, or the caller's
-//     context has ended (the outcome is then dropped rather than make the
-//     call wait for the store past its end).
+// Each process decides alone, from the fleet's state as it last read it,
+// and counts its outcomes locally; about once per SyncInterval, while it
+// has calls, one Sync sends those counts and reads the fleet's state back.
+// The store sums the fleet's counts over Window and trips the breaker on
+// the sum (FailureRatio and MinRequests apply to it); it keeps the time the
+// breaker stays open, and it grants the half-open probes, Probes of them
+// fleet-wide. A process's attempts wait on the store only to claim a probe,
+// or after a quiet spell longer than two intervals, for at most StoreWait.
 //
-// A probe, in the half-open state, runs inside the admission's Execute,
-// holding the lock, so that the fleet lets through exactly Probes of them.
-// Calls that find the lock taken wait for it up to Breaker.StoreWait; past
-// that they read the state without the lock and follow it: an open breaker
-// makes them wait for its expiry, a half-open one (a probe under way) look
-// again shortly, and a closed one lets the attempt run, its outcome sent as
-// in step 3. Only a store that fails sends a call to the local breaker. An
-// open breaker's wait is read from the shared state's expiry, so a rejected
-// call waits for the probe exactly, without consuming an attempt.
-type sharedBreaker struct {
-	dcb  *gobreaker.DistributedCircuitBreaker[struct{}]
-	view *storeView
-	sem  chan struct{} // one Execute at a time in this process
+// Implementations must be safe for concurrent use and must not hold a call
+// past ctx's deadline.
+type BreakerStore interface {
+	// Sync adds s to the fleet's breaker name, whose settings are b, and
+	// returns the breaker's state, in one round trip. Counts of another
+	// generation than the breaker's are dropped; a claim is granted only
+	// in the half-open state, while fewer than b.Probes are claimed.
+	Sync(ctx context.Context, name string, b Breaker, s BreakerSync) (BreakerFleet, error)
+	// SyncInterval is how often a process with calls syncs each breaker.
+	SyncInterval() time.Duration
 }
 
-func newSharedBreaker(s gobreaker.SharedDataStore, settings gobreaker.Settings) *sharedBreaker {
-	sb := &sharedBreaker{view: &storeView{store: s, initializing: true}, sem: make(chan struct{}, 1)}
-	// With the view initializing, the constructor never reaches the store:
-	// it records the names of the lock and the state and the initial
-	// state, which the view serves whenever the store holds none (first
-	// use, or a store that lost its data).
-	dcb, err := gobreaker.NewDistributedCircuitBreaker[struct{}](sb.view, settings)
-	if err != nil {
-		panic("retry: shared breaker: " + err.Error()) // unreachable: the view cannot fail while initializing
+// BreakerSync is what one process sends a BreakerStore: its outcomes
+// since its last Sync, and whether it claims a probe.
+type BreakerSync struct {
+	Generation uint64 // the fleet's generation the outcomes belong to
+	Successes  uint64 // attempts that succeeded in the closed state
+	Failures   uint64 // attempts that failed in the closed state
+	Claim      bool   // claim one half-open probe
+	// The outcomes of probes claimed in Generation: a failed probe opens
+	// the breaker again, Probes successes close it, and a released claim
+	// (an outcome the breaker leaves out) frees the probe for another.
+	ProbeSuccesses, ProbeFailures, ProbeReleases uint32
+}
+
+// BreakerFleet is the state of a fleet's breaker as a BreakerStore
+// returns it.
+type BreakerFleet struct {
+	State      string        // "closed", "half_open" or "open"
+	Generation uint64        // changes with every change of State
+	OpenFor    time.Duration // while open: how long it stays open from the reply
+	Claimed    bool          // the Sync's claim was granted: its caller runs a probe
+}
+
+// sharedBreaker is a breaker whose state is the fleet's, kept by a
+// BreakerStore. Attempts decide from fleetView, the state as last read;
+// outcomes are counted on atomics and sent by the next sync, which runs on
+// a goroutine of its own, started by a call that finds the view older than
+// the interval and ending with its round trip. No goroutine outlives one
+// round trip bounded by the interval and StoreWait.
+type sharedBreaker struct {
+	store    BreakerStore
+	bs       *breakers
+	key      string
+	interval time.Duration
+
+	view   atomic.Pointer[fleetView]
+	tried  atomic.Int64 // unix ns at which the last sync started
+	failed atomic.Bool  // the last round trip failed
+	flight atomic.Pointer[flight]
+	claim  atomic.Bool // a claim is in flight
+
+	successes, failures atomic.Uint64 // since the last sync
+	flush               atomic.Bool   // a timer will send them
+
+	mu     sync.Mutex
+	probes BreakerSync // probe outcomes not yet sent
+}
+
+// fleetView is the fleet's state as this process last read it.
+type fleetView struct {
+	state  string
+	gen    uint64
+	until  int64 // unix ns: while open, when probes may start
+	synced int64 // unix ns of the reply
+}
+
+// flight is a sync under way; done closes when it has its answer.
+type flight struct{ done chan struct{} }
+
+func newSharedBreaker(store BreakerStore, bs *breakers, key string) *sharedBreaker {
+	sb := &sharedBreaker{store: store, bs: bs, key: key, interval: store.SyncInterval()}
+	if sb.interval <= 0 {
+		sb.interval = 100 * time.Millisecond
 	}
-	sb.view.initializing = false
-	sb.dcb = dcb
+	// Closed until the first reply, which the first call asks for.
+	sb.view.Store(&fleetView{state: stateClosed, synced: time.Now().UnixNano() - int64(sb.interval)})
 	return sb
 }
 
-// ErrStoreLocked is the error a Breaker.Store's Lock should return, or
-// wrap, when another holder has the lock: the call then tries again for up
-// to Breaker.StoreWait, and past it reads the state without the lock. Any
-// other error is the store failing, and the call falls back to the local
-// breaker at once.
-var ErrStoreLocked = errors.New("retry: breaker store: lock held elsewhere")
-
-// ContextStore is a Breaker.Store whose operations take a context, as the
-// Store of github.com/steadyhq/retry/redis does. The shared breaker then
-// bounds each operation by the caller's deadline (taking the lock, also by
-// Breaker.StoreWait), so that a slow store holds a call at most one of its
-// own timeouts past its deadline. It releases the lock, and records a
-// probe's outcome, with a context that keeps the caller's values but not
-// its deadline: the store's own timeout bounds those.
-//
-// A Store without these methods is called through gobreaker's
-// SharedDataStore, which takes no context: each operation is bounded by
-// the store alone, and none starts once the caller's context has ended
-// (but the same two).
-type ContextStore interface {
-	gobreaker.SharedDataStore
-	LockContext(ctx context.Context, name string) error
-	UnlockContext(ctx context.Context, name string) error
-	GetDataContext(ctx context.Context, name string) ([]byte, error)
-	SetDataContext(ctx context.Context, name string, data []byte) error
+// current returns the view a call decides on, starting a sync when the
+// view is older than the interval. A view older than two intervals (a
+// quiet process) is refreshed first, within storeWait. It returns
+// nil when the store failed or did not answer in time: the local breaker
+// then stands in.
+func (sb *sharedBreaker) current(ctx context.Context, now int64) *fleetView {
+	v := sb.view.Load()
+	age := time.Duration(now - v.synced)
+	if age < sb.interval {
+		return v
+	}
+	var f *flight
+	if time.Duration(now-sb.tried.Load()) >= sb.interval {
+		f = sb.kick()
+	}
+	if age < 2*sb.interval {
+		return v
+	}
+	if f == nil {
+		f = sb.flight.Load()
+	}
+	if f != nil && !sb.failed.Load() {
+		t := time.NewTimer(sb.storeWait(ctx))
+		select {
+		case <-f.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		v = sb.view.Load()
+	}
+	if time.Duration(time.Now().UnixNano()-v.synced) < 2*sb.interval {
+		return v
+	}
+	return nil
 }
 
-// errStoreBusy reports that the store's lock could not be had in time.
-var errStoreBusy = errors.New("retry: breaker store: lock not acquired in time")
-
-// run runs attempt through the shared breaker, as breaker.run does. ok is
-// false when the store failed before the attempt ran: the caller then runs
-// it through the local breaker. ran and wait are both zero when the
-// caller's context ended before the attempt could start.
-func (sb *sharedBreaker) run(ctx context.Context, spec *Breaker, attempt func() error) (ran bool, wait time.Duration, ok bool) {
-	var probed bool
-	err, set, serr := sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
-		if sb.dcb.CircuitBreaker.State() == gobreaker.StateHalfOpen && !ended(ctx) {
-			probed = true
-			sb.view.probe = true
-			return struct{}{}, attempt()
+// kick starts a sync unless one is under way, and returns it.
+func (sb *sharedBreaker) kick() *flight {
+	for {
+		if f := sb.flight.Load(); f != nil {
+			return f
 		}
-		return struct{}{}, errBreakerExcluded
-	})
-	if probed {
-		return true, 0, true // whatever the store did afterwards
+		f := &flight{done: make(chan struct{})}
+		if sb.flight.CompareAndSwap(nil, f) {
+			sb.tried.Store(time.Now().UnixNano())
+			go sb.syncs(f)
+			return f
+		}
 	}
-	var gen uint64
-	switch {
-	case ended(ctx):
-		return false, 0, true
-	case errors.Is(serr, errStoreBusy):
-		st, err := sb.peek(ctx)
-		switch {
-		case err != nil:
-			return false, 0, ended(ctx)
-		case st.State == gobreaker.StateOpen && time.Now().Before(st.Expiry):
-			return false, openWait(st.Expiry), true
-		case st.State != gobreaker.StateClosed:
-			// Half-open, or open past its expiry: the lock's holder is
-			// likely probing.
-			return false, spec.recheck(), true
+}
+
+// syncs runs the sync f, and runs another at once while probe outcomes are
+// waiting to be sent.
+func (sb *sharedBreaker) syncs(f *flight) {
+	for {
+		sb.sync()
+		sb.flight.Store(nil)
+		close(f.done)
+		if !sb.probesWaiting() {
+			return
 		}
-		gen = st.Generation
-	case serr != nil:
-		return false, 0, false
-	case err == gobreaker.ErrOpenState:
-		return false, openWait(set.Expiry), true
-	case err == gobreaker.ErrTooManyRequests:
-		return false, spec.recheck(), true
-	case err != errBreakerExcluded:
-		return false, 0, false
+		f = &flight{done: make(chan struct{})}
+		if !sb.flight.CompareAndSwap(nil, f) {
+			return
+		}
+		sb.tried.Store(time.Now().UnixNano())
+	}
+}
+
+func (sb *sharedBreaker) probesWaiting() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	p := sb.probes
+	return p.ProbeSuccesses+p.ProbeFailures+p.ProbeReleases > 0
+}
+
+// sync sends the counts and probe outcomes kept since the last one and
+// reads the fleet's state back. Counts that fail to reach the store are
+// dropped: the local breaker has them.
+func (sb *sharedBreaker) sync() {
+	v := sb.view.Load()
+	s := BreakerSync{Generation: v.gen}
+	sb.mu.Lock()
+	if p := sb.probes; p.ProbeSuccesses+p.ProbeFailures+p.ProbeReleases > 0 {
+		s = p
+	}
+	sb.probes = BreakerSync{}
+	sb.mu.Unlock()
+	if s.Generation == v.gen {
+		s.Successes, s.Failures = sb.successes.Swap(0), sb.failures.Swap(0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sb.interval+sb.bs.spec.StoreWait)
+	defer cancel()
+	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, s)
+	if err != nil {
+		sb.failed.Store(true)
+		return
+	}
+	sb.update(fl)
+}
+
+// update takes a reply of the store as the view, and reports a change of
+// state to OnBreakerChange.
+func (sb *sharedBreaker) update(fl BreakerFleet) {
+	now := time.Now()
+	sb.failed.Store(false)
+	nv := &fleetView{state: cmp.Or(fl.State, stateClosed), gen: fl.Generation, synced: now.UnixNano()}
+	if fl.State == stateOpen {
+		nv.until = now.Add(max(fl.OpenFor, 0)).UnixNano()
+	}
+	old := sb.view.Swap(nv)
+	if old.gen != nv.gen {
+		// Outcomes counted under the old generation belong to it.
+		sb.successes.Store(0)
+		sb.failures.Store(0)
+	}
+	if old.state != nv.state {
+		sb.bs.record(sb.key, gobreakerState(old.state), gobreakerState(nv.state), now)
+	}
+}
+
+func gobreakerState(s string) gobreaker.State {
+	switch s {
+	case stateOpen:
+		return gobreaker.StateOpen
+	case stateHalfOpen:
+		return gobreaker.StateHalfOpen
+	}
+	return gobreaker.StateClosed
+}
+
+// count keeps the outcome of an attempt run in the closed state. Counts
+// go out with the sync that the next call starts, or at the latest one
+// interval later, by a timer, so that a process that falls quiet still
+// sends them.
+func (sb *sharedBreaker) count(outcome error) {
+	switch outcome {
+	case nil:
+		sb.successes.Add(1)
+	case errBreakerExcluded:
+		return
 	default:
-		gen = set.Generation
+		sb.failures.Add(1)
+	}
+	if !sb.flush.Load() && sb.flush.CompareAndSwap(false, true) {
+		time.AfterFunc(sb.interval, sb.flushed)
+	}
+}
+
+// flushed starts a sync of counts still unsent one interval after they
+// were counted, unless a sync started within the interval; then it looks
+// again one interval after that sync.
+func (sb *sharedBreaker) flushed() {
+	if sb.successes.Load()+sb.failures.Load() == 0 {
+		sb.flush.Store(false)
+		return
+	}
+	if age := time.Duration(time.Now().UnixNano() - sb.tried.Load()); age < sb.interval {
+		time.AfterFunc(sb.interval-age, sb.flushed)
+		return
+	}
+	sb.flush.Store(false)
+	sb.kick()
+}
+
+// probed keeps the outcome of a probe claimed in gen for the next sync,
+// and starts that sync at once.
+func (sb *sharedBreaker) probed(gen uint64, outcome error) {
+	sb.mu.Lock()
+	if sb.probes.Generation != gen {
+		sb.probes = BreakerSync{Generation: gen}
+	}
+	switch outcome {
+	case nil:
+		sb.probes.ProbeSuccesses++
+	case errBreakerExcluded:
+		sb.probes.ProbeReleases++
+	default:
+		sb.probes.ProbeFailures++
+	}
+	sb.mu.Unlock()
+	sb.kick()
+}
+
+// storeWait is how long a call may wait for the store: StoreWait, and at
+// most half of what is left of ctx's deadline, so that the local breaker
+// still has time.
+func (sb *sharedBreaker) storeWait(ctx context.Context) time.Duration {
+	w := sb.bs.spec.StoreWait
+	if dl, ok := ctx.Deadline(); ok {
+		w = min(w, time.Until(dl)/2)
+	}
+	return max(w, 0)
+}
+
+// claimProbe asks the store for a probe, within storeWait. ok is
+// false when the store failed.
+func (sb *sharedBreaker) claimProbe(ctx context.Context, v *fleetView) (fl BreakerFleet, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, sb.storeWait(ctx))
+	defer cancel()
+	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, BreakerSync{Generation: v.gen, Claim: true})
+	if err != nil {
+		return fl, false
+	}
+	sb.update(fl)
+	return fl, true
+}
+
+// run runs attempt through the fleet's breaker, as breaker.run does. ok
+// is false when the store failed or was too slow: the caller then runs the
+// attempt through the local breaker.
+func (sb *sharedBreaker) run(ctx context.Context, attempt func() error) (ran bool, wait time.Duration, ok bool) {
+	now := time.Now().UnixNano()
+	v := sb.current(ctx, now)
+	if v == nil {
+		return false, 0, ended(ctx)
+	}
+	switch {
+	case v.state == stateClosed:
+	case v.state == stateOpen && now < v.until:
+		return false, time.Duration(v.until-now) + 1, true
+	default: // half-open, or open past its time: claim a probe
+		if !sb.claim.CompareAndSwap(false, true) {
+			return false, sb.bs.spec.recheck(), true // this process is claiming
+		}
+		fl, ok := sb.claimProbe(ctx, v)
+		sb.claim.Store(false)
+		switch {
+		case ended(ctx):
+			return false, 0, true
+		case !ok:
+			return false, 0, false
+		case fl.Claimed:
+			return true, 0, sb.probe(fl.Generation, attempt)
+		case fl.State == stateOpen && fl.OpenFor > 0:
+			return false, fl.OpenFor + 1, true
+		case fl.State != stateClosed:
+			return false, sb.bs.spec.recheck(), true // the fleet's probes are out
+		}
 	}
 	if ended(ctx) {
 		return false, 0, true
 	}
-	record := func(outcome error) {
-		if !ended(ctx) {
-			sb.execute(ctx, spec.StoreWait, func() (struct{}, error) {
-				if sb.view.seen.Generation != gen {
-					return struct{}{}, errBreakerExcluded
-				}
-				return struct{}{}, outcome
-			})
-		}
-	}
 	returned := false
 	defer func() {
-		if !returned { // attempt panicked: a failure, and the panic goes on
-			record(errBreakerFailure)
+		if !returned { // the attempt panicked: a failure, and the panic goes on
+			sb.count(errBreakerFailure)
 		}
 	}()
 	outcome := attempt()
 	returned = true
-	record(outcome)
+	sb.count(outcome)
 	return true, 0, true
+}
+
+// probe runs attempt as a probe claimed in gen and sends its outcome.
+func (sb *sharedBreaker) probe(gen uint64, attempt func() error) bool {
+	returned := false
+	defer func() {
+		if !returned {
+			sb.probed(gen, errBreakerFailure)
+		}
+	}()
+	outcome := attempt()
+	returned = true
+	sb.probed(gen, outcome)
+	return true
+}
+
+// openFor is how long the fleet's breaker stays open from now, as last
+// read, or zero.
+func (sb *sharedBreaker) openFor() time.Duration {
+	v := sb.view.Load()
+	if v.state != stateOpen {
+		return 0
+	}
+	left := time.Duration(v.until - time.Now().UnixNano())
+	if left <= 0 {
+		return 0
+	}
+	return left + 1
 }
 
 // ended reports whether ctx is done or its deadline has passed, which a
@@ -164,240 +395,4 @@ func ended(ctx context.Context) bool {
 	}
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)
-}
-
-// openWait is the wait for an open breaker that expires at expiry:
-// gobreaker lets a probe through once its clock is past the expiry, not at
-// it, so one nanosecond beyond.
-func openWait(expiry time.Time) time.Duration {
-	return max(time.Until(expiry)+1, time.Nanosecond)
-}
-
-// peek reads the shared state without the lock.
-func (sb *sharedBreaker) peek(ctx context.Context) (gobreaker.SharedState, error) {
-	v := sb.view
-	var st gobreaker.SharedState
-	var data []byte
-	var err error
-	if cs, ok := v.store.(ContextStore); ok {
-		data, err = cs.GetDataContext(ctx, v.state)
-	} else if err = ctx.Err(); err == nil {
-		data, err = v.store.GetData(v.state)
-	}
-	if err != nil {
-		return st, err
-	}
-	if len(data) == 0 {
-		data = v.initial
-	}
-	err = json.Unmarshal(data, &st)
-	return st, err
-}
-
-// execute runs one DistributedCircuitBreaker.Execute of req, waiting at most
-// wait (and not past ctx's deadline) for this process's turn and for the
-// store's lock. It returns Execute's error, the state written to the store,
-// and the store's failure, if any.
-func (sb *sharedBreaker) execute(ctx context.Context, wait time.Duration, req func() (struct{}, error)) (err error, set gobreaker.SharedState, serr error) {
-	until := time.Now().Add(wait)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
-		until = dl
-	}
-	select {
-	case sb.sem <- struct{}{}:
-	default:
-		t := time.NewTimer(time.Until(until))
-		select {
-		case sb.sem <- struct{}{}:
-			t.Stop()
-		case <-t.C:
-			return nil, set, errStoreBusy
-		case <-ctx.Done():
-			t.Stop()
-			return nil, set, errStoreBusy
-		}
-	}
-	v := sb.view
-	defer func() {
-		v.ctx = nil // not kept past the call
-		<-sb.sem
-	}()
-	v.ctx, v.until, v.err, v.probe = ctx, until, nil, false
-	v.seen, v.set = gobreaker.SharedState{}, gobreaker.SharedState{}
-	_, err = sb.dcb.Execute(req)
-	return err, v.set, v.err
-}
-
-// storeView is the SharedDataStore the DistributedCircuitBreaker uses: it
-// stands between gobreaker and Breaker.Store, one Execute at a time.
-//
-// gobreaker v2.4.0 reads the shared state before it takes the lock, so an
-// update made between the two would be lost; the view takes the lock
-// before reading and treats gobreaker's own Lock call as done. While the
-// lock is held elsewhere (ErrStoreLocked) it tries again, briefly, until
-// the call's bound (gobreaker would sleep 500 ms between tries, for up to
-// 5 s), records the states it reads and writes and the store's first
-// failure, and releases the lock itself when the read fails, since
-// gobreaker then returns without unlocking. It passes the Execute's context
-// to a ContextStore (see there).
-type storeView struct {
-	store        gobreaker.SharedDataStore
-	initializing bool
-	mutex        string // the lock's name, from the constructor
-	state        string // the state's name, from the constructor
-	initial      []byte // the initial state, from the constructor
-	buckets      int    // the length of a state's Buckets
-	held         bool
-
-	// Set by execute for one Execute, under sharedBreaker.sem: the
-	// caller's context (dropped when Execute returns), the bound of the
-	// wait for the lock, and whether the function ran a probe.
-	ctx   context.Context
-	until time.Time
-	probe bool
-	err   error
-	seen  gobreaker.SharedState // as read
-	set   gobreaker.SharedState // as written
-}
-
-func (v *storeView) Lock(name string) error {
-	if v.initializing {
-		v.mutex = name
-		return nil
-	}
-	if v.held {
-		return nil // taken before the read
-	}
-	return v.lock()
-}
-
-func (v *storeView) lock() error {
-	pause := 500 * time.Microsecond
-	for {
-		err := v.lockOnce()
-		if err == nil {
-			v.held = true
-			return nil
-		}
-		left := time.Until(v.until)
-		switch {
-		case left <= 0:
-			// Held elsewhere, or cut at the bound of the wait (by this
-			// process's queue, or the store's own slowness, which a read
-			// without the lock then shows).
-			return v.fail(fmt.Errorf("%w: %w", errStoreBusy, err))
-		case !errors.Is(err, ErrStoreLocked):
-			return v.fail(err)
-		}
-		t := time.NewTimer(min(pause, left))
-		select {
-		case <-t.C:
-		case <-v.ctx.Done():
-			t.Stop()
-			return v.fail(fmt.Errorf("%w: %w", errStoreBusy, err))
-		}
-		pause = min(2*pause, 4*time.Millisecond)
-	}
-}
-
-// lockOnce asks the store for the lock once, within the wait's bound.
-func (v *storeView) lockOnce() error {
-	if cs, ok := v.store.(ContextStore); ok {
-		ctx, cancel := context.WithDeadline(v.ctx, v.until)
-		defer cancel()
-		return cs.LockContext(ctx, v.mutex)
-	}
-	if err := v.ctx.Err(); err != nil {
-		return err
-	}
-	return v.store.Lock(v.mutex)
-}
-
-func (v *storeView) fail(err error) error {
-	if v.err == nil {
-		v.err = err
-	}
-	return err
-}
-
-func (v *storeView) Unlock(name string) error {
-	if v.initializing || !v.held {
-		return nil
-	}
-	v.held = false
-	var err error
-	if cs, ok := v.store.(ContextStore); ok {
-		err = cs.UnlockContext(context.WithoutCancel(v.ctx), name)
-	} else {
-		err = v.store.Unlock(name)
-	}
-	if err != nil {
-		return v.fail(err)
-	}
-	return nil
-}
-
-func (v *storeView) GetData(name string) ([]byte, error) {
-	if v.initializing {
-		v.state = name
-		return nil, nil
-	}
-	if err := v.lock(); err != nil {
-		return nil, err
-	}
-	var data []byte
-	var err error
-	if cs, ok := v.store.(ContextStore); ok {
-		data, err = cs.GetDataContext(v.ctx, name)
-	} else if err = v.ctx.Err(); err == nil {
-		data, err = v.store.GetData(name)
-	}
-	if err != nil {
-		v.fail(err)
-		v.Unlock(v.mutex)
-		return nil, err
-	}
-	if len(data) == 0 {
-		data = v.initial
-	}
-	err = json.Unmarshal(data, &v.seen)
-	if err == nil && len(v.seen.Buckets) != v.buckets {
-		// gobreaker would index past the end of the buckets.
-		err = fmt.Errorf("retry: breaker store: state %s has %d buckets, want %d", name, len(v.seen.Buckets), v.buckets)
-	}
-	if err != nil {
-		v.fail(err)
-		v.Unlock(v.mutex)
-		return nil, err
-	}
-	return data, nil
-}
-
-func (v *storeView) SetData(name string, data []byte) error {
-	if v.initializing {
-		v.initial = data
-		var st gobreaker.SharedState
-		err := json.Unmarshal(data, &st)
-		v.buckets = len(st.Buckets)
-		return err
-	}
-	if err := json.Unmarshal(data, &v.set); err != nil {
-		return v.fail(err)
-	}
-	// A probe's outcome is written whatever is left of the caller's time:
-	// the fleet waits for it.
-	var err error
-	if cs, ok := v.store.(ContextStore); ok {
-		ctx := v.ctx
-		if v.probe {
-			ctx = context.WithoutCancel(ctx)
-		}
-		err = cs.SetDataContext(ctx, name, data)
-	} else if err = v.ctx.Err(); err == nil || v.probe {
-		err = v.store.SetData(name, data)
-	}
-	if err != nil {
-		return v.fail(err)
-	}
-	return nil
 }

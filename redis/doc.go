@@ -3,11 +3,14 @@
 // them: the dependency sees the sum of the fleet's attempts, and so must the
 // defences.
 //
-//   - Store shares a circuit breaker: set it as retry.Breaker.Store, and the
-//     breaker runs as gobreaker's DistributedCircuitBreaker. Failures seen by
-//     one process open it for all; an open breaker's wait is not an attempt.
+//   - Store shares a circuit breaker: set it as retry.Breaker.Store. Each
+//     process decides its attempts locally and syncs its counts once per
+//     Options.SyncInterval; the fleet trips on its summed counts, opens
+//     until one instant for all, and lets Probes attempts through
+//     half-open fleet-wide. An open breaker's wait is not an attempt.
 //   - Limiter is a rate limit for the whole fleet (GCRA, by
-//     github.com/go-redis/redis_rate) for retry.RateLimit.Shared.
+//     github.com/go-redis/redis_rate) for retry.RateLimit.Shared; each process
+//     leases tokens in batches sized to its demand and spends them locally.
 //   - Budget is a retry budget for the whole fleet, retry.Budget's rule kept
 //     by a Lua script over windowed counters, for retry.Budget.Shared.
 //   - DeadLetters keeps dead-letter records in a Redis Stream: its Sink for
@@ -15,7 +18,7 @@
 //
 // When Redis is down or slow, each component does what its documentation
 // states, within bounded timeouts (see Options): the breaker falls back to
-// the process's own (retry.Stats.BreakerFallbacks), the limiter to a local
+// the process's own (retry.Stats.BreakerFallbacks, StoreStats.Errors), the limiter to a local
 // token bucket (LimiterStats.Fallbacks), the budget allows the retry
 // (BudgetStats.FailOpen), and the dead-letter sink returns its error, which
 // the Retrier counts in Stats.DeadLetterFailed and joins into the call's

@@ -15,141 +15,155 @@ import (
 
 var errDown = errors.New("dependency down")
 
-func mustStore(t *testing.T, c goredis.UniversalClient) *retryredis.Store {
+func mustStore(t *testing.T, c goredis.UniversalClient, opts retryredis.Options) *retryredis.Store {
 	t.Helper()
-	s, err := retryredis.NewStore(c, retryredis.Options{})
+	s, err := retryredis.NewStore(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// TestFleetBreaker: three Retrier with separate clients share one breaker:
-// failures seen by one open it for all, and all resume after one probe.
+// TestFleetBreaker: three Retriers with their own clients share one
+// breaker, on one redis-server and on a Cluster: failures seen by one open
+// it for all within two sync intervals, without any call waiting on Redis
+// in the closed state; the waits consume no attempt; and one probe closes
+// it for all.
 func TestFleetBreaker(t *testing.T) {
-	s := startServer(t)
-	var mu sync.Mutex
-	changes := map[string]int{}
-	// The default StoreWait: calls that queue past it for the lock follow
-	// the state read without it.
-	spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: 100 * time.Millisecond}
-	rs := make([]*retry.Retrier, 3)
-	for i := range rs {
-		spec.Store = mustStore(t, s.Client())
-		rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec),
-			retry.OnBreakerChange(func(c retry.BreakerChange) {
-				mu.Lock()
-				changes[c.From+">"+c.To]++
-				mu.Unlock()
-			}))
-	}
-	ctx := t.Context()
-	for range 3 {
-		_ = rs[0].Run(ctx, func(context.Context) error { return errDown })
-	}
-	for i, r := range rs {
-		err := retry.Run(ctx, func(context.Context) error { return nil }, r, retry.WithMaxElapsed(time.Millisecond))
-		var re *retry.Error
-		if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen || re.Attempts != 0 {
-			t.Fatalf("Retrier %d after 3 failures on Retrier 0: %v, want breaker_open before any attempt", i, err)
-		}
-	}
-	var ran atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, r := range rs {
-		for range 4 {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(ctx, time.Second)
-				defer cancel()
-				if err := r.Run(ctx, func(context.Context) error { ran.Add(1); return nil }); err != nil {
-					t.Errorf("after the open period: %v", err)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			client := be.start(t)
+			const interval = 20 * time.Millisecond
+			var mu sync.Mutex
+			changes := map[string]int{}
+			spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: 200 * time.Millisecond, MaxWait: time.Second, StoreWait: 500 * time.Millisecond}
+			rs := make([]*retry.Retrier, 3)
+			stores := make([]*retryredis.Store, 3)
+			for i := range rs {
+				stores[i] = mustStore(t, client(), retryredis.Options{Prefix: t.Name() + ":", SyncInterval: interval, Timeout: time.Second})
+				spec.Store = stores[i]
+				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec),
+					retry.OnBreakerChange(func(c retry.BreakerChange) {
+						mu.Lock()
+						changes[c.From+">"+c.To]++
+						mu.Unlock()
+					}))
+			}
+			ctx := t.Context()
+			failed := time.Now()
+			for range 3 {
+				_ = rs[0].Run(ctx, func(context.Context) error { return errDown })
+			}
+			// The others keep calling, refused at once once they see it open.
+			seen := make([]time.Duration, 3)
+			var wg sync.WaitGroup
+			for i, r := range rs {
+				wg.Go(func() {
+					for time.Since(failed) < time.Second {
+						// Left out of the counts: the trip is Retrier 0's.
+						err := retry.Run(ctx, func(context.Context) error { return retry.Permanent(errDown) }, r, retry.WithMaxElapsed(time.Millisecond))
+						var re *retry.Error
+						if errors.As(err, &re) && re.Reason == retry.ReasonBreakerOpen && re.Attempts == 0 {
+							seen[i] = time.Since(failed)
+							return
+						}
+						time.Sleep(time.Millisecond)
+					}
+				})
+			}
+			wg.Wait()
+			for i, d := range seen {
+				// Two intervals, and room for a loaded machine.
+				if d == 0 || d > 2*interval+30*time.Millisecond {
+					t.Errorf("Retrier %d saw the breaker open %v after the failures, want within two %v intervals", i, d, interval)
 				}
-			})
-		}
+			}
+			var ran atomic.Int64
+			start := time.Now()
+			for _, r := range rs {
+				for range 4 {
+					wg.Go(func() {
+						ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+						defer cancel()
+						if err := r.Run(ctx, func(context.Context) error { ran.Add(1); return nil }); err != nil {
+							t.Errorf("after the open period: %v", err)
+						}
+					})
+				}
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if ran.Load() != 12 {
+				t.Errorf("%d attempts, want 12: waits for an open breaker consume none", ran.Load())
+			}
+			if elapsed > 600*time.Millisecond {
+				t.Errorf("resumed after %v, want about the 200 ms open period", elapsed)
+			}
+			var granted int64
+			for _, s := range stores {
+				granted += s.Stats().Granted
+			}
+			if granted != 1 {
+				t.Errorf("%d probes granted, want 1", granted)
+			}
+			if changes["closed>open"] != 3 {
+				t.Errorf("changes %v: want each Retrier to see the breaker open once", changes)
+			}
+			for i, r := range rs {
+				if st := r.Stats(); st.BreakerFallbacks != 0 || st.Breakers[""] != "closed" {
+					t.Errorf("Retrier %d: %+v", i, st)
+				}
+			}
+			t.Logf("seen open after %v; resumed %v after; changes %v", seen, elapsed, changes)
+		})
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if ran.Load() != 12 {
-		t.Errorf("%d attempts, want 12: waits for an open breaker consume none", ran.Load())
-	}
-	if elapsed < 50*time.Millisecond || elapsed > 500*time.Millisecond {
-		t.Errorf("resumed after %v, want about the 100 ms open period", elapsed)
-	}
-	if changes["half_open>closed"] != 1 || changes["closed>open"] != 1 {
-		t.Errorf("changes %v: want the breaker opened once and closed by one probe", changes)
-	}
-	for i, r := range rs {
-		if st := r.Stats(); st.BreakerFallbacks != 0 || st.Breakers[""] != "closed" && i > 0 {
-			t.Errorf("Retrier %d: %+v", i, st)
-		}
-	}
-	t.Logf("three Retrier resumed %v after the breaker opened; changes %v", elapsed, changes)
 }
 
-// TestFleetBreakerBusyLock: 48 callers across three Retrier queue for the
-// store's lock past StoreWait, while the shared breaker is open or
-// half-open with its one probe in flight: none runs an attempt against
-// the dependency, and none falls back to its process's closed breaker.
-func TestFleetBreakerBusyLock(t *testing.T) {
+// TestFleetBreakerProbes: 48 callers across three Retriers keep calling a
+// dependency that stays down, with the breaker tripped: while it is open
+// the dependency sees at most Probes attempts per OpenTimeout from the
+// whole fleet, and no call falls back to its process's own breaker.
+func TestFleetBreakerProbes(t *testing.T) {
 	s := startServer(t)
 	tests := []struct {
-		name        string
-		openTimeout time.Duration
-		probe       time.Duration // a probe that fails after this, started half-open; 0: none
+		name   string
+		probes uint32
 	}{
-		{"open", 10 * time.Second, 0},
-		{"half-open, its probe slow", 100 * time.Millisecond, 300 * time.Millisecond},
+		{name: "one probe", probes: 1},
+		{name: "two probes", probes: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: tt.openTimeout}
+			const open = 100 * time.Millisecond
+			// StoreWait for a loaded machine: this test is about probes, not
+			// Redis failing.
+			spec := retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: open, Probes: tt.probes, MaxWait: -1, StoreWait: 500 * time.Millisecond}
 			rs := make([]*retry.Retrier, 3)
 			for i := range rs {
-				// Timeouts for a loaded machine: this test is about the
-				// lock, not Redis failing.
 				c := s.ClientWith(func(o *goredis.Options) {
 					o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
 				})
-				store, err := retryredis.NewStore(c, retryredis.Options{Prefix: tt.name + ":", Timeout: time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				spec.Store = store
+				spec.Store = mustStore(t, c, retryredis.Options{Prefix: tt.name + ":", SyncInterval: 10 * time.Millisecond, Timeout: time.Second})
 				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec))
 			}
 			for range 3 {
 				_ = rs[0].Run(t.Context(), func(context.Context) error { return errDown })
 			}
-			var guarded atomic.Bool // attempts must not run
-			guarded.Store(true)
+			time.Sleep(50 * time.Millisecond) // the fleet sees it open
+			var ran atomic.Int64
 			var wg sync.WaitGroup
-			if tt.probe > 0 {
-				time.Sleep(tt.openTimeout + 20*time.Millisecond)
-				wg.Go(func() {
-					_ = rs[0].Run(t.Context(), func(context.Context) error {
-						time.Sleep(tt.probe)
-						guarded.Store(false)
-						return errDown // still down
-					})
-				})
-				time.Sleep(30 * time.Millisecond) // the probe holds the lock
-			}
-			var calls, ran atomic.Int64
-			stop := time.Now().Add(300 * time.Millisecond)
+			start := time.Now()
+			const period = 5 * open
 			for _, r := range rs {
 				for range 16 {
 					wg.Go(func() {
-						for time.Now().Before(stop) {
-							calls.Add(1)
-							ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-							_ = r.Run(ctx, func(context.Context) error {
-								if guarded.Load() {
-									ran.Add(1)
-								}
+						for time.Since(start) < period {
+							_ = r.Run(t.Context(), func(context.Context) error {
+								ran.Add(1)
+								time.Sleep(5 * time.Millisecond)
 								return errDown
 							})
-							cancel()
+							time.Sleep(time.Millisecond)
 						}
 					})
 				}
@@ -159,9 +173,12 @@ func TestFleetBreakerBusyLock(t *testing.T) {
 			for _, r := range rs {
 				fallbacks += r.Stats().BreakerFallbacks
 			}
-			t.Logf("%d calls; %d attempts ran while guarded; %d fallbacks", calls.Load(), ran.Load(), fallbacks)
-			if ran.Load() != 0 || fallbacks != 0 {
-				t.Errorf("%d attempts ran against the dependency, %d calls fell back to a local breaker; want none", ran.Load(), fallbacks)
+			// The open periods that ended within the test, each with its
+			// probes, and one more for the edges.
+			limit := int64(tt.probes) * int64(period/open+1)
+			t.Logf("%d attempts in %v (at most %d allowed); %d fallbacks", ran.Load(), period, limit, fallbacks)
+			if ran.Load() > limit || ran.Load() == 0 || fallbacks != 0 {
+				t.Errorf("%d attempts reached the dependency, want 1 to %d; %d fallbacks, want 0", ran.Load(), limit, fallbacks)
 			}
 		})
 	}
@@ -264,7 +281,7 @@ func outage(t *testing.T, clk scaledClock, rs []*retry.Retrier, rate int, dur ti
 }
 
 // TestFleetBudgetAmplification: under a full outage at 100 calls per second
-// across three Retrier, the fleet budget (the default retry.Budget's rule)
+// across three Retrier, the fleet budget (retry.DefaultBudget's rule)
 // keeps the load within 1.2 times the calls, as the in-process budget does
 // for one Retrier (TestOutageAmplification); the clock runs 30 times fast.
 func TestFleetBudgetAmplification(t *testing.T) {

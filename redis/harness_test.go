@@ -35,12 +35,13 @@ type server struct {
 	port   int
 	cmd    *exec.Cmd
 	waited chan error
+	extra  []string // more arguments of redis-server
 }
 
 // startServer starts a redis-server for t. When the binary is not
 // installed it skips t, and fails it on CI (CI=true), where every test
 // must run.
-func startServer(t testing.TB) *server {
+func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -50,7 +51,7 @@ func startServer(t testing.TB) *server {
 		}
 		t.Skip(msg)
 	}
-	s := &server{t: t, bin: bin, dir: t.TempDir()}
+	s := &server{t: t, bin: bin, dir: t.TempDir(), extra: extra}
 	for range 5 {
 		s.port = freePort(t)
 		if err = s.tryStart(); err == nil {
@@ -76,7 +77,7 @@ func freePort(t testing.TB) int {
 func (s *server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 func (s *server) tryStart() error {
-	cmd := exec.Command(s.bin,
+	cmd := exec.Command(s.bin, append([]string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -85,7 +86,7 @@ func (s *server) tryStart() error {
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 		"--daemonize", "no",
 		"--enable-debug-command", "local",
-	)
+	}, s.extra...)...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -251,4 +252,52 @@ func (l latency) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// startCluster starts a Redis Cluster of three masters on loopback ports,
+// each a redis-server started as startServer does, joined by redis-cli
+// --cluster create, and returns a cluster client of it, closed when the
+// test ends.
+func startCluster(t testing.TB) *goredis.ClusterClient {
+	t.Helper()
+	var addrs []string
+	for range 3 {
+		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		addrs = append(addrs, s.Addr())
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatal("redis-cli not found on PATH; it comes with redis-server")
+	}
+	out, err := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	for _, a := range addrs {
+		c := goredis.NewClient(&goredis.Options{Addr: a})
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			info, _ := c.ClusterInfo(ctx).Result()
+			if strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Close()
+				t.Fatalf("cluster at %s not ready: %s", a, info)
+			}
+		}
+		c.Close()
+	}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:                 addrs,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           200 * time.Millisecond,
+		WriteTimeout:          200 * time.Millisecond,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { cc.Close() })
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	return cc
 }

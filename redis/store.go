@@ -2,66 +2,49 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
 )
 
-var (
-	_ gobreaker.SharedDataStore = (*Store)(nil)
-	_ retry.ContextStore        = (*Store)(nil)
-)
+var _ retry.BreakerStore = (*Store)(nil)
 
-// Store keeps the state of circuit breakers in Redis: set it as
+// Store keeps circuit breakers that a fleet shares in Redis: set it as
 // retry.Breaker.Store and every process using the same Redis and prefix
 // shares one breaker (one per key with Breaker.PerKey). It implements
-// gobreaker's SharedDataStore and retry.ContextStore: a lock with an expiry
-// (Options.LockTTL) released only by its holder (a compare-and-delete
-// script), and the state under a TTL.
+// retry.BreakerStore: each process decides its attempts from the fleet's
+// state as last read and sends its counts about once per
+// Options.SyncInterval, in the round trip that reads the state back.
 //
-// Each operation is bounded by Options.Timeout and by its context; the
-// Retrier passes the caller's, so that a slow Redis holds a call at most
-// one Timeout past its deadline (to release the lock). A lock request that
-// fails may still reach Redis and take the lock when Redis resumes: the
-// store then sends the same compare-and-delete at once, and, for twice
-// LockTTL, its own next lock requests replace a lock left with such a
-// token, so that a stall leaves no lock behind for the fleet to wait out.
+// Each breaker is one Redis hash, PREFIX breaker:{NAME} (the braces keep
+// it whole in a Redis Cluster), read and written by one Lua script: a ring
+// of ten slices of Breaker.Window holding success and failure counts, the
+// state, its generation, the opened-until time and the half-open claims.
+// The script trips the breaker on the fleet's sum over the window, opens
+// it until one instant on Redis's clock (TIME), turns it half-open past
+// that instant, grants at most Breaker.Probes claims, and closes it on
+// Probes successes or reopens it on a failure. Claims not answered within
+// another OpenTimeout lapse and the probes start again, so a process that
+// dies while probing cannot hold the breaker half-open. The hash lives for
+// Options.StateTTL, or twice the window or the open time when longer.
 //
-// When Redis fails or is slower than Options.Timeout, the store's methods
-// return the error, counted in Stats; the Retrier then guards the attempt
-// with its own, per-process breaker (retry.Stats.BreakerFallbacks) and goes
-// back to the shared one as soon as Redis answers.
+// Each round trip is bounded by Options.Timeout and its context. When
+// Redis fails or is slower, Sync returns the error, counted in Stats, and
+// the Retrier's own breaker decides (retry.Stats.BreakerFallbacks) until
+// Redis answers again. A Store starts no goroutine and needs no Close.
 //
 // A Store is safe for concurrent use. Build it with NewStore.
 type Store struct {
-	client  goredis.UniversalClient
-	opts    Options
-	mu      sync.Mutex
-	tokens  map[string]string   // lock name → the token of the lock held
-	orphans map[string][]orphan // lock name → tokens of failed lock requests
-	errs    atomic.Int64
-	busy    atomic.Int64
+	client          goredis.UniversalClient
+	opts            Options
+	syncs, errs     atomic.Int64
+	claims, granted atomic.Int64
 }
-
-// orphan is the token of a lock request that failed, and until when the
-// lock it may have taken could be left.
-type orphan struct {
-	token string
-	until time.Time
-}
-
-// maxOrphans bounds the tokens kept per lock: only the first request to
-// reach Redis can have taken the lock, and the oldest go first.
-const maxOrphans = 16
 
 // NewStore returns a Store on client.
 func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
@@ -72,194 +55,174 @@ func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, opts: opts, tokens: make(map[string]string), orphans: make(map[string][]orphan)}, nil
+	return &Store{client: client, opts: opts}, nil
 }
 
-// StoreStats counts a Store's outcomes.
+// StoreStats counts a Store's round trips.
 type StoreStats struct {
-	Errors int64 // operations that failed: Redis down, slow or refusing
-	Busy   int64 // Lock calls that found the lock held
+	Syncs   int64 // round trips asked for
+	Errors  int64 // round trips that failed: Redis down, slow or refusing
+	Claims  int64 // probe claims asked for
+	Granted int64 // probe claims granted
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() StoreStats {
-	return StoreStats{Errors: s.errs.Load(), Busy: s.busy.Load()}
+	return StoreStats{Syncs: s.syncs.Load(), Errors: s.errs.Load(), Claims: s.claims.Load(), Granted: s.granted.Load()}
 }
 
-func (s *Store) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, s.opts.Timeout)
-}
+// SyncInterval returns Options.SyncInterval.
+func (s *Store) SyncInterval() time.Duration { return s.opts.SyncInterval }
 
-func (s *Store) fail(op, key string, err error) error {
-	s.errs.Add(1)
-	return fmt.Errorf("redis: %s %s: %w", op, key, err)
-}
+// key is the hash of the breaker name.
+func (s *Store) key(name string) string { return s.opts.Prefix + "breaker:{" + name + "}" }
 
-// lock takes the lock KEYS[1] with the token ARGV[1] for ARGV[2]
-// milliseconds, when it is free or held with one of the tokens ARGV[3:],
-// those of this store's failed requests; it returns 1 when taken.
-var lock = goredis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur then
-	local mine = false
-	for i = 3, #ARGV do
-		if cur == ARGV[i] then mine = true break end
+// syncScript is the fleet's breaker; see Store. KEYS[1] is its hash;
+// ARGV: generation, successes, failures, claim (0 or 1), probe successes,
+// probe failures, probe releases, failure ratio, min requests, window ms,
+// open ms, probes, TTL ms. It returns {state (0 closed, 1 half-open, 2
+// open), generation, ms left open, claim granted (0 or 1)}.
+var syncScript = goredis.NewScript(`
+local k = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', k, 'st', 'gen', 'until', 'claimed', 'ok')
+local st = tonumber(h[1]) or 0
+local gen = tonumber(h[2]) or 0
+local untl = tonumber(h[3]) or 0
+local claimed = tonumber(h[4]) or 0
+local ok = tonumber(h[5]) or 0
+local g = tonumber(ARGV[1]) or -1
+local ratio = tonumber(ARGV[8]) or 1
+local minreq = tonumber(ARGV[9]) or 1
+local slice = math.max(math.floor((tonumber(ARGV[10]) or 10000) / 10), 1)
+local openms = tonumber(ARGV[11]) or 30000
+local probes = tonumber(ARGV[12]) or 1
+local N = 10
+local ring = {}
+for i = 0, N - 1 do
+	ring[#ring + 1] = 'e' .. i
+	ring[#ring + 1] = 's' .. i
+	ring[#ring + 1] = 'f' .. i
+end
+local function clear() redis.call('HDEL', k, unpack(ring)) end
+local function open()
+	st = 2; gen = gen + 1; untl = now + openms; claimed = 0; ok = 0
+	clear()
+end
+if st == 2 and now >= untl then
+	st = 1; gen = gen + 1; claimed = 0; ok = 0
+end
+if st == 1 and now >= untl + openms then
+	gen = gen + 1; claimed = 0; ok = 0; untl = now
+end
+if g == gen then
+	if st == 0 then
+		local sc = tonumber(ARGV[2]) or 0
+		local fc = tonumber(ARGV[3]) or 0
+		if sc + fc > 0 then
+			local e = math.floor(now / slice)
+			local i = e % N
+			if tonumber(redis.call('HGET', k, 'e' .. i)) ~= e then
+				redis.call('HSET', k, 'e' .. i, e, 's' .. i, sc, 'f' .. i, fc)
+			else
+				redis.call('HINCRBY', k, 's' .. i, sc)
+				redis.call('HINCRBY', k, 'f' .. i, fc)
+			end
+			local v = redis.call('HMGET', k, unpack(ring))
+			local n, f = 0, 0
+			for j = 0, N - 1 do
+				local ej = tonumber(v[3 * j + 1])
+				if ej and ej > e - N then
+					n = n + (tonumber(v[3 * j + 2]) or 0) + (tonumber(v[3 * j + 3]) or 0)
+					f = f + (tonumber(v[3 * j + 3]) or 0)
+				end
+			end
+			if n > 0 and n >= minreq and f >= ratio * n then open() end
+		end
+	elseif st == 1 then
+		if (tonumber(ARGV[6]) or 0) > 0 then
+			open()
+		else
+			claimed = math.max(claimed - (tonumber(ARGV[7]) or 0), 0)
+			ok = ok + (tonumber(ARGV[5]) or 0)
+			if ok >= probes then
+				st = 0; gen = gen + 1; claimed = 0; ok = 0
+				clear()
+			end
+		end
 	end
-	if not mine then return 0 end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1`)
+local granted = 0
+if ARGV[4] == '1' and st == 1 and claimed < probes then
+	claimed = claimed + 1; granted = 1
+end
+redis.call('HSET', k, 'st', st, 'gen', gen, 'until', untl, 'claimed', claimed, 'ok', ok)
+redis.call('PEXPIRE', k, ARGV[13])
+local left = 0
+if st == 2 then left = untl - now end
+return {st, gen, left, granted}`)
 
-// Lock is LockContext without a context of its own.
-func (s *Store) Lock(name string) error { return s.LockContext(context.Background(), name) }
-
-// LockContext takes the lock name for Options.LockTTL, or returns
-// retry.ErrStoreLocked when another holder has it.
-func (s *Store) LockContext(ctx context.Context, name string) error {
-	var b [16]byte
-	rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
-	key := s.opts.Prefix + name
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redis: lock %s: %w", key, err) // nothing sent
+// Sync implements retry.BreakerStore in one round trip (the script; see
+// Store), bounded by Options.Timeout and ctx.
+func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry.BreakerSync) (retry.BreakerFleet, error) {
+	s.syncs.Add(1)
+	if in.Claim {
+		s.claims.Add(1)
 	}
-	args := []any{token, max(s.opts.LockTTL.Milliseconds(), 1)}
-	now := time.Now()
-	s.mu.Lock()
-	live := s.orphans[name][:0]
-	for _, o := range s.orphans[name] {
-		if now.Before(o.until) {
-			live = append(live, o)
-			args = append(args, o.token)
-		}
+	b = breakerDefaults(b)
+	claim := 0
+	if in.Claim {
+		claim = 1
 	}
-	s.orphans[name] = live
-	if len(live) == 0 {
-		delete(s.orphans, name)
+	ttl := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
+	key := s.key(name)
+	octx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	res, err := syncScript.Run(octx, s.client, []string{key},
+		strconv.FormatUint(in.Generation, 10), in.Successes, in.Failures, claim,
+		in.ProbeSuccesses, in.ProbeFailures, in.ProbeReleases,
+		strconv.FormatFloat(b.FailureRatio, 'g', -1, 64), b.MinRequests,
+		max(b.Window.Milliseconds(), 1), max(b.OpenTimeout.Milliseconds(), 1), b.Probes,
+		max(ttl.Milliseconds(), 1)).Int64Slice()
+	if err == nil && (len(res) != 4 || res[0] < 0 || res[0] > 2 || res[1] < 0) {
+		err = fmt.Errorf("unexpected reply %v", res)
 	}
-	s.mu.Unlock()
-
-	octx, cancel := s.ctx(ctx)
-	n, err := lock.Run(octx, s.client, []string{key}, args...).Int()
-	cancel()
 	if err != nil {
-		if mayHaveRun(err) {
-			s.mu.Lock()
-			o := append(s.orphans[name], orphan{token: token, until: now.Add(2 * s.opts.LockTTL)})
-			s.orphans[name] = o[max(len(o)-maxOrphans, 0):]
-			s.mu.Unlock()
-			// Redis may run the request all the same: undo it, after it.
-			rctx, cancel := s.ctx(context.WithoutCancel(ctx))
-			if n, _ := unlock.Run(rctx, s.client, []string{key}, token).Int(); n == 1 {
-				s.forget(name, token)
-			}
-			cancel()
-		}
-		return s.fail("lock", key, err)
+		s.errs.Add(1)
+		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, err)
 	}
-	if n == 0 {
-		s.busy.Add(1)
-		return retry.ErrStoreLocked
+	out := retry.BreakerFleet{
+		State:      []string{"closed", "half_open", "open"}[res[0]],
+		Generation: uint64(res[1]),
+		OpenFor:    time.Duration(max(res[2], 0)) * time.Millisecond,
+		Claimed:    res[3] == 1,
 	}
-	s.mu.Lock()
-	s.tokens[name] = token
-	s.mu.Unlock()
-	return nil
+	if out.Claimed {
+		s.granted.Add(1)
+	}
+	return out, nil
 }
 
-// mayHaveRun reports whether a request that failed with err may have
-// reached Redis all the same: not when no connection was had, nor when
-// Redis answered with an error.
-func mayHaveRun(err error) bool {
-	var op *net.OpError
-	var reply goredis.Error
-	switch {
-	case errors.As(err, &op) && op.Op == "dial",
-		errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrClosed),
-		errors.As(err, &reply):
-		return false
+// breakerDefaults sets b's zero fields to the defaults retry.Breaker
+// documents; the Retrier passes its settings with them set already, so
+// these matter only to a Store used on its own.
+func breakerDefaults(b retry.Breaker) retry.Breaker {
+	d := retry.Breaker{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 30 * time.Second, Probes: 1}
+	if b.FailureRatio == 0 {
+		b.FailureRatio = d.FailureRatio
 	}
-	return true
-}
-
-// forget drops token from the orphans of the lock name.
-func (s *Store) forget(name, token string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.orphans[name]
-	for i := range o {
-		if o[i].token == token {
-			s.orphans[name] = append(o[:i:i], o[i+1:]...)
-			break
-		}
+	if b.MinRequests == 0 {
+		b.MinRequests = d.MinRequests
 	}
-	if len(s.orphans[name]) == 0 {
-		delete(s.orphans, name)
+	if b.Window == 0 {
+		b.Window = d.Window
 	}
-}
-
-// unlock deletes a lock only if it still holds the caller's token: a lock
-// that expired and was taken by another is left alone. It returns 1 when
-// it deleted the lock.
-var unlock = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
-end
-return 0`)
-
-// Unlock is UnlockContext without a context of its own.
-func (s *Store) Unlock(name string) error { return s.UnlockContext(context.Background(), name) }
-
-// UnlockContext releases the lock name if this store holds it.
-func (s *Store) UnlockContext(ctx context.Context, name string) error {
-	s.mu.Lock()
-	token, ok := s.tokens[name]
-	delete(s.tokens, name)
-	s.mu.Unlock()
-	if !ok {
-		return nil
+	if b.OpenTimeout == 0 {
+		b.OpenTimeout = d.OpenTimeout
 	}
-	key := s.opts.Prefix + name
-	octx, cancel := s.ctx(ctx)
-	defer cancel()
-	if err := unlock.Run(octx, s.client, []string{key}, token).Err(); err != nil {
-		return s.fail("unlock", key, err)
+	if b.Probes == 0 {
+		b.Probes = d.Probes
 	}
-	return nil
-}
-
-// GetData is GetDataContext without a context of its own.
-func (s *Store) GetData(name string) ([]byte, error) {
-	return s.GetDataContext(context.Background(), name)
-}
-
-// GetDataContext returns the data stored under name, nil if none.
-func (s *Store) GetDataContext(ctx context.Context, name string) ([]byte, error) {
-	key := s.opts.Prefix + name
-	octx, cancel := s.ctx(ctx)
-	defer cancel()
-	b, err := s.client.Get(octx, key).Bytes()
-	switch {
-	case err == goredis.Nil:
-		return nil, nil
-	case err != nil:
-		return nil, s.fail("GET", key, err)
-	}
-	return b, nil
-}
-
-// SetData is SetDataContext without a context of its own.
-func (s *Store) SetData(name string, data []byte) error {
-	return s.SetDataContext(context.Background(), name, data)
-}
-
-// SetDataContext stores data under name for Options.StateTTL.
-func (s *Store) SetDataContext(ctx context.Context, name string, data []byte) error {
-	key := s.opts.Prefix + name
-	octx, cancel := s.ctx(ctx)
-	defer cancel()
-	if err := s.client.Set(octx, key, data, s.opts.StateTTL).Err(); err != nil {
-		return s.fail("SET", key, err)
-	}
-	return nil
+	return b
 }

@@ -2,7 +2,7 @@ package redis_test
 
 import (
 	"context"
-	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,152 +11,182 @@ import (
 	retryredis "github.com/steadyhq/retry/redis"
 )
 
-// TestStoreLock: the lock is had by one store at a time, expires after
-// LockTTL, and is released only by its holder: an unlock after the lock
-// expired and passed to another leaves the new holder's lock in place.
-func TestStoreLock(t *testing.T) {
-	s := startServer(t)
-	const ttl = 30 * time.Millisecond
-	type step struct {
-		who  int    // the store, of three; -1 for the pause
-		op   string // "lock", "unlock" or "expire" (a pause past LockTTL)
-		busy bool   // Lock returns retry.ErrStoreLocked
-	}
+// backends are the two ways users run Redis: one redis-server, and a
+// Cluster of three masters.
+var backends = []struct {
+	name  string
+	start func(t *testing.T) func() goredis.UniversalClient
+}{
+	{name: "server", start: func(t *testing.T) func() goredis.UniversalClient {
+		s := startServer(t)
+		// Timeouts for a loaded machine: these tests are about the
+		// fleet, not Redis failing.
+		return func() goredis.UniversalClient {
+			return s.ClientWith(func(o *goredis.Options) {
+				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+			})
+		}
+	}},
+	{name: "cluster", start: func(t *testing.T) func() goredis.UniversalClient {
+		c := startCluster(t)
+		return func() goredis.UniversalClient { return c }
+	}},
+}
+
+// TestStoreRules: the script's rules, against one redis-server and a
+// Cluster, through three stores on their own clients: the fleet trips on
+// summed counts (no process's alone enough), all read the same opened-until
+// instant, exactly Probes of 30 concurrent claims are granted, and the
+// probes' outcome closes or reopens the breaker for all.
+func TestStoreRules(t *testing.T) {
 	tests := []struct {
-		name  string
-		steps []step
+		name   string
+		probes uint32
+		fail   bool // a probe fails
+		want   string
 	}{
-		{"held by one at a time", []step{{0, "lock", false}, {1, "lock", true}, {0, "unlock", false}, {1, "lock", false}}},
-		{"expires after LockTTL", []step{{0, "lock", false}, {1, "lock", true}, {-1, "expire", false}, {1, "lock", false}, {0, "lock", true}}},
-		{"an expired holder's unlock leaves the next holder's lock", []step{
-			{0, "lock", false}, {-1, "expire", false}, {1, "lock", false},
-			{0, "unlock", false}, {2, "lock", true},
-			{1, "unlock", false}, {2, "lock", false},
-		}},
-		{"an unlock without the lock does nothing", []step{{0, "unlock", false}, {0, "lock", false}, {1, "unlock", false}, {2, "lock", true}}},
+		{name: "one probe closes", probes: 1, want: "closed"},
+		{name: "three probes close", probes: 3, want: "closed"},
+		{name: "a failed probe reopens", probes: 2, fail: true, want: "open"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stores [3]*retryredis.Store
-			for i := range stores {
-				st, err := retryredis.NewStore(s.Client(), retryredis.Options{Prefix: tt.name + ":", LockTTL: ttl})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stores[i] = st
-			}
-			var busy int64
-			for i, st := range tt.steps {
-				var err error
-				switch st.op {
-				case "expire":
-					time.Sleep(ttl + 10*time.Millisecond)
-					continue
-				case "lock":
-					err = stores[st.who].Lock("m")
-				case "unlock":
-					err = stores[st.who].Unlock("m")
-				}
-				if st.busy {
-					busy++
-					if !errors.Is(err, retry.ErrStoreLocked) {
-						t.Fatalf("step %d: store %d %s: %v, want the lock held elsewhere", i, st.who, st.op, err)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			client := be.start(t)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					ctx := t.Context()
+					spec := retry.Breaker{FailureRatio: 0.5, MinRequests: 30, Window: time.Second, OpenTimeout: 200 * time.Millisecond, Probes: tt.probes}
+					stores := make([]*retryredis.Store, 3)
+					for i := range stores {
+						var err error
+						if stores[i], err = retryredis.NewStore(client(), retryredis.Options{Prefix: t.Name() + ":", Timeout: time.Second}); err != nil {
+							t.Fatal(err)
+						}
 					}
-				} else if err != nil {
-					t.Fatalf("step %d: store %d %s: %v", i, st.who, st.op, err)
-				}
-			}
-			var got int64
-			for _, st := range stores {
-				if e := st.Stats().Errors; e != 0 {
-					t.Errorf("%d store errors", e)
-				}
-				got += st.Stats().Busy
-			}
-			if got != busy {
-				t.Errorf("Busy %d, want %d", got, busy)
+					// 3 × (6 failures, 4 successes): 18 of 30.
+					for i, s := range stores {
+						fl, err := s.Sync(ctx, "dep", spec, retry.BreakerSync{Successes: 4, Failures: 6})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if want := map[bool]string{false: "closed", true: "open"}[i == 2]; fl.State != want {
+							t.Fatalf("store %d: %v after the fleet's counts, want %v", i, fl.State, want)
+						}
+					}
+					var untils []time.Time
+					var gen uint64
+					for _, s := range stores {
+						fl, err := s.Sync(ctx, "dep", spec, retry.BreakerSync{})
+						if err != nil || fl.State != "open" {
+							t.Fatalf("%+v, %v, want open", fl, err)
+						}
+						untils = append(untils, time.Now().Add(fl.OpenFor))
+						gen = fl.Generation
+					}
+					for _, u := range untils[1:] {
+						if d := u.Sub(untils[0]).Abs(); d > 5*time.Millisecond {
+							t.Errorf("opened-until differs by %v between stores", d)
+						}
+					}
+					// Counts of the old generation are dropped.
+					if fl, _ := stores[0].Sync(ctx, "dep", spec, retry.BreakerSync{Generation: gen - 1, Successes: 100}); fl.State != "open" {
+						t.Fatalf("stale counts changed the state: %+v", fl)
+					}
+					time.Sleep(time.Until(untils[0]) + 5*time.Millisecond)
+					var mu sync.Mutex
+					granted := map[uint64]int{}
+					var wg sync.WaitGroup
+					for i := range 30 {
+						wg.Go(func() {
+							fl, err := stores[i%3].Sync(ctx, "dep", spec, retry.BreakerSync{Claim: true})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if fl.Claimed {
+								mu.Lock()
+								granted[fl.Generation]++
+								mu.Unlock()
+							}
+						})
+					}
+					wg.Wait()
+					if len(granted) != 1 {
+						t.Fatalf("claims granted per generation: %v, want %d in one", granted, tt.probes)
+					}
+					for g, n := range granted {
+						if n != int(tt.probes) {
+							t.Fatalf("%d of 30 claims granted, want %d", n, tt.probes)
+						}
+						gen = g
+					}
+					for i := range tt.probes {
+						in := retry.BreakerSync{Generation: gen, ProbeSuccesses: 1}
+						if tt.fail && i == 1 {
+							in = retry.BreakerSync{Generation: gen, ProbeFailures: 1}
+						}
+						if _, err := stores[i%3].Sync(ctx, "dep", spec, in); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for i, s := range stores {
+						if fl, err := s.Sync(ctx, "dep", spec, retry.BreakerSync{}); err != nil || fl.State != tt.want {
+							t.Errorf("store %d after the probes: %+v, %v, want %v", i, fl, err, tt.want)
+						}
+					}
+				})
 			}
 		})
 	}
 }
 
-// TestStoreStalledLock: a lock request cut by the store's timeout while
-// Redis is stalled runs when Redis resumes; the lock it takes is not left
-// for LockTTL: the store takes it back on its next request and releases
-// it, after which another store has it at once.
-func TestStoreStalledLock(t *testing.T) {
+// TestStoreClaimLapses: a claim whose probe never reports (its process
+// died) lapses after another OpenTimeout, and a new probe is granted.
+func TestStoreClaimLapses(t *testing.T) {
+	s := startServer(t)
+	store, err := retryredis.NewStore(s.Client(), retryredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	spec := retry.Breaker{FailureRatio: 1, MinRequests: 1, Window: time.Second, OpenTimeout: 30 * time.Millisecond, Probes: 1}
+	if fl, err := store.Sync(ctx, "x", spec, retry.BreakerSync{Failures: 1}); err != nil || fl.State != "open" {
+		t.Fatalf("%+v %v", fl, err)
+	}
+	time.Sleep(35 * time.Millisecond)
+	steps := []struct {
+		after time.Duration
+		want  bool
+	}{
+		{after: 0, want: true},
+		{after: 0, want: false},
+		{after: 35 * time.Millisecond, want: true},
+	}
+	for i, st := range steps {
+		time.Sleep(st.after)
+		fl, err := store.Sync(ctx, "x", spec, retry.BreakerSync{Claim: true})
+		if err != nil || fl.Claimed != st.want {
+			t.Errorf("claim %d: %+v, %v, want granted %v", i, fl, err, st.want)
+		}
+	}
+}
+
+// TestStoreBadReply: a key holding something else than the script's hash
+// is an error, not a panic.
+func TestStoreBadReply(t *testing.T) {
 	s := startServer(t)
 	c := s.Client()
-	store, err := retryredis.NewStore(c, retryredis.Options{Timeout: 20 * time.Millisecond})
+	store, err := retryredis.NewStore(c, retryredis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := retryredis.NewStore(s.Client(), retryredis.Options{Timeout: 20 * time.Millisecond})
-	if err != nil {
+	if err := c.Set(context.Background(), "retry:breaker:{x}", "junk", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Lock("m"); err != nil { // a pooled connection, as in use
-		t.Fatal(err)
+	if _, err := store.Sync(t.Context(), "x", retry.Breaker{}, retry.BreakerSync{Failures: 1}); err == nil {
+		t.Error("Sync on a string key: no error")
 	}
-	if err := store.Unlock("m"); err != nil {
-		t.Fatal(err)
-	}
-	blocker := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = time.Second })
-	resumed := make(chan error)
-	go func() { resumed <- blocker.Do(context.Background(), "DEBUG", "SLEEP", "0.2").Err() }()
-	time.Sleep(20 * time.Millisecond) // Redis asleep
-	if err := store.Lock("m"); err == nil || errors.Is(err, retry.ErrStoreLocked) {
-		t.Fatalf("Lock with Redis stalled: %v, want the timeout", err)
-	}
-	if err := <-resumed; err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Ping(t.Context()).Err(); err != nil { // after the queued requests
-		t.Fatal(err)
-	}
-	ttl, _ := c.PTTL(t.Context(), "retry:m").Result()
-	t.Logf("after Redis resumed, the lock's PTTL is %v (-2ms: none)", ttl)
-	if err := store.Lock("m"); err != nil {
-		t.Fatalf("Lock after Redis resumed: %v, want the lock the failed request left taken back", err)
-	}
-	if err := store.Unlock("m"); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Lock("m"); err != nil {
-		t.Fatalf("another store's Lock: %v, want the lock free", err)
-	}
-}
-
-// TestStoreSlowDeadline: with every command slow (15 ms, under the
-// store's 50 ms timeout), a call is held past its deadline at most one
-// store timeout, and its attempt never starts past the deadline.
-func TestStoreSlowDeadline(t *testing.T) {
-	s := startServer(t)
-	for _, deadline := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond} {
-		t.Run(deadline.String(), func(t *testing.T) {
-			c := s.Client()
-			c.AddHook(latency(15 * time.Millisecond))
-			store, err := retryredis.NewStore(c, retryredis.Options{Prefix: deadline.String()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := retry.New(retry.WithBreaker(retry.Breaker{Store: store}))
-			if err := r.Run(t.Context(), func(context.Context) error { return nil }); err != nil { // a pooled connection
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), deadline)
-			defer cancel()
-			start := time.Now()
-			ran, late := false, false
-			err = r.Run(ctx, func(ctx context.Context) error { ran, late = true, ctx.Err() != nil; return nil })
-			took := time.Since(start)
-			t.Logf("%v deadline, 15 ms per command: returned after %v: ran %v, %v", deadline, took, ran, err)
-			if late || took > deadline+retryredis.DefaultTimeout+25*time.Millisecond {
-				t.Errorf("attempt started past the deadline: %v; call took %v", late, took)
-			}
-			if ran != (err == nil) {
-				t.Errorf("ran %v, error %v", ran, err)
-			}
-		})
+	if st := store.Stats(); st.Errors != 1 {
+		t.Errorf("stats %+v, want 1 error", st)
 	}
 }
