@@ -72,12 +72,8 @@ var defaultBreaker = Breaker{
 	StoreWait:    50 * time.Millisecond,
 }
 
-// BreakerChange reports a breaker's change of state to OnBreakerChange.
-type BreakerChange struct {
-	Key      string // the breaker's key; empty for a single breaker
-	From, To string // "closed", "half_open" or "open"
-	Time     time.Time
-}
+// breakerChange is a breaker's change of state, for OnBreakerChange.
+type breakerChange struct{ key, from, to string }
 
 // WithBreaker puts a circuit breaker in front of the attempts; see Breaker.
 func WithBreaker(b Breaker) Option {
@@ -90,10 +86,12 @@ func WithBreaker(b Breaker) Option {
 	})
 }
 
-// OnBreakerChange calls f on every change of a breaker's state. It runs on
-// the goroutine of the call that saw the change, after the breaker's lock is
-// released, so f may use the Retrier.
-func OnBreakerChange(f func(BreakerChange)) Option {
+// OnBreakerChange calls f on every change of a breaker's state, with the
+// breaker's key (empty for a single breaker) and the states it left and
+// entered: "closed", "half_open" or "open". It runs on the goroutine of the
+// call that saw the change, after the breaker's lock is released, so f may
+// use the Retrier.
+func OnBreakerChange(f func(key, from, to string)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
 			c.onBreaker = append(c.onBreaker, f)
@@ -151,7 +149,7 @@ type breakers struct {
 	keys    *keyed[*breaker]
 	pending atomic.Int32 // state changes not yet delivered
 	mu      sync.Mutex
-	changes []BreakerChange
+	changes []breakerChange
 	waits   atomic.Int64 // times a call waited for an open breaker
 	denied  atomic.Int64 // calls stopped by an open breaker
 	// fallbacks counts attempts guarded by the local breaker because the
@@ -224,12 +222,12 @@ func (bs *breakers) newBreaker(key string) *breaker {
 // record keeps a change of state for the next flush.
 func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) {
 	bs.mu.Lock()
-	bs.changes = append(bs.changes, BreakerChange{Key: key, From: stateOf(from), To: stateOf(to), Time: now})
+	bs.changes = append(bs.changes, breakerChange{key: key, from: stateOf(from), to: stateOf(to)})
 	bs.mu.Unlock()
 	bs.pending.Add(1)
 }
 
-// The names of a breaker's states, as Stats, BreakerChange and a
+// The names of a breaker's states, as Stats, OnBreakerChange and a
 // BreakerStore give them.
 const (
 	stateClosed   = "closed"
@@ -318,7 +316,7 @@ func (b *Breaker) recheck() time.Duration {
 }
 
 // flush delivers the recorded state changes to hooks, outside any lock.
-func (bs *breakers) flush(hooks []func(BreakerChange)) {
+func (bs *breakers) flush(hooks []func(key, from, to string)) {
 	if bs.pending.Load() == 0 {
 		return
 	}
@@ -329,7 +327,7 @@ func (bs *breakers) flush(hooks []func(BreakerChange)) {
 	bs.mu.Unlock()
 	for _, ch := range changes {
 		for _, h := range hooks {
-			h(ch)
+			h(ch.key, ch.from, ch.to)
 		}
 	}
 }

@@ -72,7 +72,7 @@ func TestBreakerDoesNotConsumeAttempts(t *testing.T) {
 		r := retry.New(
 			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 			retry.WithBreaker(tripOnFirst),
-			retry.OnBreakerChange(func(c retry.BreakerChange) { changes = append(changes, c.From+">"+c.To) }),
+			retry.OnBreakerChange(func(_, from, to string) { changes = append(changes, from+">"+to) }),
 		)
 		var seen []int
 		start := time.Now()
@@ -255,7 +255,7 @@ func TestBreakerHookMayUseRetrier(t *testing.T) {
 		var r *retry.Retrier
 		var states []string
 		r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tripOnFirst),
-			retry.OnBreakerChange(func(retry.BreakerChange) { states = append(states, stateOf(r, "")) }))
+			retry.OnBreakerChange(func(_, _, _ string) { states = append(states, stateOf(r, "")) }))
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		if len(states) != 1 || states[0] != "open" {
 			t.Fatalf("hook saw %v", states)

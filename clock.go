@@ -12,8 +12,8 @@ import (
 // The default is the real clock. A virtual clock lets a simulator drive the
 // real engine through hours of backoff in milliseconds (cmd/retry sim does).
 // Some times stay real whatever the Clock: the per-attempt timeout, the
-// dead-letter sink's timeout, and the circuit breaker's open period and
-// BreakerChange.Time, which gobreaker measures itself.
+// dead-letter sink's timeout, and the circuit breaker's open period, which
+// gobreaker measures itself.
 //
 // A Clock must be safe for concurrent use when the Retrier is shared.
 type Clock interface {

@@ -270,13 +270,6 @@ func TestNilContext(t *testing.T) {
 			return err
 		}},
 		{name: "Retrier.Run", run: func() error { return r.Run(nilCtx, fn) }},
-		{name: "Attempts", run: func() error {
-			var err error
-			for range retry.Attempts(nilCtx, &err) {
-				called = true
-			}
-			return err
-		}},
 		{name: "Retrier.Attempts", run: func() error {
 			var err error
 			for range r.Attempts(nilCtx, &err) {

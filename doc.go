@@ -1,6 +1,6 @@
 // Package retry applies one retry policy engine inline: to any function with
 // Do and Run, to any http.Client with NewTransport, and to loops that are not
-// a single call with Attempts.
+// a single call with Retrier.Attempts.
 //
 // A call runs its function until it succeeds or the engine decides to stop.
 // After each failure the engine classifies the error into a dot-namespaced

@@ -114,10 +114,10 @@ func ExampleDeadLetter() {
 }
 
 // A reconnect loop that is not a single function call.
-func ExampleAttempts() {
+func ExampleRetrier_Attempts() {
 	var err error
-	p := retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: time.Millisecond})
-	for attempt := range retry.Attempts(context.Background(), &err, p) {
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: time.Millisecond}))
+	for attempt := range r.Attempts(context.Background(), &err) {
 		if attempt < 3 {
 			err = fmt.Errorf("dial attempt %d: connection refused", attempt)
 			continue
@@ -138,7 +138,7 @@ func ExampleWithBreaker() {
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		// Opens on the first failure, for 20 ms.
 		retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 20 * time.Millisecond}),
-		retry.OnBreakerChange(func(c retry.BreakerChange) { fmt.Println("breaker", c.From, "->", c.To) }),
+		retry.OnBreakerChange(func(_, from, to string) { fmt.Println("breaker", from, "->", to) }),
 	)
 	err := r.Run(context.Background(), func(ctx context.Context) error {
 		n := retry.AttemptFrom(ctx)

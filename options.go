@@ -70,7 +70,7 @@ type config struct {
 	http           HTTP // the Transport's own settings
 	limiter        *limiter
 	breakers       *breakers
-	onBreaker      []func(BreakerChange)
+	onBreaker      []func(key, from, to string)
 	budget         *budget         // the Retrier's retry budget
 	keyBudgets     *keyed[*budget] // or one per key
 	newKeyBudget   func() *budget  // makes a key's budget

@@ -79,13 +79,7 @@ func (r *Retrier) Attempts(ctx context.Context, errp *error) iter.Seq[int] {
 	return attempts(ctx, r.config(), errp)
 }
 
-// Attempts is Retrier.Attempts with per-call options; see Do for how options
-// are resolved.
-func Attempts(ctx context.Context, errp *error, opts ...Option) iter.Seq[int] {
-	return attempts(ctx, resolve(opts), errp)
-}
-
-// std is the Retrier used by Do, Run and Attempts without options.
+// std is the Retrier used by Do and Run without options.
 var std Retrier
 
 func init() { std.cfg.build(nil) }

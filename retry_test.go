@@ -821,7 +821,7 @@ func TestAttemptsIterator(t *testing.T) {
 				var err error
 				var seen []int
 				start := time.Now()
-				for attempt := range retry.Attempts(t.Context(), &err, p) {
+				for attempt := range retry.New(p).Attempts(t.Context(), &err) {
 					seen = append(seen, attempt)
 					if tt.body(attempt, &err) {
 						break
@@ -843,7 +843,7 @@ func TestAttemptsIterator(t *testing.T) {
 		})
 	}
 	t.Run("nil error pointer is an empty sequence", func(t *testing.T) {
-		for range retry.Attempts(t.Context(), nil) {
+		for range retry.New().Attempts(t.Context(), nil) {
 			t.Fatal("yielded")
 		}
 	})

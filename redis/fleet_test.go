@@ -43,9 +43,9 @@ func TestFleetBreaker(t *testing.T) {
 				stores[i] = mustStore(t, client(), retryredis.Options{Prefix: t.Name() + ":", SyncInterval: interval, Timeout: time.Second})
 				spec.Store = stores[i]
 				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec),
-					retry.OnBreakerChange(func(c retry.BreakerChange) {
+					retry.OnBreakerChange(func(_, from, to string) {
 						mu.Lock()
-						changes[c.From+">"+c.To]++
+						changes[from+">"+to]++
 						mu.Unlock()
 					}))
 			}

@@ -182,8 +182,8 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 			side.Waited += ev.Delay
 			mu.Unlock()
 		}),
-		retry.OnBreakerChange(func(c retry.BreakerChange) {
-			if c.To == "open" {
+		retry.OnBreakerChange(func(_, _, to string) {
+			if to == "open" {
 				mu.Lock()
 				side.BreakerTrips++
 				mu.Unlock()

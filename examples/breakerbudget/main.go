@@ -51,8 +51,8 @@ func run(w io.Writer) error {
 		// Trip when half of at least 8 attempts fail; probe after 300 ms;
 		// while open, fail at once rather than wait (MaxWait < 0).
 		retry.WithBreaker(retry.Breaker{MinRequests: 8, OpenTimeout: 300 * time.Millisecond, MaxWait: -1}),
-		retry.OnBreakerChange(func(c retry.BreakerChange) {
-			fmt.Fprintf(w, "  breaker %s -> %s\n", c.From, c.To)
+		retry.OnBreakerChange(func(_, from, to string) {
+			fmt.Fprintf(w, "  breaker %s -> %s\n", from, to)
 		}),
 	)
 	ctx := context.Background()
