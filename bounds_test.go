@@ -72,6 +72,7 @@ func heapPeak() (stop func() uint64) {
 // and checks that memory stays bounded while it streams, then that a failure
 // after more than MaxReplayBytes were sent is not retried.
 func TestLargeBodyBoundedMemory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams 1 GiB over loopback")
 	}

@@ -188,22 +188,29 @@ func outage(t *testing.T, r *retry.Retrier, rate int, dur time.Duration, failP f
 	return float64(attempts.Load()) / float64(n), float64(ok.Load()) / float64(n)
 }
 
-// TestOutageAmplification: with every attempt failing for 60 s, the default
-// budget keeps the load within 1.2 times the logical requests (3.0 without a
+// TestOutageAmplification: with every attempt failing for 60 s at 100
+// requests per second and for 20 s at 1,000, the default budget keeps the
+// load within 1.2 times the logical requests (3.0 without a
 // budget); with 10% independent failures it costs no success.
 func TestOutageAmplification(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates minutes of traffic")
 	}
-	for _, rate := range []int{100, 1000} {
+	t.Parallel()
+	for _, tt := range []struct {
+		rate int
+		dur  time.Duration
+	}{{rate: 100, dur: time.Minute}, {rate: 1000, dur: 20 * time.Second}} {
+		rate, dur := tt.rate, tt.dur
 		t.Run(fmt.Sprintf("%d per second", rate), func(t *testing.T) {
+			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				ampBudget, _ := outage(t, retry.New(), rate, time.Minute, 1)
-				ampNone, _ := outage(t, retry.New(retry.WithBudget(retry.Budget{Off: true})), rate, time.Minute, 1)
-				_, okBudget := outage(t, retry.New(), rate, time.Minute, 0.1)
-				_, okNone := outage(t, retry.New(retry.WithBudget(retry.Budget{Off: true})), rate, time.Minute, 0.1)
-				t.Logf("%d req/s for 60 s, all failing: amplification %.3f with the default budget, %.3f without", rate, ampBudget, ampNone)
-				t.Logf("%d req/s for 60 s, 10%% failing: success %.3f%% with the default budget, %.3f%% without", rate, 100*okBudget, 100*okNone)
+				ampBudget, _ := outage(t, retry.New(), rate, dur, 1)
+				ampNone, _ := outage(t, retry.New(retry.WithBudget(retry.Budget{Off: true})), rate, dur, 1)
+				_, okBudget := outage(t, retry.New(), rate, dur, 0.1)
+				_, okNone := outage(t, retry.New(retry.WithBudget(retry.Budget{Off: true})), rate, dur, 0.1)
+				t.Logf("%d req/s for %v, all failing: amplification %.3f with the default budget, %.3f without", rate, dur, ampBudget, ampNone)
+				t.Logf("%d req/s for %v, 10%% failing: success %.3f%% with the default budget, %.3f%% without", rate, dur, 100*okBudget, 100*okNone)
 				if ampBudget > 1.2 {
 					t.Errorf("amplification %.3f with the default budget, want <= 1.2", ampBudget)
 				}

@@ -66,11 +66,12 @@ func TestTransportNilBody(t *testing.T) {
 			if err := resp.Body.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
-			// The drain of a retried response used to close its body from a
-			// timer 200 ms later: a panic there would end the test binary.
-			time.Sleep(250 * time.Millisecond)
 		})
 	}
+	// The drain of a retried response used to close its body from a timer
+	// 200 ms later: a panic there would end the test binary. Cleanup runs
+	// once every subtest is done.
+	t.Cleanup(func() { time.Sleep(250 * time.Millisecond) })
 }
 
 // TestTransportRefusalKeepsResponse: once a response is in hand, whatever
@@ -202,6 +203,7 @@ func TestTransportHungDependencyTripsBreaker(t *testing.T) {
 
 // TestZeroTransport: a zero Transport works like NewTransport(nil).
 func TestZeroTransport(t *testing.T) {
+	t.Parallel() // the default policy waits about a second
 	srv := newScripted(t, step{status: 503}, step{status: 200, body: "ok"})
 	tr := &retry.Transport{}
 	defer tr.CloseIdleConnections()

@@ -146,6 +146,7 @@ func TestTransportGoAwayAfterReceipt(t *testing.T) {
 // waits to see whether the body could be kept; a body that could not is not
 // retried, and the response is returned intact.
 func TestTransportBodyStillStreaming(t *testing.T) {
+	t.Parallel()
 	t.Run("late reader, body over the limit", func(t *testing.T) {
 		var calls atomic.Int32
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {

@@ -513,9 +513,9 @@ func TestTransportDeadline(t *testing.T) {
 }
 
 func TestTransportRetryAfter(t *testing.T) {
+	t.Parallel() // a Retry-After of one second is waited out
 	// Both forms are checked through the delay the engine chose; the seconds
 	// form is also measured on the clock (one second, run in parallel).
-	date := time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name     string
 		value    string
@@ -523,12 +523,15 @@ func TestTransportRetryAfter(t *testing.T) {
 		measure  bool
 	}{
 		{name: "seconds", value: "1", min: time.Second, max: 1100 * time.Millisecond, measure: true},
-		{name: "HTTP-date", value: date, min: time.Second, max: 3300 * time.Millisecond},
+		{name: "HTTP-date", value: "in 3s", min: time.Second, max: 3300 * time.Millisecond},
 		{name: "seconds on 503", value: "2", min: 2 * time.Second, max: 2200 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.value == "in 3s" { // a date is taken when the subtest runs
+				tc.value = time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
+			}
 			srv := newScripted(t, step{status: 429, header: map[string]string{"Retry-After": tc.value}}, step{body: "ok"})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
