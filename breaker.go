@@ -377,12 +377,6 @@ func (e *breakerError) ErrorType() string { return typeBreakerOpen }
 // Is makes errors.Is(err, gobreaker.ErrOpenState) hold.
 func (e *breakerError) Is(target error) bool { return target == gobreaker.ErrOpenState }
 
-// rateLimitError is the failure of a call whose rate-limit wait cannot fit.
-type rateLimitError struct{}
-
-func (rateLimitError) Error() string     { return "retry: rate limit wait would pass the deadline" }
-func (rateLimitError) ErrorType() string { return typeRateLimited }
-
 // breakerOutcome is what an attempt's error means to a circuit breaker:
 // nil for a success, errBreakerExcluded for the caller's own errors, which
 // must not trip it, errBreakerFailure otherwise. An attempt cut off by the

@@ -315,3 +315,79 @@ func TestBreakerRefusalKeepsToken(t *testing.T) {
 		}
 	})
 }
+
+// TestHungDependencyTripsBreaker: attempts cut off by the caller's deadline
+// count as failures for the breaker; the caller's own cancellation does not.
+func TestHungDependencyTripsBreaker(t *testing.T) {
+	tests := []struct {
+		name string
+		ctx  func(parent context.Context) (context.Context, context.CancelFunc)
+		want string
+	}{
+		{name: "deadline", want: "open", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(p, 20*time.Millisecond)
+		}},
+		{name: "deadline with a cause", want: "open", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeoutCause(p, 20*time.Millisecond, errors.New("request budget spent"))
+		}},
+		{name: "explicit cancel", want: "closed", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(p)
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return ctx, cancel
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithBreaker(retry.Breaker{MinRequests: 20, MaxWait: -1}),
+					retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
+				for range 20 {
+					ctx, cancel := tt.ctx(t.Context())
+					_ = r.Run(ctx, func(ctx context.Context) error {
+						<-ctx.Done() // a dependency that never answers
+						return ctx.Err()
+					})
+					cancel()
+				}
+				if got := r.Stats().Breakers[""]; got != tt.want {
+					t.Errorf("breaker %v after 20 hung calls, want %v", got, tt.want)
+				}
+			})
+		})
+	}
+}
+
+// TestBreakerDefaultWaitIsShort: with the default Breaker, a call that meets
+// an open breaker and has no deadline is held 1 s at most, however long the
+// breaker stays open; near the end of the open spell it waits for the probe.
+func TestBreakerDefaultWaitIsShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(retry.WithBreaker(retry.Breaker{}), retry.WithPolicy(retry.Policy{MaxAttempts: 1}))
+		for range 20 {
+			_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+		}
+		if s := r.Stats().Breakers[""]; s != "open" {
+			t.Fatalf("breaker %v after 20 failures, want open", s)
+		}
+		for _, after := range []time.Duration{0, 10 * time.Second, 18 * time.Second} { // 30, 20, 2 s left
+			time.Sleep(after)
+			start := time.Now()
+			err := r.Run(t.Context(), func(context.Context) error { return nil })
+			if elapsed := time.Since(start); elapsed > time.Second {
+				t.Errorf("held %v by an open breaker, want at most 1s", elapsed)
+			}
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen {
+				t.Fatalf("err = %v, want breaker_open", err)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond) // 0.5 s left: the short wait is taken
+		start := time.Now()
+		if err := r.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("err = %v, want the probe to run after a short wait", err)
+		}
+		if elapsed := time.Since(start); elapsed < 400*time.Millisecond || elapsed > 600*time.Millisecond {
+			t.Errorf("waited %v for the probe, want about 0.5s", elapsed)
+		}
+	})
+}

@@ -310,3 +310,41 @@ func TestBudgetShared(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetZeroFields: a Budget's zero fields take their defaults one by
+// one; a negative Ratio or Reserve means none.
+func TestBudgetZeroFields(t *testing.T) {
+	tests := []struct {
+		name    string
+		budget  retry.Budget
+		retries bool // whether a quiet Retrier grants two retries
+	}{
+		{name: "Window only", budget: retry.Budget{Window: 30 * time.Second}, retries: true},
+		{name: "Ratio only", budget: retry.Budget{Ratio: 0.5}, retries: true},
+		{name: "Reserve only", budget: retry.Budget{Reserve: 1}, retries: true},
+		{name: "no reserve, no ratio", budget: retry.Budget{Ratio: -1, Reserve: -1}, retries: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				calls := 0
+				err := retry.Run(t.Context(), script(&calls, errTransient, errTransient),
+					retry.WithBudget(tt.budget), retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate}))
+				if tt.retries && err != nil {
+					t.Fatalf("err = %v, want success after two retries", err)
+				}
+				var re *retry.Error
+				if !tt.retries && (!errors.As(err, &re) || re.Reason != retry.ReasonBudget) {
+					t.Fatalf("err = %v, want a budget stop", err)
+				}
+			})
+		})
+	}
+	t.Run("negative Window is refused", func(t *testing.T) {
+		err := retry.Run(t.Context(), func(context.Context) error { return nil },
+			retry.WithBudget(retry.Budget{Window: -time.Second}))
+		if err == nil || !strings.Contains(err.Error(), "Window") {
+			t.Fatalf("err = %v, want an error naming Window", err)
+		}
+	})
+}

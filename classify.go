@@ -13,7 +13,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -413,17 +412,6 @@ func isRedirectLimit(ue *url.Error) bool {
 	return convErr == nil
 }
 
-// Match reports whether the error type typ matches pattern under the OJS rule:
-// an exact match, or a pattern "prefix.*" matching every type that starts with
-// "prefix." ("auth.*" matches "auth.forbidden" and "auth.token.expired" but
-// not "auth" nor "external.auth.failure").
-func Match(pattern, typ string) bool {
-	if prefix, ok := strings.CutSuffix(pattern, ".*"); ok && prefix != "" {
-		return len(typ) > len(prefix)+1 && typ[len(prefix)] == '.' && strings.HasPrefix(typ, prefix)
-	}
-	return pattern == typ
-}
-
 // builtinNonRetryable reports whether typ is non-retryable by default:
 // context.*, tls.certificate, request.invalid, redirect.too_many,
 // body.not_replayable, every 4xx status except 408, 425 and 429, and the
@@ -446,58 +434,6 @@ func builtinNonRetryable(typ string) bool {
 	return false
 }
 
-// retryableStatus reports whether an HTTP status is retried by default:
-// 408, 425, 429 and every 5xx except 501 and 505.
-func retryableStatus(code int) bool {
-	switch code {
-	case 408, 425, 429:
-		return true
-	case 501, 505:
-		return false
-	}
-	return code >= 500 && code <= 599
-}
-
-// StatusError is an HTTP response status seen as an error. TypeOf reports it
-// as "http.<class>.<code>", for example "http.5xx.503" or "http.4xx.429".
-// RetryAfter, when positive, is the server's requested delay; the engine
-// treats it like After.
-type StatusError struct {
-	StatusCode int
-	// RetryAfter is the delay the server asked for (Retry-After), or zero.
-	RetryAfter time.Duration
-}
-
-// Error returns a lowercase description of the status.
-func (e *StatusError) Error() string {
-	return "retry: http status " + strconv.Itoa(e.StatusCode)
-}
-
-var statusTypes = sync.OnceValue(func() []string {
-	t := make([]string, 600)
-	for code := 100; code < 600; code++ {
-		t[code] = typeHTTPPrefix + statusClass(code) + "." + strconv.Itoa(code)
-	}
-	return t
-})
-
-func statusType(code int) string {
-	if code >= 100 && code < 600 {
-		return statusTypes()[code]
-	}
-	return typeHTTPPrefix + "xxx." + strconv.Itoa(code)
-}
-
-func statusClass(code int) string {
-	if code < 100 || code > 599 {
-		return "xxx"
-	}
-	return string(rune('0'+code/100)) + "xx"
-}
-
-// A verdict is a handler's explicit instruction attached to an error.
-type verdict uint8
-
 const (
 	verdictNone verdict = iota
 	verdictRetry
@@ -506,71 +442,6 @@ const (
 	verdictFail
 	verdictPermanent
 )
-
-// verdictError carries a verdict; it is transparent to errors.Is, errors.As
-// and TypeOf.
-type verdictError struct {
-	err error
-	v   verdict
-}
-
-func (e *verdictError) Error() string { return e.err.Error() }
-func (e *verdictError) Unwrap() error { return e.err }
-
-func withVerdict(err error, v verdict) error {
-	if err == nil {
-		return nil
-	}
-	return &verdictError{err: err, v: v}
-}
-
-// Permanent marks err as not worth retrying, the @DoNotRetry of Go: the call
-// stops at once and the error is routed by the policy's on_exhaustion (it
-// reaches the dead-letter sink when that is "dead_letter"). An explicit
-// verdict (Retryable, Discard, DeadLetter, Fail) in the same chain takes
-// precedence. Permanent(nil) is nil.
-func Permanent(err error) error { return withVerdict(err, verdictPermanent) }
-
-// Retryable is the RETRY verdict: err is transient, so Permanent and the
-// built-in classification (a 4xx, or another type non-retryable by default)
-// are overridden. The policy's non_retryable_errors still stop the call, as
-// the OJS RETRY verdict means "the normal policy applies", and so do the
-// attempt limit, the Decider, the deadline and the retry budget.
-// Retryable(nil) is nil.
-func Retryable(err error) error { return withVerdict(err, verdictRetry) }
-
-// Discard is the DISCARD verdict: stop now, no retry and no dead letter.
-// Discard(nil) is nil.
-func Discard(err error) error { return withVerdict(err, verdictDiscard) }
-
-// DeadLetter is the DEAD_LETTER verdict: stop now and send the failure to the
-// dead-letter sink whatever the policy's on_exhaustion. DeadLetter(nil) is nil.
-func DeadLetter(err error) error { return withVerdict(err, verdictDeadLetter) }
-
-// Fail is the FAIL verdict: a recognised permanent failure. Like Discard it
-// stops now and never reaches the dead-letter sink; the call ends with reason
-// "failed". Fail(nil) is nil.
-func Fail(err error) error { return withVerdict(err, verdictFail) }
-
-// afterError carries a server-directed delay.
-type afterError struct {
-	err error
-	d   time.Duration
-}
-
-func (e *afterError) Error() string { return e.err.Error() }
-func (e *afterError) Unwrap() error { return e.err }
-
-// After attaches a server-directed delay to err, as an HTTP Retry-After does:
-// the next attempt waits at least d (never shortened, spread upward by at most
-// 10%, and at most one second, when the policy has jitter). A delay over the
-// maximum server delay stops the call at once. After(nil, d) is nil.
-func After(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &afterError{err: err, d: d}
-}
 
 // attemptOutcome classifies the error of an attempt run with the caller's
 // context ctx: a deadline that struck inside fn while ctx is alive is

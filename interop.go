@@ -74,19 +74,3 @@ func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error)
 	}
 	return failure
 }
-
-// ResponseError returns the error the engine understands for resp, for
-// functions given to Do that make HTTP calls: nil for a status below 400,
-// and otherwise a *StatusError with the status and the response's
-// Retry-After, so that 5xx, 408, 425 and 429 are retried after at least the
-// server's delay and other 4xx stop at once. A nil resp is an error. It
-// does not read or close the body.
-func ResponseError(resp *http.Response) error {
-	if resp == nil {
-		return errNoResponse
-	}
-	if resp.StatusCode < 400 {
-		return nil
-	}
-	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
-}

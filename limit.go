@@ -193,3 +193,10 @@ func (c *call) room(ctx context.Context, now time.Time) time.Duration {
 	}
 	return max(room, 0)
 }
+
+// rateLimitError is the failure of a call whose rate-limit wait cannot fit.
+type rateLimitError struct{}
+
+func (rateLimitError) Error() string { return "retry: rate limit wait would pass the deadline" }
+
+func (rateLimitError) ErrorType() string { return typeRateLimited }

@@ -176,36 +176,6 @@ func (c *config) finish() {
 	}
 }
 
-// cutPattern returns the prefix of a "prefix.*" pattern.
-func cutPattern(p string) (string, bool) {
-	if len(p) > 2 && p[len(p)-2:] == ".*" {
-		return p[:len(p)-1], true // keep the dot: "auth." matches "auth.x"
-	}
-	return "", false
-}
-
-// nonRetryable reports whether typ is non-retryable under the policy's
-// patterns or by default.
-func (c *config) nonRetryable(typ string) bool {
-	return c.listed(typ) || builtinNonRetryable(typ)
-}
-
-// listed reports whether typ matches the policy's non_retryable_errors.
-func (c *config) listed(typ string) bool {
-	if len(c.exact) == 0 && len(c.prefixes) == 0 {
-		return false
-	}
-	if _, ok := c.exact[typ]; ok {
-		return true
-	}
-	for _, p := range c.prefixes {
-		if len(typ) > len(p) && typ[:len(p)] == p {
-			return true
-		}
-	}
-	return false
-}
-
 func (c *config) hooks() bool {
 	return len(c.onFailure) > 0 || len(c.onRetry) > 0 || len(c.onDeadLetter) > 0
 }
@@ -264,89 +234,6 @@ func WithMaxServerDelay(d time.Duration) Option {
 			c.invalid("WithMaxServerDelay", d, "must be > 0")
 		}
 		c.maxServerDelay = d
-	})
-}
-
-// OnRetry adds a hook called before each wait, only when a retry will happen.
-// Hooks run synchronously on the calling goroutine, in the order given.
-func OnRetry(f func(Event)) Option {
-	return optionFunc(func(c *config) {
-		if f != nil {
-			c.onRetry = append(c.onRetry, f)
-		}
-	})
-}
-
-// OnFailure adds a hook called for every failed attempt, retried or not. On
-// the last one, Event.Reason says why the call stops.
-func OnFailure(f func(Event)) Option {
-	return optionFunc(func(c *config) {
-		if f != nil {
-			c.onFailure = append(c.onFailure, f)
-		}
-	})
-}
-
-// OnGiveUp adds a hook called once when a call ends without success, with
-// Event.Reason saying why. Event.Err is the last attempt's error, or what
-// stopped the call when no attempt ran (Event.Attempt is then 0): the
-// breaker's, the limiter's or the context's error. It runs after OnFailure
-// and OnDeadLetter.
-func OnGiveUp(f func(Event)) Option {
-	return optionFunc(func(c *config) {
-		if f != nil {
-			c.onGiveUp = append(c.onGiveUp, f)
-		}
-	})
-}
-
-// DeadLetters says where failures routed to dead letter go: the DeadLetter
-// verdict always; Permanent, non-retryable types, exhaustion, and
-// deadline, budget, breaker and rate-limit stops after at least one
-// attempt, when the policy's on_exhaustion is dead_letter. Zero fields take
-// the defaults given beside them.
-type DeadLetters struct {
-	// Sink receives every record routed to dead letter. Its context
-	// survives the caller's cancellation and is bounded by Timeout. A sink
-	// error, or a panic, is counted in Stats.DeadLetterFailed and joined
-	// into the call's error; without a Sink that error says so ("retry:
-	// no dead-letter sink configured").
-	Sink func(context.Context, Event) error
-	// Timeout bounds each call of Sink; default 10 s.
-	Timeout time.Duration
-	// Alert is called for a record routed to dead letter, except that a
-	// repeat of an alert (same key, type and message) within DedupWindow
-	// is suppressed and counted in Stats.AlertsSuppressed; Sink still
-	// receives every record.
-	Alert func(Event)
-	// DedupWindow is how long an alert suppresses its repeats; default
-	// 1 h (Ratchet's), negative for none.
-	DedupWindow time.Duration
-}
-
-// WithDeadLetter sets the dead-letter sink and alert of d, in place of
-// those before it. An invalid d makes every call return an error naming
-// the field.
-func WithDeadLetter(d DeadLetters) Option {
-	return optionFunc(func(c *config) {
-		if d.Timeout < 0 {
-			c.invalid("WithDeadLetter", d.Timeout, "Timeout must be >= 0 (0 means 10 s)")
-			return
-		}
-		c.sink, c.sinkTimeout, c.dedupWindow = d.Sink, d.Timeout, d.DedupWindow
-		if d.Timeout == 0 {
-			c.sinkTimeout = defaultDeadLetterLimit
-		}
-		switch {
-		case d.DedupWindow == 0:
-			c.dedupWindow = defaultDedupWindow
-		case d.DedupWindow < 0:
-			c.dedupWindow = 0
-		}
-		c.onDeadLetter = nil
-		if d.Alert != nil {
-			c.onDeadLetter = []func(Event){d.Alert}
-		}
 	})
 }
 

@@ -6,9 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Strategy is how the raw delay grows from one retry to the next, named as
@@ -263,28 +261,6 @@ func (j Jitter) validate() error {
 		return policyErr("jitter.amount", j.Amount, "only additive jitter takes an amount")
 	}
 	return nil
-}
-
-// patternRule returns the rule a non_retryable_errors pattern breaks, or "".
-func patternRule(p string) string {
-	switch {
-	case p == "":
-		return "must not be empty"
-	case !utf8.ValidString(p):
-		return "must be valid UTF-8"
-	case len(p) > 256:
-		return "must be at most 256 bytes"
-	case strings.ContainsAny(p, " \t\r\n"):
-		return "must not contain white space"
-	}
-	body := strings.TrimSuffix(p, ".*")
-	if body == "" || body == "." || strings.Contains(body, "*") {
-		return `must be an error type, or "prefix.*"`
-	}
-	if strings.HasPrefix(body, ".") || strings.HasSuffix(body, ".") || strings.Contains(body, "..") {
-		return "must not have empty dot-separated parts"
-	}
-	return ""
 }
 
 // Delay returns the delay before retry n (n = 1 before the second attempt)

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -305,4 +306,118 @@ func TestPolicyJSONIntegers(t *testing.T) {
 			checkPolicyError(t, err, tt.field, tt.value)
 		})
 	}
+}
+
+// TestPolicyJSON covers partial merge, the wrapper, aliases and round trips.
+func TestPolicyJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+		want retry.Policy
+	}{
+		{"empty is the defaults", `{}`, retry.DefaultPolicy()},
+		{"empty wrapper is the defaults", `{"retry": {}}`, retry.DefaultPolicy()},
+		{"null fields are the defaults", `{"max_attempts": null, "jitter": null}`, retry.DefaultPolicy()},
+		{"partial", `{"max_attempts": 10}`, retry.Policy{MaxAttempts: 10}},
+		{"zero attempts is one", `{"max_attempts": 0}`, retry.Policy{MaxAttempts: 1}},
+		{"long initial raises the default cap", `{"initial_interval": "PT10M"}`, retry.Policy{InitialInterval: 10 * time.Minute, MaxInterval: 10 * time.Minute}},
+		{"integer milliseconds", `{"initial_interval": 250}`, retry.Policy{InitialInterval: 250 * time.Millisecond}},
+		{"go duration", `{"initial_interval": "1m30s"}`, retry.Policy{InitialInterval: 90 * time.Second}},
+		{"jitter false", `{"jitter": false}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterNone}}},
+		{"jitter object", `{"jitter": {"kind": "full"}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull}}},
+		{"jitter kind defaults to proportional", `{"jitter": {"factor": 0.25}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 0.25}}},
+		{"dead letter", `{"on_exhaustion": "dead_letter", "non_retryable_errors": ["auth.*"]}`,
+			retry.Policy{OnExhaustion: retry.ExhaustDeadLetter, NonRetryableErrors: []string{"auth.*"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := retry.ParsePolicy([]byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalPolicies(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want.WithDefaults())
+			}
+			roundTrip(t, got)
+		})
+	}
+	t.Run("canonical form", func(t *testing.T) {
+		b, err := retry.DefaultPolicy().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const want = `{"max_attempts":3,"initial_interval":"PT1S","backoff_coefficient":2,"max_interval":"PT5M","jitter":true,"non_retryable_errors":[],"on_exhaustion":"discard"}`
+		if string(b) != want {
+			t.Errorf("got  %s\nwant %s", b, want)
+		}
+	})
+	t.Run("seed policies round-trip", func(t *testing.T) {
+		for _, tc := range seedCases {
+			roundTrip(t, tc.policy)
+		}
+	})
+	t.Run("invalid policy does not marshal", func(t *testing.T) {
+		if _, err := (retry.Policy{MaxAttempts: -1}).MarshalJSON(); err == nil {
+			t.Error("want an error")
+		}
+	})
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, tc := range seedCases {
+		f.Add(tc.json)
+	}
+	f.Add(`{"retry": {"max_attempts": 0, "jitter": {"kind": "decorrelated"}, "on_exhaustion": "dead_letter", "non_retryable_errors": ["a.*", "b"]}}`)
+	f.Add(`{"jitter": {"kind": "additive", "amount": 1}, "delay_offset": "P1W"}`)
+	f.Add(`{"max_attempts": 1e3}`)
+	for _, v := range rtrVectors {
+		f.Add(v.policy)
+	}
+	for _, s := range []string{
+		`{"max_attempts": 3.0, "initial_interval": 1.5e3}`, `{"max_attempts": 3.5}`, `{"max_attempts": -0.0e5}`,
+		`{"max_attempts": 2.147483648e9}`, `{"delay_offset": 1e-3}`, `{"initial_interval": "PT.5S"}`,
+		`{"max_interval": "PT1.5H30M"}`, `{"max_interval": "PT1H0.5S"}`, `{"non_retryable_errors": ["a.*", "b", "a.*"]}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := retry.ParsePolicy([]byte(s))
+		if err != nil {
+			var pe *retry.PolicyError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T) is not a *PolicyError", err, err)
+			}
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("parsed policy invalid: %v", err)
+		}
+		b, err := p.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := retry.ParsePolicy(b)
+		if err != nil {
+			t.Fatalf("canonical %s does not parse: %v", b, err)
+		}
+		b2, _ := q.MarshalJSON()
+		if string(b) != string(b2) {
+			t.Fatalf("round trip %s → %s", b, b2)
+		}
+		// The OJS fields are valid OJS, and a policy that uses only OJS
+		// features writes nothing else.
+		if v := ojsSchemaViolations(b, ojsExtensions...); len(v) != 0 {
+			t.Fatalf("%s breaks the OJS schema: %q", b, v)
+		}
+		ojsOnly := p.Backoff == retry.Exponential && p.Offset == 0 &&
+			(p.Jitter == retry.Jitter{Kind: retry.JitterNone} || p.Jitter == retry.Jitter{Kind: retry.JitterProportional, Factor: 0.5})
+		if v := ojsSchemaViolations(b); ojsOnly && len(v) != 0 {
+			t.Fatalf("%s of an OJS-only policy breaks the OJS schema: %q", b, v)
+		}
+		for _, n := range []int{1, 2, 10, math.MaxInt32} {
+			if d := p.Delay(n); d < 0 || d > p.MaxInterval || d != q.Delay(n) {
+				t.Fatalf("Delay(%d) = %v / %v with cap %v", n, d, q.Delay(n), p.MaxInterval)
+			}
+		}
+	})
 }

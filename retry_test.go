@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -91,124 +89,6 @@ func (d decider) Delay(n int) time.Duration {
 		return 0
 	}
 	return d.delay(n)
-}
-
-// TestDecisionOrder pins step 6 of the engine: for each case, the reason the
-// call stops, how many attempts ran, and whether the record reached the sink.
-func TestDecisionOrder(t *testing.T) {
-	deadLetter := noJitter
-	deadLetter.OnExhaustion = retry.ExhaustDeadLetter
-	withPatterns := func(p retry.Policy, patterns ...string) retry.Policy {
-		p.NonRetryableErrors = patterns
-		return p
-	}
-	tests := []struct {
-		name     string
-		policy   retry.Policy
-		errs     []error
-		opts     []retry.Option
-		reason   retry.Reason // zero: success
-		attempts int
-		records  int
-		retries  int
-	}{
-		{"success at once", noJitter, nil, nil, "", 1, 0, 0},
-		{"success after two failures", noJitter, repeat(errTransient, 2), nil, "", 3, 0, 2},
-		// 6.2 explicit verdicts
-		{"discard stops at once", deadLetter, []error{retry.Discard(errTransient)}, nil, retry.ReasonDiscarded, 1, 0, 0},
-		{"fail stops at once", deadLetter, []error{retry.Fail(errTransient)}, nil, retry.ReasonFailed, 1, 0, 0},
-		{"dead letter always reaches the sink", noJitter, []error{retry.DeadLetter(errTransient)}, nil, retry.ReasonDeadLettered, 1, 1, 0},
-		{"verdict beats non_retryable_errors", withPatterns(deadLetter, "payment.*"),
-			[]error{retry.Discard(typed{"payment.card_stolen"})}, nil, retry.ReasonDiscarded, 1, 0, 0},
-		{"non_retryable_errors beat retryable (OJS: RETRY means the normal policy applies)", withPatterns(noJitter, "payment.*"),
-			[]error{retry.Retryable(typed{"payment.timeout"})}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"retryable beats permanent", noJitter, []error{retry.Retryable(retry.Permanent(errTransient))}, nil, "", 2, 0, 1},
-		{"retryable beats a built-in non-retryable type", noJitter, []error{retry.Retryable(context.Canceled)}, nil, "", 2, 0, 1},
-		{"the decider vetoes retryable too", noJitter, []error{retry.Retryable(errTransient)},
-			[]retry.Option{retry.WithDecider(decider{should: func(int, error) bool { return false }})}, retry.ReasonNonRetryable, 1, 0, 0},
-		{"retryable still bounded by max attempts", retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond},
-			repeat(retry.Retryable(errTransient), 5), nil, retry.ReasonExhausted, 2, 0, 1},
-		{"outermost verdict wins", deadLetter, []error{retry.Fail(retry.DeadLetter(errTransient))}, nil, retry.ReasonFailed, 1, 0, 0},
-		{"explicit verdict beats an outer permanent", noJitter, []error{retry.Permanent(retry.Discard(errTransient))}, nil, retry.ReasonDiscarded, 1, 0, 0},
-		// 6.3 Permanent follows on_exhaustion
-		{"permanent with on_exhaustion discard", noJitter, []error{retry.Permanent(errTransient)}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"permanent with on_exhaustion dead_letter", deadLetter, []error{retry.Permanent(errTransient)}, nil, retry.ReasonNonRetryable, 1, 1, 0},
-		{"permanent wrapped by fmt", noJitter, []error{fmt.Errorf("charge: %w", retry.Permanent(errTransient))}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		// 6.4 non-retryable types
-		{"exact pattern", withPatterns(noJitter, "validation.payload_invalid"),
-			[]error{typed{"validation.payload_invalid"}}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"prefix pattern", withPatterns(deadLetter, "auth.*"), []error{typed{"auth.token_expired"}}, nil, retry.ReasonNonRetryable, 1, 1, 0},
-		{"prefix pattern does not match its bare prefix", withPatterns(noJitter, "auth.*"), []error{typed{"auth"}}, nil, "", 2, 0, 1},
-		{"prefix pattern is anchored", withPatterns(noJitter, "auth.*"), []error{typed{"external.auth.failure"}}, nil, "", 2, 0, 1},
-		{"built-in: 404 is not retried", noJitter, []error{&retry.StatusError{StatusCode: 404}}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"built-in: 503 is retried", noJitter, []error{&retry.StatusError{StatusCode: 503}}, nil, "", 2, 0, 1},
-		{"built-in: a cancellation from fn is not retried", noJitter, []error{fmt.Errorf("db: %w", context.Canceled)}, nil, retry.ReasonNonRetryable, 1, 0, 0},
-		{"built-in: a deadline inside fn, the caller's context alive, is retried", noJitter, []error{fmt.Errorf("db: %w", context.DeadlineExceeded)}, nil, "", 2, 0, 1},
-		// 6.5 exhaustion
-		{"exhausted with on_exhaustion discard", noJitter, repeat(errTransient, 5), nil, retry.ReasonExhausted, 3, 0, 2},
-		{"exhausted with on_exhaustion dead_letter", deadLetter, repeat(errTransient, 5), nil, retry.ReasonExhausted, 3, 1, 2},
-		{"one attempt means no retry", retry.Policy{MaxAttempts: 1}, repeat(errTransient, 5), nil, retry.ReasonExhausted, 1, 0, 0},
-		// 6.6 the Decider
-		{"decider vetoes after the policy allowed", deadLetter, repeat(errTransient, 5),
-			[]retry.Option{retry.WithDecider(decider{should: func(n int, _ error) bool { return n < 2 }})}, retry.ReasonNonRetryable, 2, 1, 1},
-		{"exhaustion is checked before the decider", retry.Policy{MaxAttempts: 1}, repeat(errTransient, 5),
-			[]retry.Option{retry.WithDecider(decider{should: func(int, error) bool { panic("consulted") }})}, retry.ReasonExhausted, 1, 0, 0},
-		{"non-retryable is checked before the decider", withPatterns(noJitter, "auth.*"), []error{typed{"auth.x"}},
-			[]retry.Option{retry.WithDecider(decider{should: func(int, error) bool { panic("consulted") }})}, retry.ReasonNonRetryable, 1, 0, 0},
-		// 6.7 a server hint over MaxServerDelay stops the call
-		{"server delay over the maximum", noJitter, []error{retry.After(errTransient, time.Hour)},
-			[]retry.Option{retry.WithMaxServerDelay(time.Minute)}, retry.ReasonDeadline, 1, 0, 0},
-		{"deadline stop follows on_exhaustion", deadLetter, []error{retry.After(errTransient, time.Hour)},
-			[]retry.Option{retry.WithMaxServerDelay(time.Minute)}, retry.ReasonDeadline, 1, 1, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var rec recorder
-				calls := 0
-				opts := append([]retry.Option{retry.WithPolicy(tt.policy)}, rec.options()...)
-				opts = append(opts, tt.opts...)
-				err := retry.Run(t.Context(), script(&calls, tt.errs...), opts...)
-				if calls != tt.attempts {
-					t.Errorf("attempts = %d, want %d", calls, tt.attempts)
-				}
-				if tt.reason == "" {
-					if err != nil {
-						t.Fatalf("err = %v, want success", err)
-					}
-				} else {
-					var re *retry.Error
-					if !errors.As(err, &re) {
-						t.Fatalf("err = %v (%T), want *retry.Error", err, err)
-					}
-					if re.Reason != tt.reason {
-						t.Errorf("reason = %v, want %v", re.Reason, tt.reason)
-					}
-					if re.Attempts != tt.attempts {
-						t.Errorf("Error.Attempts = %d, want %d", re.Attempts, tt.attempts)
-					}
-					if len(tt.errs) > 0 && !errors.Is(err, tt.errs[min(calls, len(tt.errs))-1]) {
-						t.Errorf("the last attempt's error is not reachable from %v", err)
-					}
-					if last := rec.failures[len(rec.failures)-1]; last.Reason != tt.reason {
-						t.Errorf("last OnFailure reason = %v, want %v", last.Reason, tt.reason)
-					}
-				}
-				if len(rec.records) != tt.records {
-					t.Errorf("dead-letter records = %d, want %d", len(rec.records), tt.records)
-				}
-				if len(rec.alerts) != tt.records {
-					t.Errorf("dead-letter alerts = %d, want %d", len(rec.alerts), tt.records)
-				}
-				if len(rec.retries) != tt.retries {
-					t.Errorf("OnRetry fired %d times, want %d", len(rec.retries), tt.retries)
-				}
-				if len(rec.failures) != calls-boolInt(err == nil) {
-					t.Errorf("OnFailure fired %d times for %d failed attempts", len(rec.failures), calls-boolInt(err == nil))
-				}
-			})
-		})
-	}
 }
 
 func boolInt(b bool) int {
@@ -375,128 +255,6 @@ func TestDelays(t *testing.T) {
 	}
 }
 
-// TestEvents checks what the hooks receive.
-func TestEvents(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var rec recorder
-		calls := 0
-		start := time.Now()
-		err := retry.Run(t.Context(),
-			script(&calls, fmt.Errorf("GET https://bob:hunter2@api.example.com/v1: %w", errTransient), errTransient, errTransient),
-			append(rec.options(),
-				retry.WithPolicy(retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}, OnExhaustion: retry.ExhaustDeadLetter}),
-				retry.WithKey("billing"))...)
-		if err == nil {
-			t.Fatal("want failure")
-		}
-		if len(rec.failures) != 3 || len(rec.retries) != 2 {
-			t.Fatalf("failures %d, retries %d; want 3 and 2", len(rec.failures), len(rec.retries))
-		}
-		for i, e := range rec.failures {
-			if e.Attempt != i+1 || e.Key != "billing" || e.Type != "error" || !errors.Is(e.Err, errTransient) {
-				t.Errorf("failure %d = %+v", i, e)
-			}
-		}
-		if m := rec.failures[0].Message; strings.Contains(m, "hunter2") {
-			t.Errorf("message not sanitized: %q", m)
-		}
-		if r := rec.retries[1]; r.Delay != 2*time.Second || r.Reason != "" {
-			t.Errorf("second retry = %+v", r)
-		}
-		if len(rec.records) != 1 {
-			t.Fatalf("records = %d", len(rec.records))
-		}
-		rc := rec.records[0]
-		if rc.Reason != retry.ReasonExhausted || rc.Attempt != 3 || !rc.First.Equal(start) || !rc.Time.Equal(start.Add(3*time.Second)) {
-			t.Errorf("record = %+v, want exhausted after 3, first at start, last 3 s later", rc)
-		}
-	})
-}
-
-// TestDeadLetterSink covers sink failure, absence and alert deduplication.
-func TestDeadLetterSink(t *testing.T) {
-	dl := retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter})
-	t.Run("a failing sink is counted and joined", func(t *testing.T) {
-		sinkErr := errors.New("queue full")
-		r := retry.New(dl, retry.WithDeadLetter(retry.DeadLetters{Sink: func(context.Context, retry.Event) error { return sinkErr }}))
-		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
-		if !errors.Is(err, sinkErr) || !errors.Is(err, errTransient) {
-			t.Fatalf("err = %v: want the sink's error and the last error", err)
-		}
-		if s := r.Stats(); s.DeadLetterFailed != 1 || s.DeadLettered != 0 {
-			t.Fatalf("stats = %+v", s)
-		}
-	})
-	t.Run("no sink configured is never silent", func(t *testing.T) {
-		r := retry.New(dl)
-		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
-		if err == nil || !strings.Contains(err.Error(), "retry: no dead-letter sink configured") || !errors.Is(err, errTransient) || r.Stats().DeadLetterFailed != 1 {
-			t.Fatalf("err = %v, stats %+v", err, r.Stats())
-		}
-	})
-	t.Run("a panicking sink is an error, not a crash", func(t *testing.T) {
-		r := retry.New(dl, retry.WithDeadLetter(retry.DeadLetters{Sink: func(context.Context, retry.Event) error { panic("boom") }}))
-		err := r.Run(t.Context(), func(context.Context) error { return errTransient })
-		if err == nil || !strings.Contains(err.Error(), "panic: boom") || r.Stats().DeadLetterFailed != 1 {
-			t.Fatalf("err = %v", err)
-		}
-	})
-	t.Run("the sink's context survives the caller's cancellation", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		var sinkCtxErr error = errors.New("sink not called")
-		r := retry.New(dl, retry.WithDeadLetter(retry.DeadLetters{Sink: func(sctx context.Context, _ retry.Event) error {
-			cancel() // the caller gives up while the record is being written
-			sinkCtxErr = sctx.Err()
-			return nil
-		}}))
-		_ = r.Run(ctx, func(context.Context) error { return retry.DeadLetter(errTransient) })
-		if sinkCtxErr != nil {
-			t.Fatalf("sink context err = %v, want live", sinkCtxErr)
-		}
-	})
-	t.Run("repeated alerts are suppressed within the window, records are not", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			var rec recorder
-			r := retry.New(append(rec.options(), dl, retry.WithKey("job-7"))...)
-			fail := func(context.Context) error { return errTransient }
-			for range 3 {
-				_ = r.Run(t.Context(), fail)
-			}
-			_ = retry.Run(t.Context(), fail, r, retry.WithKey("job-8")) // another key alerts
-			time.Sleep(time.Hour)
-			_ = r.Run(t.Context(), fail) // the window has passed
-			if len(rec.records) != 5 || len(rec.alerts) != 3 {
-				t.Fatalf("records %d, alerts %d; want 5 and 3", len(rec.records), len(rec.alerts))
-			}
-			if s := r.Stats(); s.AlertsSuppressed != 2 || s.DeadLettered != 5 {
-				t.Fatalf("stats %+v", s)
-			}
-		})
-	})
-}
-
-// TestStats checks the counters of a shared Retrier.
-func TestStats(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
-		calls := 0
-		_ = r.Run(t.Context(), script(&calls, errTransient)) // 2 attempts, 1 retry
-		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-		_ = r.Run(t.Context(), func(context.Context) error { return nil })
-		got := r.Stats()
-		// The default budget: 15% of 3 first attempts plus 2/s over 10 s,
-		// less the 3 retries granted.
-		if math.Abs(got.BudgetBalance-(0.15*3+20-3)) > 1e-9 {
-			t.Errorf("budget balance %v, want 17.45", got.BudgetBalance)
-		}
-		got.BudgetBalance = 0
-		want := retry.Stats{Calls: 3, Attempts: 6, Failed: 4, Retried: 3, FailedPermanently: 1}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("stats = %+v, want %+v", got, want)
-		}
-	})
-}
-
 // TestAttemptTimeout covers the per-attempt timeout.
 func TestAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -556,90 +314,6 @@ func TestAttemptFrom(t *testing.T) {
 	}, p)
 	if fmt.Sprint(outer) != "[1 2]" || fmt.Sprint(inner) != "[1 2 1 2]" {
 		t.Fatalf("outer %v inner %v, want [1 2] and [1 2 1 2]", outer, inner)
-	}
-}
-
-// TestStatsSeenByHooksAndDuringWaits checks that a call's counts reach Stats
-// as they happen: before every hook it fires, during its waits and during
-// its attempts, not only at its end.
-func TestStatsSeenByHooksAndDuringWaits(t *testing.T) {
-	type seen struct {
-		hook             string
-		failed, retried  int64
-		attempts, permas int64
-	}
-	var got []seen
-	var r *retry.Retrier
-	record := func(hook string) func(retry.Event) {
-		return func(retry.Event) {
-			s := r.Stats()
-			got = append(got, seen{hook, s.Failed, s.Retried, s.Attempts, s.FailedPermanently})
-		}
-	}
-	r = retry.New(
-		retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate}),
-		retry.WithBudget(retry.Budget{Off: true}),
-		retry.OnRetry(record("retry")),
-		retry.OnGiveUp(record("giveup")),
-	)
-	_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-	want := []seen{
-		{"retry", 1, 1, 1, 0},
-		{"retry", 2, 2, 2, 0},
-		{"giveup", 3, 2, 3, 1},
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("Stats seen by hooks:\n got %v\nwant %v", got, want)
-	}
-
-	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(
-			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
-			retry.WithBudget(retry.Budget{Off: true}),
-		)
-		done := make(chan error)
-		go func() {
-			n := 0
-			done <- r.Run(t.Context(), func(context.Context) error {
-				if n++; n == 1 {
-					return errTransient
-				}
-				return nil
-			})
-		}()
-		synctest.Wait() // the call waits before its retry
-		if s := r.Stats(); s.Failed != 1 || s.Retried != 1 || s.Attempts != 1 {
-			t.Fatalf("during the wait: Failed %d Retried %d Attempts %d, want 1 1 1", s.Failed, s.Retried, s.Attempts)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if s := r.Stats(); s.Failed != 1 || s.Retried != 1 || s.Attempts != 2 {
-			t.Fatalf("after the call: Failed %d Retried %d Attempts %d, want 1 1 2", s.Failed, s.Retried, s.Attempts)
-		}
-	})
-
-	// A retry that runs at once is counted while it runs.
-	r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}), retry.WithBudget(retry.Budget{Off: true}))
-	running, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error)
-	go func() {
-		done <- r.Run(t.Context(), func(ctx context.Context) error {
-			if retry.AttemptFrom(ctx) == 1 {
-				return errTransient
-			}
-			close(running)
-			<-release
-			return nil
-		})
-	}()
-	<-running
-	if s := r.Stats(); s.Failed != 1 || s.Retried != 1 || s.Attempts != 2 {
-		t.Errorf("during the retry: Failed %d Retried %d Attempts %d, want 1 1 2", s.Failed, s.Retried, s.Attempts)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -962,4 +636,205 @@ func TestEdgeInputs(t *testing.T) {
 			t.Fatalf("err %v, policy %+v", err, cfg.Retry)
 		}
 	})
+}
+
+// TestContextCauses: a call stopped by the caller's context matches the
+// context's error and its cause, whichever way the context ended; a call
+// stopped because its next wait could not fit the deadline matches
+// context.DeadlineExceeded.
+func TestContextCauses(t *testing.T) {
+	cause := errors.New("shutting down")
+	tests := []struct {
+		name   string
+		ctx    func(parent context.Context) (context.Context, func())
+		during bool          // end the context during the first wait, not before the call
+		hang   bool          // attempts after the first wait for the context to end
+		want   []error       // errors.Is must hold for each
+		reason retry.Reason  // of the *retry.Error
+		wait   time.Duration // the policy's first wait
+	}{
+		{
+			name:   "WithCancel, before the call",
+			ctx:    func(p context.Context) (context.Context, func()) { c, f := context.WithCancel(p); return c, f },
+			want:   []error{context.Canceled},
+			reason: retry.ReasonCanceled,
+			wait:   time.Second,
+		},
+		{
+			name: "WithCancelCause, before the call",
+			ctx: func(p context.Context) (context.Context, func()) {
+				c, f := context.WithCancelCause(p)
+				return c, func() { f(cause) }
+			},
+			want:   []error{context.Canceled, cause},
+			reason: retry.ReasonCanceled,
+			wait:   time.Second,
+		},
+		{
+			name: "WithCancelCause, during a wait",
+			ctx: func(p context.Context) (context.Context, func()) {
+				c, f := context.WithCancelCause(p)
+				return c, func() { f(cause) }
+			},
+			during: true,
+			want:   []error{context.Canceled, cause, errTransient},
+			reason: retry.ReasonCanceled,
+			wait:   time.Second,
+		},
+		{
+			name: "WithTimeoutCause, expired during an attempt",
+			ctx: func(p context.Context) (context.Context, func()) {
+				c, f := context.WithTimeoutCause(p, 1500*time.Millisecond, cause)
+				return c, func() { f() }
+			},
+			hang:   true,
+			want:   []error{context.DeadlineExceeded, cause, errTransient},
+			reason: retry.ReasonCanceled,
+			wait:   time.Second,
+		},
+		{
+			name: "errgroup-style cancel with a cause, during a wait",
+			ctx: func(p context.Context) (context.Context, func()) {
+				c, f := context.WithCancelCause(p)
+				return c, func() { f(fmt.Errorf("worker 3: %w", cause)) }
+			},
+			during: true,
+			want:   []error{context.Canceled, cause},
+			reason: retry.ReasonCanceled,
+			wait:   time.Second,
+		},
+		{
+			name: "a wait that cannot fit the deadline",
+			ctx: func(p context.Context) (context.Context, func()) {
+				c, f := context.WithTimeout(p, 500*time.Millisecond)
+				return c, func() { f() }
+			},
+			want:   []error{context.DeadlineExceeded, errTransient},
+			reason: retry.ReasonDeadline,
+			wait:   time.Second,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, end := tt.ctx(t.Context())
+				defer end()
+				if tt.during {
+					time.AfterFunc(100*time.Millisecond, end)
+				} else if tt.reason == retry.ReasonCanceled && tt.want[0] == context.Canceled {
+					end()
+				}
+				err := retry.Run(ctx, func(ctx context.Context) error {
+					if tt.hang && retry.AttemptFrom(ctx) > 1 {
+						<-ctx.Done()
+						return errTransient // a dependency that does not return ctx.Err()
+					}
+					return errTransient
+				}, retry.WithPolicy(retry.Policy{MaxAttempts: 5, InitialInterval: tt.wait, Jitter: retry.Jitter{Kind: retry.JitterNone}}))
+				var re *retry.Error
+				if !errors.As(err, &re) || re.Reason != tt.reason {
+					t.Fatalf("err = %v, want a *retry.Error with reason %v", err, tt.reason)
+				}
+				for _, w := range tt.want {
+					if !errors.Is(err, w) {
+						t.Errorf("errors.Is(%v, %v) = false", err, w)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestInnerTimeoutRetried: a deadline that expires inside fn while the
+// caller's context is alive is a transient timeout of its own type.
+func TestInnerTimeoutRetried(t *testing.T) {
+	tests := []struct {
+		name string
+		err  func(ctx context.Context) error
+	}{
+		{name: "wrapped sentinel", err: func(context.Context) error { return fmt.Errorf("query: %w", context.DeadlineExceeded) }},
+		{name: "a per-query context", err: func(ctx context.Context) error {
+			qctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			defer cancel()
+			<-qctx.Done()
+			return fmt.Errorf("select: %w", qctx.Err())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var types []string
+				calls := 0
+				err := retry.Run(t.Context(), func(ctx context.Context) error {
+					if calls++; calls == 1 {
+						return tt.err(ctx)
+					}
+					return nil
+				}, retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}),
+					retry.OnFailure(func(ev retry.Event) { types = append(types, ev.Type) }))
+				if err != nil || calls != 2 {
+					t.Fatalf("err = %v after %d calls, want success on the second", err, calls)
+				}
+				if len(types) != 1 || types[0] != "timeout.deadline_exceeded" {
+					t.Errorf("failure types = %q, want [%q]", types, "timeout.deadline_exceeded")
+				}
+			})
+		})
+	}
+	t.Run("the caller's own deadline still stops the call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			calls := 0
+			err := retry.Run(ctx, func(ctx context.Context) error {
+				calls++
+				<-ctx.Done()
+				return ctx.Err()
+			}, retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Reason != retry.ReasonCanceled || calls != 1 {
+				t.Fatalf("err = %v after %d calls, want canceled after 1", err, calls)
+			}
+		})
+	})
+}
+
+// TestNilContext: a nil context is an error that says so, never a panic,
+// and fn is not called.
+func TestNilContext(t *testing.T) {
+	var nilCtx context.Context
+	called := false
+	fn := func(context.Context) error { called = true; return nil }
+	r := retry.New()
+	tests := []struct {
+		name string
+		run  func() error
+	}{
+		{name: "Run", run: func() error { return retry.Run(nilCtx, fn) }},
+		{name: "Run with options", run: func() error { return retry.Run(nilCtx, fn, retry.WithKey("k")) }},
+		{name: "Do", run: func() error {
+			_, err := retry.Do(nilCtx, func(context.Context) (int, error) { called = true; return 1, nil })
+			return err
+		}},
+		{name: "Retrier.Run", run: func() error { return r.Run(nilCtx, fn) }},
+		{name: "Retrier.Attempts", run: func() error {
+			var err error
+			for range r.Attempts(nilCtx, &err) {
+				called = true
+			}
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			called = false
+			err := tt.run()
+			if err == nil || !strings.Contains(err.Error(), "nil Context") {
+				t.Fatalf("err = %v, want an error about the nil Context", err)
+			}
+			if called {
+				t.Fatal("fn ran with a nil context")
+			}
+		})
+	}
 }

@@ -1,0 +1,121 @@
+package retry_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+)
+
+func TestParseDuration(t *testing.T) {
+	good := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"PT1S", time.Second},
+		{"PT0.5S", 500 * time.Millisecond},
+		{"PT0,5S", 500 * time.Millisecond},
+		{"PT0.001S", time.Millisecond},
+		{"PT0.000000001S", time.Nanosecond},
+		{"PT0.0000000015S", 2 * time.Nanosecond},
+		{"PT1H", time.Hour},
+		{"PT1H30M", 90 * time.Minute},
+		{"PT1.5H", 90 * time.Minute},
+		{"P1D", day},
+		{"P1DT12H", 36 * time.Hour},
+		{"P2W", 14 * day},
+		{"pt5m", 5 * time.Minute},
+		{"PT0S", 0},
+		{"1.5s", 1500 * time.Millisecond},
+		{"250ms", 250 * time.Millisecond},
+		{"1h2m3s", time.Hour + 2*time.Minute + 3*time.Second},
+		{"1500", 1500 * time.Millisecond},
+		{"0", 0},
+		{"PT2562047H47M16.854775807S", 1<<63 - 1},
+		{"PT1H0.5S", time.Hour + 500*time.Millisecond},
+		{"PT0.5H", 30 * time.Minute},
+		{"P1.5D", 36 * time.Hour},
+		{"P1W2D", 9 * day},
+		{"PT01S", time.Second},
+	}
+	for _, tt := range good {
+		got, err := retry.ParseDuration(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	bad := []string{"", "P", "PT", "P1Y", "P1M", "PT1D", "P1H", "PT1S1M", "PT1M1M", "P1DT", "PTS", "PT1..5S", "PT.S",
+		"-PT1S", "-1s", "1 s", "s", "PT2562047H47M16.854775808S", "P106752D", "99999999999999999999", "9223372036855", "PT1,5.5S", "PTT1S",
+		"PT.5S", "PT,5S", "P.5D", "PT5.S", "PT1.5H30M", "P1.5DT1H", "PT1.5M1.5S", "PT1S "}
+	for _, in := range bad {
+		if d, err := retry.ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, want an error", in, d)
+		}
+	}
+	for _, d := range []time.Duration{0, 1, time.Millisecond, 1500 * time.Millisecond, 90 * time.Minute, 36*time.Hour + 1, 1<<63 - 1} {
+		s := retry.FormatDuration(d)
+		if got, err := retry.ParseDuration(s); err != nil || got != d {
+			t.Errorf("FormatDuration(%v) = %q parses back as %v, %v", d, s, got, err)
+		}
+	}
+}
+
+// TestParseDurationErrors: a string that is almost ISO 8601 is rejected
+// with an error that says what is wrong.
+func TestParseDurationErrors(t *testing.T) {
+	tests := []struct{ in, why string }{
+		{in: "PT.5S", why: `".5" needs a digit before its decimal sign`},
+		{in: "P,5D", why: `",5" needs a digit before its decimal sign`},
+		{in: "PT5.S", why: `"5." needs a digit after its decimal sign`},
+		{in: "PT1.2.3S", why: "more than one decimal sign"},
+		{in: "PT1.5H30M", why: "only the last component may have a decimal fraction"},
+		{in: "P1.5DT1H", why: "only the last component may have a decimal fraction"},
+		{in: "P1M", why: "years and months have no fixed length"},
+		{in: "P1Y", why: "years and months have no fixed length"},
+		{in: "PT1S1M", why: `out-of-order designator "M"`},
+		{in: "P1D1W", why: `out-of-order designator "W"`},
+		{in: "P1H", why: `designator "H"`},
+		{in: "P", why: "no components"},
+		{in: "PT", why: "no component after T"},
+		{in: "PT1HT1M", why: "repeated T"},
+		{in: "PT99999999999999999999S", why: "out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := retry.ParseDuration(tt.in)
+			if err == nil || !strings.HasPrefix(err.Error(), "retry: ") || !strings.Contains(err.Error(), strconv.Quote(tt.in)) || !strings.Contains(err.Error(), tt.why) {
+				t.Errorf("ParseDuration(%q) = %v, want an error that names the value and says %q", tt.in, err, tt.why)
+			}
+			_, err = retry.ParsePolicy([]byte(`{"max_interval": "` + tt.in + `"}`))
+			checkPolicyError(t, err, "max_interval", strconv.Quote(tt.in))
+			if err != nil && !strings.Contains(err.Error(), tt.why) {
+				t.Errorf("policy error %q does not say %q", err, tt.why)
+			}
+		})
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"PT1S", "PT0.5S", "P1DT2H3M4.5S", "P2W", "1.5s", "250", "-1s", "P1Y", "PT0,000000001S", "PT999999999999999999999H",
+		"PT.5S", "PT5.S", "PT1.5H30M", "PT1H0.5S", "P1.5D", "P1W2D", "PT1,5.5S"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := retry.ParseDuration(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "retry: ") {
+				t.Fatalf("error %q lacks the prefix", err)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v, negative", s, d)
+		}
+		iso := retry.FormatDuration(d)
+		if back, err := retry.ParseDuration(iso); err != nil || back != d {
+			t.Fatalf("%q → %v → %q → %v, %v", s, d, iso, back, err)
+		}
+	})
+}

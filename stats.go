@@ -1,0 +1,100 @@
+package retry
+
+import "sync/atomic"
+
+// Stats is a snapshot of a Retrier's counters. The JSON names follow the
+// lifecycle counters of job systems (attempts, failed, retried,
+// failed_permanently, dead_letter_failed).
+//
+// An attempt that panics counts in Calls and Attempts only: the panic goes
+// on to the caller unrecovered, so that the success path needs no deferred
+// call, and a circuit breaker records it as a failure.
+type Stats struct {
+	Calls             int64 `json:"calls"`              // calls, those stopped before their first attempt included
+	Attempts          int64 `json:"attempts"`           // attempts run, first ones included
+	Failed            int64 `json:"failed"`             // failed attempts, retried or not (a panic is not a failure here; see Stats)
+	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
+	FailedPermanently int64 `json:"failed_permanently"` // calls that ran an attempt and ended in failure, whatever the reason
+	DeadLettered      int64 `json:"dead_lettered"`      // records the sink accepted
+	DeadLetterFailed  int64 `json:"dead_letter_failed"` // records lost: no sink, or the sink failed
+	AlertsSuppressed  int64 `json:"alerts_suppressed"`  // dead-letter alerts suppressed by the dedup window
+
+	// Breakers is the state of each circuit breaker by key ("" for a
+	// single breaker): "closed", "half_open" or "open"; nil without
+	// WithBreaker.
+	Breakers      map[string]string `json:"breakers,omitempty"`
+	BreakerWaits  int64             `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed
+	BreakerDenied int64             `json:"breaker_denied"` // calls stopped by an open breaker
+	// BreakerFallbacks counts attempts guarded by this process's own
+	// breaker because the shared breaker's store (Breaker.Store) failed.
+	BreakerFallbacks int64 `json:"breaker_fallbacks"`
+
+	// BudgetBalance is the number of retries the retry budget would grant
+	// now; -1 when the budget is off.
+	BudgetBalance float64 `json:"budget_balance"`
+	BudgetDenied  int64   `json:"budget_denied"` // retries the budget refused
+	// Budgets is the balance of each key's budget with Budget.PerKey.
+	Budgets map[string]float64 `json:"budgets,omitempty"`
+
+	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
+	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
+}
+
+// Stats returns a snapshot of r's counters. The default Retrier's are
+// reported for a nil r.
+func (r *Retrier) Stats() Stats { return r.config().stats() }
+
+func (c *config) stats() Stats {
+	st := c.state
+	calls := st.calls.Load()
+	s := Stats{
+		Calls:             calls + st.unstarted.Load(),
+		Attempts:          calls + st.retryAttempts.Load(),
+		Failed:            st.failed.Load(),
+		Retried:           st.retried.Load(),
+		FailedPermanently: st.failedPermanently.Load(),
+		DeadLettered:      st.deadLettered.Load(),
+		DeadLetterFailed:  st.deadLetterFailed.Load(),
+		AlertsSuppressed:  st.alertsSuppressed.Load(),
+		BudgetBalance:     -1,
+	}
+	if bs := c.breakers; bs != nil {
+		s.Breakers = bs.states()
+		s.BreakerWaits = bs.waits.Load()
+		s.BreakerDenied = bs.denied.Load()
+		s.BreakerFallbacks = bs.fallbacks.Load()
+	}
+	if b := c.budget; b != nil {
+		s.BudgetBalance = b.available(c.now())
+		s.BudgetDenied = b.denied.Load()
+	}
+	if kb := c.keyBudgets; kb != nil {
+		now := c.now()
+		s.Budgets = make(map[string]float64)
+		kb.each(func(key string, b *budget) {
+			s.Budgets[key] = b.available(now)
+			s.BudgetDenied += b.denied.Load()
+		})
+	}
+	if l := c.limiter; l != nil {
+		s.LimiterWaits = l.waits.Load()
+		s.LimiterDenied = l.denied.Load()
+	}
+	return s
+}
+
+// state is what the calls of one Retrier share.
+type state struct {
+	calls             atomic.Int64 // calls that ran a first attempt
+	unstarted         atomic.Int64 // calls stopped before their first attempt
+	retryAttempts     atomic.Int64
+	failed            atomic.Int64
+	retried           atomic.Int64
+	failedPermanently atomic.Int64
+	deadLettered      atomic.Int64
+	deadLetterFailed  atomic.Int64
+	alertsSuppressed  atomic.Int64
+	alerts            alerts
+}
+
+func newState() *state { return &state{} }
