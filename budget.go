@@ -99,7 +99,7 @@ func (c *call) allowRetry(ctx context.Context, now time.Time) bool {
 const budgetBuckets = 10
 
 // budget is a sliding-window retry budget. First attempts are counted by
-// the Retrier's striped call counter on the success path; the budget reads
+// the Retrier's call counter (one atomic add) on the success path; the budget reads
 // that counter and advances its window only when a retry asks for a token.
 type budget struct {
 	spec   Budget

@@ -29,7 +29,7 @@ type failure struct {
 	left    time.Duration // the longest wait that fits the deadline and MaxElapsed
 }
 
-// decide is the decision core: steps 6.1 to 6.7 of the engine, a pure
+// decide is the decision core of every call after a failure, a pure
 // function of the configuration and the failure. The first answer wins:
 //
 //  1. the caller's context ended: stop (canceled);
@@ -46,7 +46,7 @@ type failure struct {
 //     longer than f.left, stops (deadline).
 //
 // sampled says the wait is the policy's backoff, which the next
-// decorrelated draw starts from. The retry budget (step 6.8) is the loop's:
+// decorrelated draw starts from. The retry budget is the loop's:
 // it is state, not a rule.
 func decide(cfg *config, f failure) (d Decision, sampled bool) {
 	d.Type = f.class.typ

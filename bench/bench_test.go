@@ -21,6 +21,7 @@ import (
 	sethvargo "github.com/sethvargo/go-retry"
 	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
+	"golang.org/x/time/rate"
 )
 
 // Names of the implementations, the second level of every benchmark name.
@@ -185,6 +186,28 @@ func BenchmarkGuarded(b *testing.B) {
 			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	b.Run("gobreaker-twostep+rate-allown", func(b *testing.B) {
+		// The parts the Retrier stands on, called bare: gobreaker's
+		// two-step Allow and done, and golang.org/x/time/rate's AllowN.
+		cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+			Name:         "bench",
+			MaxRequests:  1,
+			Interval:     10 * time.Second,
+			BucketPeriod: time.Second,
+			Timeout:      30 * time.Second,
+		})
+		lim := rate.NewLimiter(1e9, 1e9)
+		for b.Loop() {
+			if !lim.AllowN(time.Now(), 1) {
+				b.Fatal("no token")
+			}
+			done, err := cb.Allow()
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(nil)
 		}
 	})
 	b.Run("retry-retrier", func(b *testing.B) {

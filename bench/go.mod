@@ -11,7 +11,7 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 )
 
-require golang.org/x/time v0.15.0 // indirect
+require golang.org/x/time v0.15.0
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect

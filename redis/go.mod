@@ -5,10 +5,11 @@ go 1.25.0
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0
 )
+
+require github.com/sony/gobreaker/v2 v2.4.0 // indirect
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
