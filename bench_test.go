@@ -68,8 +68,8 @@ func BenchmarkTransportGET(b *testing.B) {
 		name string
 		rt   func(*http.Transport) http.RoundTripper
 	}{
-		{"plain", func(t *http.Transport) http.RoundTripper { return t }},
-		{"retry", func(t *http.Transport) http.RoundTripper { return retry.NewTransport(t) }},
+		{name: "plain", rt: func(t *http.Transport) http.RoundTripper { return t }},
+		{name: "retry", rt: func(t *http.Transport) http.RoundTripper { return retry.NewTransport(t) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			base := &http.Transport{}
@@ -117,10 +117,10 @@ func BenchmarkTypeOf(b *testing.B) {
 		name string
 		err  error
 	}{
-		{"errors.New", errors.New("flaky")},
-		{"io.EOF", io.EOF},
-		{"wrapped", fmt.Errorf("read: %w", io.ErrUnexpectedEOF)},
-		{"status", &retry.StatusError{StatusCode: 503}},
+		{name: "errors.New", err: errors.New("flaky")},
+		{name: "io.EOF", err: io.EOF},
+		{name: "wrapped", err: fmt.Errorf("read: %w", io.ErrUnexpectedEOF)},
+		{name: "status", err: &retry.StatusError{StatusCode: 503}},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {
@@ -156,10 +156,10 @@ func BenchmarkGuardedParts(b *testing.B) {
 		name string
 		opts []retry.Option
 	}{
-		{"budget", []retry.Option{retry.WithBudget(retry.Budget{})}},
-		{"limiter", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})}},
-		{"breaker", []retry.Option{retry.WithBreaker(retry.Breaker{})}},
-		{"all", []retry.Option{retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}), retry.WithBudget(retry.Budget{})}},
+		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{})}},
+		{name: "limiter", opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})}},
+		{name: "breaker", opts: []retry.Option{retry.WithBreaker(retry.Breaker{})}},
+		{name: "all", opts: []retry.Option{retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}), retry.WithBudget(retry.Budget{})}},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {

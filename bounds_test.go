@@ -246,7 +246,7 @@ func TestManyKeysBounded(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		n    int
-	}{{"breakers", len(st.Breakers)}, {"budgets", len(st.Budgets)}, {"rate limiters", limiterKeys}} {
+	}{{name: "breakers", n: len(st.Breakers)}, {name: "budgets", n: len(st.Budgets)}, {name: "rate limiters", n: limiterKeys}} {
 		if c.n > maxKeys || c.n == 0 {
 			t.Errorf("%s: %d kept, want 1..%d", c.name, c.n, maxKeys)
 		}

@@ -171,8 +171,8 @@ func TestSharedBreakerOpensForAll(t *testing.T) {
 		probe  error // the probes' outcome
 		want   string
 	}{
-		{name: "one probe succeeds", probes: 1, probe: nil, want: "closed"},
-		{name: "three probes succeed", probes: 3, probe: nil, want: "closed"},
+		{name: "one probe succeeds", probes: 1, want: "closed"},
+		{name: "three probes succeed", probes: 3, want: "closed"},
 		{name: "the probe fails", probes: 1, probe: errTransient, want: "open"},
 	}
 	for _, tt := range tests {
@@ -273,7 +273,7 @@ func TestSharedBreakerFallback(t *testing.T) {
 		down, slow bool
 		maxHeld    time.Duration // how long one call may wait for the store
 	}{
-		{name: "down", down: true, maxHeld: 0},
+		{name: "down", down: true},
 		{name: "slow", slow: true, maxHeld: 10 * time.Millisecond}, // half the deadline
 	}
 	for _, tt := range tests {

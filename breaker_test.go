@@ -29,12 +29,12 @@ func TestBreakerOpensAfterVolume(t *testing.T) {
 		outcomes []bool // true: the attempt fails
 		want     string
 	}{
-		{"below the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true}, "closed"},
-		{"at the volume", retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, []bool{true, true, true, true, true}, "open"},
-		{"ratio not reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, []bool{true, false, true, false, true, false}, "closed"},
-		{"ratio reached", retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, []bool{false, true, false, true}, "open"},
-		{"defaults: 20 requests at 50%", retry.Breaker{}, append(make([]bool, 10), repeatBool(true, 10)...), "open"},
-		{"defaults: 19 requests do not trip", retry.Breaker{}, repeatBool(true, 19), "closed"},
+		{name: "below the volume", spec: retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, outcomes: []bool{true, true, true, true}, want: "closed"},
+		{name: "at the volume", spec: retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, outcomes: []bool{true, true, true, true, true}, want: "open"},
+		{name: "ratio not reached", spec: retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, outcomes: []bool{true, false, true, false, true, false}, want: "closed"},
+		{name: "ratio reached", spec: retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, outcomes: []bool{false, true, false, true}, want: "open"},
+		{name: "defaults: 20 requests at 50%", spec: retry.Breaker{}, outcomes: append(make([]bool, 10), repeatBool(true, 10)...), want: "open"},
+		{name: "defaults: 19 requests do not trip", spec: retry.Breaker{}, outcomes: repeatBool(true, 19), want: "closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,12 +116,12 @@ func TestBreakerOpenWait(t *testing.T) {
 		elapsed  time.Duration
 		attempts int // of the second call
 	}{
-		{"fits: waits the exact remaining open time", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: time.Minute}, time.Minute, "", 10 * time.Second, 1},
-		{"past the default MaxWait: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 0, retry.ReasonBreakerOpen, 0, 0},
-		{"past the deadline: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 5 * time.Second, retry.ReasonBreakerOpen, 0, 0},
-		{"deadline at the reopening instant: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, 10 * time.Second, retry.ReasonBreakerOpen, 0, 0},
-		{"past MaxWait: stops at once", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: 3 * time.Second}, 0, retry.ReasonBreakerOpen, 0, 0},
-		{"negative MaxWait never waits", retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second, MaxWait: -1}, 0, retry.ReasonBreakerOpen, 0, 0},
+		{name: "fits: waits the exact remaining open time", spec: retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: time.Minute}, timeout: time.Minute, elapsed: 10 * time.Second, attempts: 1},
+		{name: "past the default MaxWait: stops at once", spec: retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, reason: retry.ReasonBreakerOpen},
+		{name: "past the deadline: stops at once", spec: retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, timeout: 5 * time.Second, reason: retry.ReasonBreakerOpen},
+		{name: "deadline at the reopening instant: stops at once", spec: retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second}, timeout: 10 * time.Second, reason: retry.ReasonBreakerOpen},
+		{name: "past MaxWait: stops at once", spec: retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 10 * time.Second, MaxWait: 3 * time.Second}, reason: retry.ReasonBreakerOpen},
+		{name: "negative MaxWait never waits", spec: retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second, MaxWait: -1}, reason: retry.ReasonBreakerOpen},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,12 +188,12 @@ func TestBreakerExcludesCallerErrors(t *testing.T) {
 		name string
 		err  func(cancel context.CancelFunc) error
 	}{
-		{"4xx", func(context.CancelFunc) error { return &retry.StatusError{StatusCode: 404} }},
-		{"validation", func(context.CancelFunc) error { return typed{"validation.payload_invalid"} }},
-		{"permanent", func(context.CancelFunc) error { return retry.Permanent(errTransient) }},
-		{"discard", func(context.CancelFunc) error { return retry.Discard(errTransient) }},
-		{"context canceled by the caller", func(cancel context.CancelFunc) error { cancel(); return context.Canceled }},
-		{"non-retryable type", func(context.CancelFunc) error { return typed{"auth.forbidden"} }},
+		{name: "4xx", err: func(context.CancelFunc) error { return &retry.StatusError{StatusCode: 404} }},
+		{name: "validation", err: func(context.CancelFunc) error { return typed{"validation.payload_invalid"} }},
+		{name: "permanent", err: func(context.CancelFunc) error { return retry.Permanent(errTransient) }},
+		{name: "discard", err: func(context.CancelFunc) error { return retry.Discard(errTransient) }},
+		{name: "context canceled by the caller", err: func(cancel context.CancelFunc) error { cancel(); return context.Canceled }},
+		{name: "non-retryable type", err: func(context.CancelFunc) error { return typed{"auth.forbidden"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

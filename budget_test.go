@@ -322,7 +322,7 @@ func TestBudgetZeroFields(t *testing.T) {
 		{name: "Window only", budget: retry.Budget{Window: 30 * time.Second}, retries: true},
 		{name: "Ratio only", budget: retry.Budget{Ratio: 0.5}, retries: true},
 		{name: "Reserve only", budget: retry.Budget{Reserve: 1}, retries: true},
-		{name: "no reserve, no ratio", budget: retry.Budget{Ratio: -1, Reserve: -1}, retries: false},
+		{name: "no reserve, no ratio", budget: retry.Budget{Ratio: -1, Reserve: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,20 +17,20 @@ func TestInspectPlainMatchesWalk(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"io.EOF", io.EOF, typeEOF},
-		{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF, typeEOF},
-		{"context.Canceled", context.Canceled, typeCanceled},
-		{"driver.ErrBadConn", driver.ErrBadConn, typeBadConn},
-		{"plain", errors.New("flaky"), typeUnknown},
-		{"same text as EOF", errors.New("EOF"), typeUnknown},
-		{"same text as canceled", errors.New("context canceled"), typeUnknown},
-		{"empty", errors.New(""), typeUnknown},
-		{"bad scheme", errors.New(`unsupported protocol scheme "ftp"`), typeRequestInvalid},
-		{"no host", errors.New("http: no Host in request URL"), typeRequestInvalid},
-		{"invalid method", errors.New(`net/http: invalid method "G T"`), typeRequestInvalid},
-		{"graceful goaway", errors.New(http2GoAwayMessage), typeHTTP2GoAway},
-		{"near a known prefix", errors.New("net/http: something else"), typeUnknown},
-		{"first byte known", errors.New("h"), typeUnknown},
+		{name: "io.EOF", err: io.EOF, want: typeEOF},
+		{name: "io.ErrUnexpectedEOF", err: io.ErrUnexpectedEOF, want: typeEOF},
+		{name: "context.Canceled", err: context.Canceled, want: typeCanceled},
+		{name: "driver.ErrBadConn", err: driver.ErrBadConn, want: typeBadConn},
+		{name: "plain", err: errors.New("flaky"), want: typeUnknown},
+		{name: "same text as EOF", err: errors.New("EOF"), want: typeUnknown},
+		{name: "same text as canceled", err: errors.New("context canceled"), want: typeUnknown},
+		{name: "empty", err: errors.New(""), want: typeUnknown},
+		{name: "bad scheme", err: errors.New(`unsupported protocol scheme "ftp"`), want: typeRequestInvalid},
+		{name: "no host", err: errors.New("http: no Host in request URL"), want: typeRequestInvalid},
+		{name: "invalid method", err: errors.New(`net/http: invalid method "G T"`), want: typeRequestInvalid},
+		{name: "graceful goaway", err: errors.New(http2GoAwayMessage), want: typeHTTP2GoAway},
+		{name: "near a known prefix", err: errors.New("net/http: something else"), want: typeUnknown},
+		{name: "first byte known", err: errors.New("h"), want: typeUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

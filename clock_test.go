@@ -48,16 +48,16 @@ func TestClock(t *testing.T) {
 		sleeps   []time.Duration
 		attempts int
 	}{
-		{"backoff", nil, 1, retry.ReasonExhausted, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, 5},
-		{"max elapsed", []retry.Option{retry.WithMaxElapsed(3500 * time.Millisecond)}, 1, retry.ReasonDeadline, []time.Duration{time.Second, 2 * time.Second}, 3},
+		{name: "backoff", calls: 1, reason: retry.ReasonExhausted, sleeps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, attempts: 5},
+		{name: "max elapsed", opts: []retry.Option{retry.WithMaxElapsed(3500 * time.Millisecond)}, calls: 1, reason: retry.ReasonDeadline, sleeps: []time.Duration{time.Second, 2 * time.Second}, attempts: 3},
 		// One token a second, no burst: the second call waits a virtual
 		// second for its token, then backs off as usual.
-		{"rate limit", []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, 2, retry.ReasonExhausted,
-			[]time.Duration{time.Second, time.Second, time.Second}, 2},
+		{name: "rate limit", opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, calls: 2, reason: retry.ReasonExhausted,
+			sleeps: []time.Duration{time.Second, time.Second, time.Second}, attempts: 2},
 		// No reserve, 50% of first attempts: the first call's retry is
 		// denied (0.5 < 1), the second call's is granted (1 ≤ 1).
-		{"budget", []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, 2, retry.ReasonExhausted,
-			[]time.Duration{time.Second}, 2},
+		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, calls: 2, reason: retry.ReasonExhausted,
+			sleeps: []time.Duration{time.Second}, attempts: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,12 +112,12 @@ func TestOnGiveUp(t *testing.T) {
 		typ      string
 		withCall bool
 	}{
-		{name: "success", errs: []error{fail}, fired: false},
+		{name: "success", errs: []error{fail}},
 		{name: "exhausted", errs: []error{fail, fail, fail}, fired: true, reason: retry.ReasonExhausted, attempt: 3, typ: "error"},
 		{name: "permanent", errs: []error{retry.Permanent(fail)}, fired: true, reason: retry.ReasonNonRetryable, attempt: 1, typ: "error"},
 		{name: "discard", errs: []error{retry.Discard(fail)}, fired: true, reason: retry.ReasonDiscarded, attempt: 1, typ: "error"},
-		{name: "canceled before", ctx: canceled, fired: true, reason: retry.ReasonCanceled, attempt: 0, typ: "context.canceled"},
-		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 0.001, Burst: 1})}, withCall: true, fired: true, reason: retry.ReasonRateLimited, attempt: 0, typ: "ratelimit.local"},
+		{name: "canceled before", ctx: canceled, fired: true, reason: retry.ReasonCanceled, typ: "context.canceled"},
+		{name: "rate limited before", deadline: time.Minute, opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 0.001, Burst: 1})}, withCall: true, fired: true, reason: retry.ReasonRateLimited, typ: "ratelimit.local"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,11 +21,11 @@ func TestOptions(t *testing.T) {
 		wantLog  []string
 		wantRuns int
 	}{
-		{"empty", []retry.Option{retry.Options()}, nil, 3},
-		{"in order", []retry.Option{retry.Options(hook("a"), hook("b"))}, []string{"a", "b", "a", "b"}, 3},
-		{"nested and nil", []retry.Option{retry.Options(nil, retry.Options(hook("a")), hook("b"))}, []string{"a", "b", "a", "b"}, 3},
-		{"a policy inside", []retry.Option{retry.Options(retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}), hook("a"))}, []string{"a"}, 2},
-		{"a Retrier inside is skipped", []retry.Option{retry.Options(shared, hook("a"))}, []string{"a", "a"}, 3},
+		{name: "empty", opts: []retry.Option{retry.Options()}, wantRuns: 3},
+		{name: "in order", opts: []retry.Option{retry.Options(hook("a"), hook("b"))}, wantLog: []string{"a", "b", "a", "b"}, wantRuns: 3},
+		{name: "nested and nil", opts: []retry.Option{retry.Options(nil, retry.Options(hook("a")), hook("b"))}, wantLog: []string{"a", "b", "a", "b"}, wantRuns: 3},
+		{name: "a policy inside", opts: []retry.Option{retry.Options(retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}), hook("a"))}, wantLog: []string{"a"}, wantRuns: 2},
+		{name: "a Retrier inside is skipped", opts: []retry.Option{retry.Options(shared, hook("a"))}, wantLog: []string{"a", "a"}, wantRuns: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

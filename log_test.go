@@ -53,26 +53,26 @@ func TestWithLogger(t *testing.T) {
 		err   error
 		want  []string
 	}{
-		{"success at once logs nothing", slog.LevelDebug, nil, 0, secret, nil},
-		{"a debug record per retry", slog.LevelDebug, nil, 2, errors.New("busy"), []string{
+		{name: "success at once logs nothing", level: slog.LevelDebug, err: secret},
+		{name: "a debug record per retry", level: slog.LevelDebug, fails: 2, err: errors.New("busy"), want: []string{
 			"DEBUG retry attempt=1 delay=1ms type=error error=busy key=inventory",
 			"DEBUG retry attempt=2 delay=1ms type=error error=busy key=inventory",
 		}},
-		{"a warning when the call gives up", slog.LevelDebug, nil, 5, errors.New("busy"), []string{
+		{name: "a warning when the call gives up", level: slog.LevelDebug, fails: 5, err: errors.New("busy"), want: []string{
 			"DEBUG retry attempt=1 delay=1ms type=error error=busy key=inventory",
 			"DEBUG retry attempt=2 delay=1ms type=error error=busy key=inventory",
 			"WARN retry: gave up attempt=3 reason=exhausted type=error error=busy key=inventory",
 		}},
-		{"info level keeps the warning only", slog.LevelInfo, nil, 5, errors.New("busy"), []string{
+		{name: "info level keeps the warning only", level: slog.LevelInfo, fails: 5, err: errors.New("busy"), want: []string{
 			"WARN retry: gave up attempt=3 reason=exhausted type=error error=busy key=inventory",
 		}},
-		{"non-retryable", slog.LevelDebug, nil, 1, retry.Permanent(errors.New("bad card")), []string{
+		{name: "non-retryable", level: slog.LevelDebug, fails: 1, err: retry.Permanent(errors.New("bad card")), want: []string{
 			"WARN retry: gave up attempt=1 reason=non_retryable type=error error=bad card key=inventory",
 		}},
-		{"canceled before any attempt is the caller's choice", slog.LevelDebug, canceled, 0, nil, []string{
+		{name: "canceled before any attempt is the caller's choice", level: slog.LevelDebug, ctx: canceled, want: []string{
 			"DEBUG retry: gave up attempt=0 reason=canceled type=context.canceled error=context canceled key=inventory",
 		}},
-		{"sanitized message", slog.LevelInfo, nil, 1, retry.Permanent(secret), []string{
+		{name: "sanitized message", level: slog.LevelInfo, fails: 1, err: retry.Permanent(secret), want: []string{
 			"WARN retry: gave up attempt=1 reason=non_retryable type=error error=" +
 				redact.Sanitize(secret.Error()) + " key=inventory",
 		}},

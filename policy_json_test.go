@@ -315,19 +315,19 @@ func TestPolicyJSON(t *testing.T) {
 		json string
 		want retry.Policy
 	}{
-		{"empty is the defaults", `{}`, retry.DefaultPolicy()},
-		{"empty wrapper is the defaults", `{"retry": {}}`, retry.DefaultPolicy()},
-		{"null fields are the defaults", `{"max_attempts": null, "jitter": null}`, retry.DefaultPolicy()},
-		{"partial", `{"max_attempts": 10}`, retry.Policy{MaxAttempts: 10}},
-		{"zero attempts is one", `{"max_attempts": 0}`, retry.Policy{MaxAttempts: 1}},
-		{"long initial raises the default cap", `{"initial_interval": "PT10M"}`, retry.Policy{InitialInterval: 10 * time.Minute, MaxInterval: 10 * time.Minute}},
-		{"integer milliseconds", `{"initial_interval": 250}`, retry.Policy{InitialInterval: 250 * time.Millisecond}},
-		{"go duration", `{"initial_interval": "1m30s"}`, retry.Policy{InitialInterval: 90 * time.Second}},
-		{"jitter false", `{"jitter": false}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterNone}}},
-		{"jitter object", `{"jitter": {"kind": "full"}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull}}},
-		{"jitter kind defaults to proportional", `{"jitter": {"factor": 0.25}}`, retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 0.25}}},
-		{"dead letter", `{"on_exhaustion": "dead_letter", "non_retryable_errors": ["auth.*"]}`,
-			retry.Policy{OnExhaustion: retry.ExhaustDeadLetter, NonRetryableErrors: []string{"auth.*"}}},
+		{name: "empty is the defaults", json: `{}`, want: retry.DefaultPolicy()},
+		{name: "empty wrapper is the defaults", json: `{"retry": {}}`, want: retry.DefaultPolicy()},
+		{name: "null fields are the defaults", json: `{"max_attempts": null, "jitter": null}`, want: retry.DefaultPolicy()},
+		{name: "partial", json: `{"max_attempts": 10}`, want: retry.Policy{MaxAttempts: 10}},
+		{name: "zero attempts is one", json: `{"max_attempts": 0}`, want: retry.Policy{MaxAttempts: 1}},
+		{name: "long initial raises the default cap", json: `{"initial_interval": "PT10M"}`, want: retry.Policy{InitialInterval: 10 * time.Minute, MaxInterval: 10 * time.Minute}},
+		{name: "integer milliseconds", json: `{"initial_interval": 250}`, want: retry.Policy{InitialInterval: 250 * time.Millisecond}},
+		{name: "go duration", json: `{"initial_interval": "1m30s"}`, want: retry.Policy{InitialInterval: 90 * time.Second}},
+		{name: "jitter false", json: `{"jitter": false}`, want: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterNone}}},
+		{name: "jitter object", json: `{"jitter": {"kind": "full"}}`, want: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterFull}}},
+		{name: "jitter kind defaults to proportional", json: `{"jitter": {"factor": 0.25}}`, want: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterProportional, Factor: 0.25}}},
+		{name: "dead letter", json: `{"on_exhaustion": "dead_letter", "non_retryable_errors": ["auth.*"]}`,
+			want: retry.Policy{OnExhaustion: retry.ExhaustDeadLetter, NonRetryableErrors: []string{"auth.*"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -203,28 +203,28 @@ func TestDelays(t *testing.T) {
 		opts   []retry.Option
 		want   []time.Duration
 	}{
-		{"policy backoff without jitter", retry.Policy{MaxAttempts: 4, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			repeat(errTransient, 3), nil, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
-		{"policy backoff with jitter from the injected source", retry.Policy{MaxAttempts: 3},
-			repeat(errTransient, 2), []retry.Option{fixed(0)}, []time.Duration{500 * time.Millisecond, time.Second}},
-		{"decider delay replaces the policy's", retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}}, repeat(errTransient, 2),
-			[]retry.Option{retry.WithDecider(decider{delay: func(n int) time.Duration { return time.Duration(n) * 7 * time.Second }})},
-			[]time.Duration{7 * time.Second, 14 * time.Second}},
-		{"zero decider delay falls back to the policy", retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}}, repeat(errTransient, 2),
-			[]retry.Option{retry.WithDecider(decider{})}, []time.Duration{time.Second, 2 * time.Second}},
-		{"server hint replaces the backoff, exactly without jitter", retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			[]error{retry.After(errTransient, 30*time.Second), errTransient}, nil, []time.Duration{30 * time.Second, 2 * time.Second}},
-		{"server hint spread upward by at most 10%", retry.Policy{MaxAttempts: 2},
-			[]error{retry.After(errTransient, 5*time.Second)}, []retry.Option{fixed(0.5)}, []time.Duration{5*time.Second + 250*time.Millisecond}},
-		{"server hint spread at most one second", retry.Policy{MaxAttempts: 2},
-			[]error{retry.After(errTransient, 100*time.Second)}, []retry.Option{fixed(0.5)}, []time.Duration{100*time.Second + 500*time.Millisecond}},
-		{"a status error's Retry-After is a hint", retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			[]error{&retry.StatusError{StatusCode: 429, RetryAfter: 12 * time.Second}}, nil, []time.Duration{12 * time.Second}},
-		{"decider delay beats a server hint", retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			[]error{retry.After(errTransient, time.Minute)},
-			[]retry.Option{retry.WithDecider(decider{delay: func(int) time.Duration { return time.Second }})}, []time.Duration{time.Second}},
-		{"immediate strategy takes no wait", retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate},
-			repeat(errTransient, 2), nil, []time.Duration{0, 0}},
+		{name: "policy backoff without jitter", policy: retry.Policy{MaxAttempts: 4, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			errs: repeat(errTransient, 3), want: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		{name: "policy backoff with jitter from the injected source", policy: retry.Policy{MaxAttempts: 3},
+			errs: repeat(errTransient, 2), opts: []retry.Option{fixed(0)}, want: []time.Duration{500 * time.Millisecond, time.Second}},
+		{name: "decider delay replaces the policy's", policy: retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}}, errs: repeat(errTransient, 2),
+			opts: []retry.Option{retry.WithDecider(decider{delay: func(n int) time.Duration { return time.Duration(n) * 7 * time.Second }})},
+			want: []time.Duration{7 * time.Second, 14 * time.Second}},
+		{name: "zero decider delay falls back to the policy", policy: retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}}, errs: repeat(errTransient, 2),
+			opts: []retry.Option{retry.WithDecider(decider{})}, want: []time.Duration{time.Second, 2 * time.Second}},
+		{name: "server hint replaces the backoff, exactly without jitter", policy: retry.Policy{MaxAttempts: 3, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			errs: []error{retry.After(errTransient, 30*time.Second), errTransient}, want: []time.Duration{30 * time.Second, 2 * time.Second}},
+		{name: "server hint spread upward by at most 10%", policy: retry.Policy{MaxAttempts: 2},
+			errs: []error{retry.After(errTransient, 5*time.Second)}, opts: []retry.Option{fixed(0.5)}, want: []time.Duration{5*time.Second + 250*time.Millisecond}},
+		{name: "server hint spread at most one second", policy: retry.Policy{MaxAttempts: 2},
+			errs: []error{retry.After(errTransient, 100*time.Second)}, opts: []retry.Option{fixed(0.5)}, want: []time.Duration{100*time.Second + 500*time.Millisecond}},
+		{name: "a status error's Retry-After is a hint", policy: retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			errs: []error{&retry.StatusError{StatusCode: 429, RetryAfter: 12 * time.Second}}, want: []time.Duration{12 * time.Second}},
+		{name: "decider delay beats a server hint", policy: retry.Policy{MaxAttempts: 2, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			errs: []error{retry.After(errTransient, time.Minute)},
+			opts: []retry.Option{retry.WithDecider(decider{delay: func(int) time.Duration { return time.Second }})}, want: []time.Duration{time.Second}},
+		{name: "immediate strategy takes no wait", policy: retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate},
+			errs: repeat(errTransient, 2), want: []time.Duration{0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -373,8 +373,8 @@ func TestPanic(t *testing.T) {
 		opts []retry.Option
 		open bool // the breaker must have recorded the panic as a failure
 	}{
-		{"success path", nil, false},
-		{"breaker", []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1})}, true},
+		{name: "success path"},
+		{name: "breaker", opts: []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1})}, open: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -405,23 +405,23 @@ func TestBadInput(t *testing.T) {
 		run  func() error
 		want string
 	}{
-		{"nil fn to Run", func() error { return retry.Run(t.Context(), nil) }, "fn is nil"},
-		{"nil fn to Do", func() error {
+		{name: "nil fn to Run", run: func() error { return retry.Run(t.Context(), nil) }, want: "fn is nil"},
+		{name: "nil fn to Do", run: func() error {
 			_, err := retry.Do[int](t.Context(), nil)
 			return err
-		}, "fn is nil"},
-		{"nil fn to a Retrier", func() error { return retry.New().Run(t.Context(), nil) }, "fn is nil"},
-		{"invalid policy", func() error {
+		}, want: "fn is nil"},
+		{name: "nil fn to a Retrier", run: func() error { return retry.New().Run(t.Context(), nil) }, want: "fn is nil"},
+		{name: "invalid policy", run: func() error {
 			return retry.Run(t.Context(), ok, retry.WithPolicy(retry.Policy{MaxAttempts: -1}))
-		}, "max_attempts"},
-		{"invalid policy in a Retrier", func() error {
+		}, want: "max_attempts"},
+		{name: "invalid policy in a Retrier", run: func() error {
 			return retry.New(retry.WithPolicy(retry.Policy{BackoffCoefficient: 0.5})).Run(t.Context(), ok)
-		}, "backoff_coefficient"},
-		{"negative attempt timeout", func() error { return retry.Run(t.Context(), ok, retry.WithAttemptTimeout(-1)) }, "WithAttemptTimeout"},
-		{"negative max elapsed", func() error { return retry.Run(t.Context(), ok, retry.WithMaxElapsed(-time.Second)) }, "WithMaxElapsed"},
-		{"zero max server delay", func() error { return retry.Run(t.Context(), ok, retry.WithMaxServerDelay(0)) }, "WithMaxServerDelay"},
-		{"nil option", func() error { return retry.Run(t.Context(), ok, nil) }, ""},
-		{"nil Retrier option", func() error { var r *retry.Retrier; return retry.Run(t.Context(), ok, r) }, ""},
+		}, want: "backoff_coefficient"},
+		{name: "negative attempt timeout", run: func() error { return retry.Run(t.Context(), ok, retry.WithAttemptTimeout(-1)) }, want: "WithAttemptTimeout"},
+		{name: "negative max elapsed", run: func() error { return retry.Run(t.Context(), ok, retry.WithMaxElapsed(-time.Second)) }, want: "WithMaxElapsed"},
+		{name: "zero max server delay", run: func() error { return retry.Run(t.Context(), ok, retry.WithMaxServerDelay(0)) }, want: "WithMaxServerDelay"},
+		{name: "nil option", run: func() error { return retry.Run(t.Context(), ok, nil) }},
+		{name: "nil Retrier option", run: func() error { var r *retry.Retrier; return retry.Run(t.Context(), ok, r) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -476,18 +476,18 @@ func TestAttemptsIterator(t *testing.T) {
 		seen    string
 		elapsed time.Duration
 	}{
-		{"succeeds on the third attempt", func(n int, err *error) bool {
+		{name: "succeeds on the third attempt", body: func(n int, err *error) bool {
 			if n < 3 {
 				*err = errTransient
 			}
 			return false
-		}, "", nil, "[1 2 3]", 3 * time.Second},
-		{"exhausts", func(_ int, err *error) bool { *err = errTransient; return false },
-			retry.ReasonExhausted, errTransient, "[1 2 3 4]", 7 * time.Second},
-		{"break leaves the body's error", func(_ int, err *error) bool { *err = errTransient; return true },
-			"", errTransient, "[1]", 0},
-		{"a permanent error stops", func(_ int, err *error) bool { *err = retry.Permanent(errTransient); return false },
-			retry.ReasonNonRetryable, errTransient, "[1]", 0},
+		}, seen: "[1 2 3]", elapsed: 3 * time.Second},
+		{name: "exhausts", body: func(_ int, err *error) bool { *err = errTransient; return false },
+			reason: retry.ReasonExhausted, want: errTransient, seen: "[1 2 3 4]", elapsed: 7 * time.Second},
+		{name: "break leaves the body's error", body: func(_ int, err *error) bool { *err = errTransient; return true },
+			reason: "", want: errTransient, seen: "[1]"},
+		{name: "a permanent error stops", body: func(_ int, err *error) bool { *err = retry.Permanent(errTransient); return false },
+			reason: retry.ReasonNonRetryable, want: errTransient, seen: "[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

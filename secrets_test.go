@@ -183,10 +183,10 @@ func TestSecretsDo(t *testing.T) {
 			name string
 			err  func(string) error
 		}{
-			{"plain", func(s string) error { return errors.New(s) }},
-			{"wrapped", func(s string) error { return fmt.Errorf("charge %s: %w", "order-7", errors.New(s)) }},
-			{"joined", func(s string) error { return errors.Join(errors.New("first"), errors.New(s)) }},
-			{"after", func(s string) error { return retry.After(errors.New(s), time.Millisecond) }},
+			{name: "plain", err: func(s string) error { return errors.New(s) }},
+			{name: "wrapped", err: func(s string) error { return fmt.Errorf("charge %s: %w", "order-7", errors.New(s)) }},
+			{name: "joined", err: func(s string) error { return errors.Join(errors.New("first"), errors.New(s)) }},
+			{name: "after", err: func(s string) error { return retry.After(errors.New(s), time.Millisecond) }},
 		} {
 			t.Run(sc.Name+"/"+wrap.name, func(t *testing.T) {
 				var rec secretRecorder

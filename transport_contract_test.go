@@ -309,7 +309,7 @@ func TestResponseError(t *testing.T) {
 		{name: "404", resp: &http.Response{StatusCode: 404}, typ: "http.4xx.404"},
 		{name: "503 with Retry-After seconds", resp: &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"7"}}}, typ: "http.5xx.503", after: 7 * time.Second},
 		{name: "429 with an HTTP-date", resp: &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {now.Add(time.Hour).UTC().Format(http.TimeFormat)}}}, typ: "http.4xx.429", after: time.Hour},
-		{name: "nil", resp: nil, typ: "error"},
+		{name: "nil", typ: "error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -246,12 +246,12 @@ func BenchmarkHTTPGet(b *testing.B) {
 		name   string
 		client func(base *http.Transport) *http.Client
 	}{
-		{"plain", func(t *http.Transport) *http.Client { return &http.Client{Transport: t} }},
-		{"retry-transport", func(t *http.Transport) *http.Client { return &http.Client{Transport: retry.NewTransport(t)} }},
-		{"failsafe-go-roundtripper", func(t *http.Transport) *http.Client {
+		{name: "plain", client: func(t *http.Transport) *http.Client { return &http.Client{Transport: t} }},
+		{name: "retry-transport", client: func(t *http.Transport) *http.Client { return &http.Client{Transport: retry.NewTransport(t)} }},
+		{name: "failsafe-go-roundtripper", client: func(t *http.Transport) *http.Client {
 			return &http.Client{Transport: failsafehttp.NewRoundTripper(t, retrypolicy.NewWithDefaults[*http.Response]())}
 		}},
-		{"go-retryablehttp", func(t *http.Transport) *http.Client {
+		{name: "go-retryablehttp", client: func(t *http.Transport) *http.Client {
 			c := retryablehttp.NewClient()
 			c.HTTPClient = &http.Client{Transport: t}
 			c.Logger = nil
@@ -293,12 +293,12 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 		name   string
 		client func(base http.RoundTripper) *http.Client
 	}{
-		{"plain", func(t http.RoundTripper) *http.Client { return &http.Client{Transport: t} }},
-		{"retry-transport", func(t http.RoundTripper) *http.Client { return &http.Client{Transport: retry.NewTransport(t)} }},
-		{"failsafe-go-roundtripper", func(t http.RoundTripper) *http.Client {
+		{name: "plain", client: func(t http.RoundTripper) *http.Client { return &http.Client{Transport: t} }},
+		{name: "retry-transport", client: func(t http.RoundTripper) *http.Client { return &http.Client{Transport: retry.NewTransport(t)} }},
+		{name: "failsafe-go-roundtripper", client: func(t http.RoundTripper) *http.Client {
 			return &http.Client{Transport: failsafehttp.NewRoundTripper(t, retrypolicy.NewWithDefaults[*http.Response]())}
 		}},
-		{"go-retryablehttp", func(t http.RoundTripper) *http.Client {
+		{name: "go-retryablehttp", client: func(t http.RoundTripper) *http.Client {
 			c := retryablehttp.NewClient()
 			c.HTTPClient = &http.Client{Transport: t}
 			c.Logger = nil

@@ -50,10 +50,10 @@ func TestChainOrder(t *testing.T) {
 		nils  []int // positions of nil middlewares inserted
 		want  string
 	}{
-		{"none", nil, nil, "base"},
-		{"one", []string{"a"}, nil, "a> base <a"},
-		{"three", []string{"a", "b", "c"}, nil, "a> b> c> base <c <b <a"},
-		{"nil skipped", []string{"a", "b"}, []int{0, 2}, "a> b> base <b <a"},
+		{name: "none", want: "base"},
+		{name: "one", names: []string{"a"}, want: "a> base <a"},
+		{name: "three", names: []string{"a", "b", "c"}, want: "a> b> c> base <c <b <a"},
+		{name: "nil skipped", names: []string{"a", "b"}, nils: []int{0, 2}, want: "a> b> base <b <a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,9 +95,9 @@ func TestRetryPosition(t *testing.T) {
 		wantTraces int
 		wantTokens []string // Authorization seen by the server, per attempt
 	}{
-		{"trace, retry, auth", []string{"trace", "retry", "auth"}, 1, []string{"t1", "t2", "t3"}},
-		{"auth outside retry reuses the token", []string{"trace", "auth", "retry"}, 1, []string{"t1", "t1", "t1"}},
-		{"trace inside retry sees every attempt", []string{"retry", "trace", "auth"}, 3, []string{"t1", "t2", "t3"}},
+		{name: "trace, retry, auth", order: []string{"trace", "retry", "auth"}, wantTraces: 1, wantTokens: []string{"t1", "t2", "t3"}},
+		{name: "auth outside retry reuses the token", order: []string{"trace", "auth", "retry"}, wantTraces: 1, wantTokens: []string{"t1", "t1", "t1"}},
+		{name: "trace inside retry sees every attempt", order: []string{"retry", "trace", "auth"}, wantTraces: 3, wantTokens: []string{"t1", "t2", "t3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,9 +179,9 @@ func TestChainFuncOrder(t *testing.T) {
 		want    string
 		wantVal string
 	}{
-		{"none", nil, "fn", ""},
-		{"two", []middleware.Func[string]{mw("a"), mw("b")}, "a> b> fn <b <a", "ba"},
-		{"nil skipped", []middleware.Func[string]{nil, mw("a"), nil}, "a> fn <a", "a"},
+		{name: "none", want: "fn"},
+		{name: "two", mws: []middleware.Func[string]{mw("a"), mw("b")}, want: "a> b> fn <b <a", wantVal: "ba"},
+		{name: "nil skipped", mws: []middleware.Func[string]{nil, mw("a"), nil}, want: "a> fn <a", wantVal: "a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,9 +210,9 @@ func TestRetryFunc(t *testing.T) {
 		wantCalls  int
 		wantReason retry.Reason
 	}{
-		{"success at once", 0, 3, 1, ""},
-		{"success after two failures", 2, 3, 3, ""},
-		{"exhausted", 5, 3, 3, retry.ReasonExhausted},
+		{name: "success at once", attempts: 3, wantCalls: 1},
+		{name: "success after two failures", fails: 2, attempts: 3, wantCalls: 3},
+		{name: "exhausted", fails: 5, attempts: 3, wantCalls: 3, wantReason: retry.ReasonExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

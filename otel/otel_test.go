@@ -115,15 +115,15 @@ func TestMetrics(t *testing.T) {
 		want  float64
 		count uint64
 	}{
-		{"retry.calls", observed, 4, 0},
-		{"retry.attempts", observed, 3 + 3 + 1 + 1, 0},
-		{"retry.failures", observed, 2 + 3 + 1, 0},
-		{"retry.retries", observed, 2 + 2, 0},
-		{"retry.give_ups", append(common, attribute.String("retry.reason", "exhausted"), attribute.String("error.type", "error")), 1, 0},
-		{"retry.give_ups", append(common, attribute.String("retry.reason", "non_retryable"), attribute.String("error.type", "http.4xx.404")), 1, 0},
-		{"retry.delay", append(common, attribute.String("error.type", "error")), 4 * 0.001, 4},
-		{"retry.dead_letters", append(observed, attribute.String("retry.outcome", "failed")), 0, 0},
-		{"retry.denials", append(observed, attribute.String("retry.defence", "budget")), 0, 0},
+		{name: "retry.calls", attrs: observed, want: 4},
+		{name: "retry.attempts", attrs: observed, want: 3 + 3 + 1 + 1},
+		{name: "retry.failures", attrs: observed, want: 2 + 3 + 1},
+		{name: "retry.retries", attrs: observed, want: 2 + 2},
+		{name: "retry.give_ups", attrs: append(common, attribute.String("retry.reason", "exhausted"), attribute.String("error.type", "error")), want: 1},
+		{name: "retry.give_ups", attrs: append(common, attribute.String("retry.reason", "non_retryable"), attribute.String("error.type", "http.4xx.404")), want: 1},
+		{name: "retry.delay", attrs: append(common, attribute.String("error.type", "error")), want: 4 * 0.001, count: 4},
+		{name: "retry.dead_letters", attrs: append(observed, attribute.String("retry.outcome", "failed"))},
+		{name: "retry.denials", attrs: append(observed, attribute.String("retry.defence", "budget"))},
 	}
 	for _, tt := range tests {
 		p, ok := find(points, tt.name, tt.attrs...)
@@ -188,8 +188,8 @@ func TestMetricsBreaker(t *testing.T) {
 		key  string
 		want float64
 	}{
-		{"retry.breaker.state", "a.test", 2},
-		{"retry.breaker.state", "b.test", 0},
+		{name: "retry.breaker.state", key: "a.test", want: 2},
+		{name: "retry.breaker.state", key: "b.test"},
 	} {
 		p, ok := find(points, tt.name, attribute.String("retry.key", tt.key))
 		if !ok || p.value != tt.want {
@@ -254,15 +254,15 @@ func TestTransportEvents(t *testing.T) {
 		steps []retrytest.Step
 		want  []map[string]string
 	}{
-		{"success at once", nil, []map[string]string{
+		{name: "success at once", want: []map[string]string{
 			{"retry.attempt": "1", "http.response.status_code": "200"},
 		}},
-		{"503, reset, then 200", []retrytest.Step{{Status: 503}, {Reset: true}, {Status: 200}}, []map[string]string{
+		{name: "503, reset, then 200", steps: []retrytest.Step{{Status: 503}, {Reset: true}, {Status: 200}}, want: []map[string]string{
 			{"retry.attempt": "1", "http.response.status_code": "503", "error.type": "503"},
 			{"retry.attempt": "2", "http.request.resend_count": "1", "error.type": "net.connection_reset"},
 			{"retry.attempt": "3", "http.request.resend_count": "2", "http.response.status_code": "200"},
 		}},
-		{"404 is one attempt", []retrytest.Step{{Status: 404}}, []map[string]string{
+		{name: "404 is one attempt", steps: []retrytest.Step{{Status: 404}}, want: []map[string]string{
 			{"retry.attempt": "1", "http.response.status_code": "404", "error.type": "404"},
 		}},
 	}

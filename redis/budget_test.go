@@ -24,9 +24,9 @@ func TestBudgetRule(t *testing.T) {
 		later   time.Duration
 		wantNow int // retries granted after later, with no new first attempts
 	}{
-		{"default rule: 15% plus 2/s over 10 s", retry.Budget{}, [3]int{400, 300, 300}, false, 170, 11 * time.Second, 20},
-		{"ratio only", retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Second}, [3]int{10, 10, 0}, false, 10, 2 * time.Second, 0},
-		{"reserve only", retry.Budget{Ratio: -1, Reserve: 3, Window: 2 * time.Second}, [3]int{100, 0, 0}, false, 6, 3 * time.Second, 6},
+		{name: "default rule: 15% plus 2/s over 10 s", spec: retry.Budget{}, firsts: [3]int{400, 300, 300}, want: 170, later: 11 * time.Second, wantNow: 20},
+		{name: "ratio only", spec: retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Second}, firsts: [3]int{10, 10, 0}, want: 10, later: 2 * time.Second},
+		{name: "reserve only", spec: retry.Budget{Ratio: -1, Reserve: 3, Window: 2 * time.Second}, firsts: [3]int{100, 0, 0}, want: 6, later: 3 * time.Second, wantNow: 6},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,11 +87,11 @@ func TestBudgetFirstsAge(t *testing.T) {
 		age    time.Duration // from building the Budget to the retry
 		want   int
 	}{
-		{"fresh", false, 100, 0, 50},
-		{"half a window old", false, 100, 5 * time.Second, 50},
-		{"an hour old", false, 10_000, time.Hour, 13}, // 10000·10/3600 = 27 sent
-		{"an hour old, per key", true, 10_000, time.Hour, 13},
-		{"a clock behind the wall clock", false, 100, -time.Hour, 50},
+		{name: "fresh", firsts: 100, want: 50},
+		{name: "half a window old", firsts: 100, age: 5 * time.Second, want: 50},
+		{name: "an hour old", firsts: 10_000, age: time.Hour, want: 13}, // 10000·10/3600 = 27 sent
+		{name: "an hour old, per key", perKey: true, firsts: 10_000, age: time.Hour, want: 13},
+		{name: "a clock behind the wall clock", firsts: 100, age: -time.Hour, want: 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

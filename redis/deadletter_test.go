@@ -187,8 +187,8 @@ func TestNewDeadLettersErrors(t *testing.T) {
 		stream string
 		want   string
 	}{
-		{"nil client", nil, "s", "redis: NewDeadLetters: client is nil"},
-		{"no stream", c, "", `redis: NewDeadLetters: stream = "": must name a stream`},
+		{name: "nil client", stream: "s", want: "redis: NewDeadLetters: client is nil"},
+		{name: "no stream", client: c, want: `redis: NewDeadLetters: stream = "": must name a stream`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := retryredis.NewDeadLetters(tc.client, tc.stream, 0)
@@ -211,9 +211,9 @@ func TestDeadLettersReplayID(t *testing.T) {
 		sent     string   // the ID of the record sent; "" for none
 		leftOver []string // IDs in the stream afterwards
 	}{
-		{"full ID", "5-2", nil, "5-2", []string{"5-1", "6-0"}},
-		{"ID without its sequence", "5", nil, "5-1", []string{"5-2", "6-0"}},
-		{"ID of no entry", "7", retryredis.ErrNoRecord, "", []string{"5-1", "5-2", "6-0"}},
+		{name: "full ID", id: "5-2", sent: "5-2", leftOver: []string{"5-1", "6-0"}},
+		{name: "ID without its sequence", id: "5", sent: "5-1", leftOver: []string{"5-2", "6-0"}},
+		{name: "ID of no entry", id: "7", err: retryredis.ErrNoRecord, leftOver: []string{"5-1", "5-2", "6-0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,11 +269,11 @@ func TestDeadLettersListBad(t *testing.T) {
 		count   int64
 		pages   []string // per page: "g" for a record, "b" for a bad entry
 	}{
-		{"no bad entry", [][]any{good, good}, 10, []string{"gg", ""}},
-		{"a bad entry first", [][]any{bad, good, good}, 10, []string{"bgg", ""}},
-		{"bad entries between", [][]any{good, bad, bad, good}, 10, []string{"gbbg", ""}},
-		{"a page of bad entries only", [][]any{good, bad, bad, good}, 2, []string{"gb", "bg", ""}},
-		{"only bad entries", [][]any{bad, bad, bad}, 2, []string{"bb", "b", ""}},
+		{name: "no bad entry", entries: [][]any{good, good}, count: 10, pages: []string{"gg", ""}},
+		{name: "a bad entry first", entries: [][]any{bad, good, good}, count: 10, pages: []string{"bgg", ""}},
+		{name: "bad entries between", entries: [][]any{good, bad, bad, good}, count: 10, pages: []string{"gbbg", ""}},
+		{name: "a page of bad entries only", entries: [][]any{good, bad, bad, good}, count: 2, pages: []string{"gb", "bg", ""}},
+		{name: "only bad entries", entries: [][]any{bad, bad, bad}, count: 2, pages: []string{"bb", "b", ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -142,10 +142,10 @@ func TestRedisDown(t *testing.T) {
 	}{
 		// Limiter 50 ms, breaker 10 ms, the attempt, budget 50 ms,
 		// limiter 50 ms, breaker 10 ms: 170 ms.
-		{250 * time.Millisecond, true},
+		{timeout: 250 * time.Millisecond, ok: true},
 		// Limiter 10 ms (half the time left), the breaker half of the
 		// rest: whatever the outcome, nothing past the deadline.
-		{20 * time.Millisecond, false},
+		{timeout: 20 * time.Millisecond},
 	} {
 		s0, ls0 := m.r.Stats(), m.limiter.Stats()
 		ctx, cancel := context.WithTimeout(ctx, tt.timeout)

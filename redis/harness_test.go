@@ -197,7 +197,7 @@ func TestMissingServer(t *testing.T) {
 		failed bool
 		want   string
 	}{
-		{name: "local run: skipped", ci: "", failed: false, want: "--- SKIP: TestHarness"},
+		{name: "local run: skipped", want: "--- SKIP: TestHarness"},
 		{name: "CI: failed", ci: "true", failed: true, want: "--- FAIL: TestHarness"},
 	}
 	for _, tt := range tests {

@@ -16,16 +16,16 @@ func TestGCRALimit(t *testing.T) {
 		tol   float64 // relative error allowed on the emission interval
 		err   string
 	}{
-		{100, 0, ""},
-		{1, 0, ""},
-		{2.5, 0, ""},
-		{1.0005, 5e-4, ""},
-		{1e9 - 0.5, 5e-4, ""},
-		{1.0 / 3, 1e-9, ""},
-		{0.0004, 1e-9, ""},
-		{0.0001234, 1e-9, ""},
-		{1e-9, 1e-9, ""},
-		{1e-10, 0, "redis: NewLimiter: limit = 1e-10: must be >= 1e-9 attempts per second (one in about 32 years)"},
+		{limit: 100},
+		{limit: 1},
+		{limit: 2.5},
+		{limit: 1.0005, tol: 5e-4},
+		{limit: 1e9 - 0.5, tol: 5e-4},
+		{limit: 1.0 / 3, tol: 1e-9},
+		{limit: 0.0004, tol: 1e-9},
+		{limit: 0.0001234, tol: 1e-9},
+		{limit: 1e-9, tol: 1e-9},
+		{limit: 1e-10, err: "redis: NewLimiter: limit = 1e-10: must be >= 1e-9 attempts per second (one in about 32 years)"},
 	}
 	for _, tt := range tests {
 		l, err := gcraLimit(tt.limit, 3)

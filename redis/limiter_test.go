@@ -24,10 +24,10 @@ func TestLimiterSlowRedis(t *testing.T) {
 		calls    int
 		refused  int // calls refused as rate_limited, the last ones
 	}{
-		{"a deadline of six timeouts", 1000, 10, 300 * time.Millisecond, 1, 0},
-		{"a deadline under two timeouts", 1000, 10, 80 * time.Millisecond, 1, 0},
-		{"a deadline under one timeout", 1000, 10, 30 * time.Millisecond, 1, 0},
-		{"the bucket's wait past the deadline", 1, 1, 80 * time.Millisecond, 2, 1},
+		{name: "a deadline of six timeouts", limit: 1000, burst: 10, deadline: 300 * time.Millisecond, calls: 1},
+		{name: "a deadline under two timeouts", limit: 1000, burst: 10, deadline: 80 * time.Millisecond, calls: 1},
+		{name: "a deadline under one timeout", limit: 1000, burst: 10, deadline: 30 * time.Millisecond, calls: 1},
+		{name: "the bucket's wait past the deadline", limit: 1, burst: 1, deadline: 80 * time.Millisecond, calls: 2, refused: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -158,8 +158,8 @@ func TestStoreClaimLapses(t *testing.T) {
 		after time.Duration
 		want  bool
 	}{
-		{after: 0, want: true},
-		{after: 0, want: false},
+		{want: true},
+		{},
 		{after: 35 * time.Millisecond, want: true},
 	}
 	for i, st := range steps {

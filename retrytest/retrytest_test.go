@@ -30,12 +30,12 @@ func TestFunc(t *testing.T) {
 		want  []error // what each call returns
 		value string  // the value of a success
 	}{
-		{"zero value", new(retrytest.Func[string]), 2, []error{nil, nil}, ""},
-		{"errors in order", retrytest.NewFunc("v", errA, errB), 4, []error{errA, errB, nil, nil}, "v"},
-		{"nil in the script succeeds", retrytest.NewFunc("v", errA, nil, errB), 3, []error{errA, nil, errB}, "v"},
-		{"fail n", retrytest.FailN(3, errA, "v"), 4, []error{errA, errA, errA, nil}, "v"},
-		{"fail zero", retrytest.FailN(0, errA, "v"), 1, []error{nil}, "v"},
-		{"fail negative", retrytest.FailN(-1, errA, "v"), 1, []error{nil}, "v"},
+		{name: "zero value", f: new(retrytest.Func[string]), calls: 2, want: []error{nil, nil}},
+		{name: "errors in order", f: retrytest.NewFunc("v", errA, errB), calls: 4, want: []error{errA, errB, nil, nil}, value: "v"},
+		{name: "nil in the script succeeds", f: retrytest.NewFunc("v", errA, nil, errB), calls: 3, want: []error{errA, nil, errB}, value: "v"},
+		{name: "fail n", f: retrytest.FailN(3, errA, "v"), calls: 4, want: []error{errA, errA, errA, nil}, value: "v"},
+		{name: "fail zero", f: retrytest.FailN(0, errA, "v"), calls: 1, want: []error{nil}, value: "v"},
+		{name: "fail negative", f: retrytest.FailN(-1, errA, "v"), calls: 1, want: []error{nil}, value: "v"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,9 +72,9 @@ func TestFuncWithDo(t *testing.T) {
 		wantCalls  int
 		wantReason retry.Reason
 	}{
-		{"success after retries", 2, 3, 3, ""},
-		{"exhausted", 3, 3, 3, retry.ReasonExhausted},
-		{"success at once", 0, 3, 1, ""},
+		{name: "success after retries", fails: 2, attempts: 3, wantCalls: 3},
+		{name: "exhausted", fails: 3, attempts: 3, wantCalls: 3, wantReason: retry.ReasonExhausted},
+		{name: "success at once", attempts: 3, wantCalls: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,25 +133,25 @@ var scripts = []struct {
 	steps []retrytest.Step
 	want  []answer
 }{
-	{"empty script succeeds", nil, []answer{{status: 200}, {status: 200}}},
+	{name: "empty script succeeds", want: []answer{{status: 200}, {status: 200}}},
 	{
-		"statuses, headers and bodies, then success",
-		[]retrytest.Step{
+		name: "statuses, headers and bodies, then success",
+		steps: []retrytest.Step{
 			{Status: 503, Body: "busy"},
 			{Status: 429, Header: http.Header{"Retry-After": {"7"}}},
 			{Body: "ok"},
 		},
-		[]answer{{status: 503, body: "busy"}, {status: 429, header: "7"}, {status: 200, body: "ok"}, {status: 200}},
+		want: []answer{{status: 503, body: "busy"}, {status: 429, header: "7"}, {status: 200, body: "ok"}, {status: 200}},
 	},
 	{
-		"reset",
-		[]retrytest.Step{{Reset: true}, {Status: 500}},
-		[]answer{{typ: "net.connection_reset"}, {status: 500}, {status: 200}},
+		name:  "reset",
+		steps: []retrytest.Step{{Reset: true}, {Status: 500}},
+		want:  []answer{{typ: "net.connection_reset"}, {status: 500}, {status: 200}},
 	},
 	{
-		"delay",
-		[]retrytest.Step{{Delay: 5 * time.Millisecond, Status: 502}},
-		[]answer{{status: 502}, {status: 200}},
+		name:  "delay",
+		steps: []retrytest.Step{{Delay: 5 * time.Millisecond, Status: 502}},
+		want:  []answer{{status: 502}, {status: 200}},
 	},
 }
 

@@ -26,20 +26,20 @@ func TestVirtualTime(t *testing.T) {
 		wantErr   bool
 	}{
 		{
-			"exponential",
-			retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			3, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, false,
+			name:   "exponential",
+			policy: retry.Policy{MaxAttempts: 4, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			fails:  3, wantWaits: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, wantErr: false,
 		},
 		{
-			"linear, capped",
-			retry.Policy{MaxAttempts: 5, Backoff: retry.Linear, InitialInterval: time.Minute,
+			name: "linear, capped",
+			policy: retry.Policy{MaxAttempts: 5, Backoff: retry.Linear, InitialInterval: time.Minute,
 				MaxInterval: 150 * time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			4, []time.Duration{time.Minute, 2 * time.Minute, 150 * time.Second, 150 * time.Second}, false,
+			fails: 4, wantWaits: []time.Duration{time.Minute, 2 * time.Minute, 150 * time.Second, 150 * time.Second}, wantErr: false,
 		},
 		{
-			"exhausted after an hour of waits",
-			retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: 30 * time.Minute, Jitter: retry.Jitter{Kind: retry.JitterNone}},
-			5, []time.Duration{30 * time.Minute, 30 * time.Minute}, true,
+			name:   "exhausted after an hour of waits",
+			policy: retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: 30 * time.Minute, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			fails:  5, wantWaits: []time.Duration{30 * time.Minute, 30 * time.Minute}, wantErr: true,
 		},
 	}
 	for _, tt := range tests {

@@ -119,20 +119,20 @@ func testCharts(t *testing.T) []struct {
 		ch   *chart
 		w, h vg.Length
 	}{
-		{"README curve", curveCase("--attempts", "11", "ojs", "zizq"), 16 * cm, 10 * cm},
-		{"README sim", readme.res.chart(readme.sim, "default", "default"), 20 * cm, 11 * cm},
-		{"seven curves", curveCase("--attempts", "8", "ojs", "zizq", "daycry", "ratchet", "daycry:base=1s",
-			`{"initial_interval":"PT0.1S","jitter":{"kind":"decorrelated"}}`, `{"backoff_strategy":"linear"}`), 16 * cm, 14 * cm},
-		{"narrow", curveCase("--attempts", "30", "--limit", "30", "zizq", "ratchet:retries=29"), 9 * cm, 8 * cm},
-		{"cumulative", func() *chart {
+		{name: "README curve", ch: curveCase("--attempts", "11", "ojs", "zizq"), w: 16 * cm, h: 10 * cm},
+		{name: "README sim", ch: readme.res.chart(readme.sim, "default", "default"), w: 20 * cm, h: 11 * cm},
+		{name: "seven curves", ch: curveCase("--attempts", "8", "ojs", "zizq", "daycry", "ratchet", "daycry:base=1s",
+			`{"initial_interval":"PT0.1S","jitter":{"kind":"decorrelated"}}`, `{"backoff_strategy":"linear"}`), w: 16 * cm, h: 14 * cm},
+		{name: "narrow", ch: curveCase("--attempts", "30", "--limit", "30", "zizq", "ratchet:retries=29"), w: 9 * cm, h: 8 * cm},
+		{name: "cumulative", ch: func() *chart {
 			curves, _ := flagCurves(t, "--preset", "zizq")
 			ch, err := curveChart(curves, curveOptions{limit: 30, samples: 200, seed: 1, scale: scaleAuto, cumulative: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return ch
-		}(), 16 * cm, 10 * cm},
-		{"narrow sim", readme.res.chart(readme.sim, "default", "default"), 10 * cm, 8 * cm},
+		}(), w: 16 * cm, h: 10 * cm},
+		{name: "narrow sim", ch: readme.res.chart(readme.sim, "default", "default"), w: 10 * cm, h: 8 * cm},
 	}
 }
 
@@ -252,12 +252,12 @@ func TestDurationTicks(t *testing.T) {
 		{name: "log, 20s to 30d", log: true, lo: 20 * s, hi: 30 * d, want: []string{"1min", "10min", "1h", "6h", "1d", "10d"}},
 		{name: "log, short span: its ends labelled too", log: true, lo: 0.8 * s, hi: 1.25 * s, want: []string{"1s", "800ms", "1.25s"}},
 		{name: "log, between round values", log: true, lo: 1.1 * s, hi: 1.3 * s, want: []string{"1.1s", "1.3s"}},
-		{name: "linear, 0 to 3s", lo: 0, hi: 3 * s, want: []string{"0", "1s", "2s", "3s"}},
-		{name: "linear, 0 to 400s", lo: 0, hi: 400 * s, want: []string{"0", "2min", "4min", "6min"}},
-		{name: "linear, 0 to 90s", lo: 0, hi: 90 * s, want: []string{"0", "30s", "1min", "1.5min"}},
-		{name: "linear, 0 to 2min", lo: 0, hi: 2 * mi, want: []string{"0", "30s", "1min", "1.5min", "2min"}},
-		{name: "linear, 0 to 800ms", lo: 0, hi: 800, want: []string{"0", "200ms", "400ms", "600ms", "800ms"}},
-		{name: "linear, 0 to 3d", lo: 0, hi: 3 * d, want: []string{"0", "1d", "2d", "3d"}},
+		{name: "linear, 0 to 3s", hi: 3 * s, want: []string{"0", "1s", "2s", "3s"}},
+		{name: "linear, 0 to 400s", hi: 400 * s, want: []string{"0", "2min", "4min", "6min"}},
+		{name: "linear, 0 to 90s", hi: 90 * s, want: []string{"0", "30s", "1min", "1.5min"}},
+		{name: "linear, 0 to 2min", hi: 2 * mi, want: []string{"0", "30s", "1min", "1.5min", "2min"}},
+		{name: "linear, 0 to 800ms", hi: 800, want: []string{"0", "200ms", "400ms", "600ms", "800ms"}},
+		{name: "linear, 0 to 3d", hi: 3 * d, want: []string{"0", "1d", "2d", "3d"}},
 	}
 	human := regexp.MustCompile(`^(0|[0-9]+(\.[0-9]+)?(µs|ms|s|min|h|d))$`)
 	for _, c := range cases {
@@ -291,8 +291,8 @@ func TestDurationLabel(t *testing.T) {
 		ms   float64
 		want string
 	}{
-		{0, "0"}, {0.5, "500µs"}, {1, "1ms"}, {250, "250ms"}, {1250, "1.25s"}, {1500, "1.5s"}, {75e3, "75s"},
-		{90e3, "1.5min"}, {600e3, "10min"}, {5400e3, "1.5h"}, {30 * 3600e3, "30h"}, {36 * 3600e3, "1.5d"}, {25 * 86400e3, "25d"},
+		{want: "0"}, {ms: 0.5, want: "500µs"}, {ms: 1, want: "1ms"}, {ms: 250, want: "250ms"}, {ms: 1250, want: "1.25s"}, {ms: 1500, want: "1.5s"}, {ms: 75e3, want: "75s"},
+		{ms: 90e3, want: "1.5min"}, {ms: 600e3, want: "10min"}, {ms: 5400e3, want: "1.5h"}, {ms: 30 * 3600e3, want: "30h"}, {ms: 36 * 3600e3, want: "1.5d"}, {ms: 25 * 86400e3, want: "25d"},
 	}
 	for _, c := range cases {
 		if got := durationLabel(c.ms); got != c.want {

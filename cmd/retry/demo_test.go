@@ -68,8 +68,8 @@ func TestShowProgress(t *testing.T) {
 		terminal bool
 		want     bool
 	}{
-		{"auto", false, false}, {"auto", true, true},
-		{"always", false, true}, {"never", true, false},
+		{progress: "auto"}, {progress: "auto", terminal: true, want: true},
+		{progress: "always", want: true}, {progress: "never", terminal: true},
 	} {
 		e := &env{progress: c.progress, terminal: c.terminal}
 		if got := e.showProgress(); got != c.want {

@@ -139,17 +139,17 @@ func TestGetUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get"}, "give one URL"},
-		{[]string{"get", "ftp://127.0.0.1/"}, `URL "ftp://127.0.0.1/": must be an absolute http or https URL`},
-		{[]string{"get", "-H", "NoColon", "http://127.0.0.1:1/"}, `flag --header #1: must be Name: value, with a colon`},
-		{[]string{"get", "-H", "X-A: a\tb\x01", "http://127.0.0.1:1/"}, `flag --header X-A: the value must be visible characters, spaces and tabs`},
-		{[]string{"get", "-H", "X-A: a\r\nX-B: b", "http://127.0.0.1:1/"}, `flag --header X-A: the value must be`},
-		{[]string{"get", "-H", "X-A: 1", "-H", "X-(B): 2", "http://127.0.0.1:1/"}, `flag --header #2: the name must be a token`},
-		{[]string{"get", "-H", "X-\x00: 2", "http://127.0.0.1:1/"}, `flag --header #1: the name must be a token`},
-		{[]string{"get", "-H", ": v", "http://127.0.0.1:1/"}, `flag --header #1: the name must be a token`},
-		{[]string{"get", "--data-file", "testdata/none", "http://127.0.0.1:1/"}, `flag --data-file = "testdata/none": no such file or directory`},
-		{[]string{"get", "--timeout", "0", "http://127.0.0.1:1/"}, `flag --timeout = "0": must be a duration > 0`},
-		{[]string{"get", "-X", "GE T", "http://127.0.0.1:1/"}, `flag --request = "GE T"`},
+		{args: []string{"get"}, want: "give one URL"},
+		{args: []string{"get", "ftp://127.0.0.1/"}, want: `URL "ftp://127.0.0.1/": must be an absolute http or https URL`},
+		{args: []string{"get", "-H", "NoColon", "http://127.0.0.1:1/"}, want: `flag --header #1: must be Name: value, with a colon`},
+		{args: []string{"get", "-H", "X-A: a\tb\x01", "http://127.0.0.1:1/"}, want: `flag --header X-A: the value must be visible characters, spaces and tabs`},
+		{args: []string{"get", "-H", "X-A: a\r\nX-B: b", "http://127.0.0.1:1/"}, want: `flag --header X-A: the value must be`},
+		{args: []string{"get", "-H", "X-A: 1", "-H", "X-(B): 2", "http://127.0.0.1:1/"}, want: `flag --header #2: the name must be a token`},
+		{args: []string{"get", "-H", "X-\x00: 2", "http://127.0.0.1:1/"}, want: `flag --header #1: the name must be a token`},
+		{args: []string{"get", "-H", ": v", "http://127.0.0.1:1/"}, want: `flag --header #1: the name must be a token`},
+		{args: []string{"get", "--data-file", "testdata/none", "http://127.0.0.1:1/"}, want: `flag --data-file = "testdata/none": no such file or directory`},
+		{args: []string{"get", "--timeout", "0", "http://127.0.0.1:1/"}, want: `flag --timeout = "0": must be a duration > 0`},
+		{args: []string{"get", "-X", "GE T", "http://127.0.0.1:1/"}, want: `flag --request = "GE T"`},
 	} {
 		stdout, stderr, code := cli(t, "", c.args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {

@@ -26,14 +26,14 @@ func TestPlotLog(t *testing.T) {
 		code int
 		want string // in stderr
 	}{
-		{"immediate", []string{"--strategy", "immediate"}, exitUsage, "flag --log: every delay drawn is 0"},
-		{"one attempt", []string{"--attempts", "1"}, exitUsage, "flag --log: every delay drawn is 0"},
-		{"ratchet NONE", []string{"--preset", "ratchet", "--param", "backoff=none"}, exitUsage, "flag --log: every delay drawn is 0"},
-		{"immediate, cumulative", []string{"--strategy", "immediate", "--cumulative"}, exitUsage, "flag --log: every delay drawn is 0"},
-		{"constant 1ms", []string{"--strategy", "constant", "--initial", "1ms", "--jitter", "none"}, 0, "wrote"},
-		{"constant 400us", []string{"--strategy", "constant", "--initial", "400us", "--jitter", "none"}, 0, "wrote"},
-		{"immediate beside exponential", []string{`{"backoff_strategy": "immediate"}`, "--compare", "ojs"}, 0, "(2 curves)"},
-		{"exponential", []string{"--attempts", "8"}, 0, "wrote"},
+		{name: "immediate", args: []string{"--strategy", "immediate"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
+		{name: "one attempt", args: []string{"--attempts", "1"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
+		{name: "ratchet NONE", args: []string{"--preset", "ratchet", "--param", "backoff=none"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
+		{name: "immediate, cumulative", args: []string{"--strategy", "immediate", "--cumulative"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
+		{name: "constant 1ms", args: []string{"--strategy", "constant", "--initial", "1ms", "--jitter", "none"}, want: "wrote"},
+		{name: "constant 400us", args: []string{"--strategy", "constant", "--initial", "400us", "--jitter", "none"}, want: "wrote"},
+		{name: "immediate beside exponential", args: []string{`{"backoff_strategy": "immediate"}`, "--compare", "ojs"}, want: "(2 curves)"},
+		{name: "exponential", args: []string{"--attempts", "8"}, want: "wrote"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -60,19 +60,19 @@ func TestOutputDir(t *testing.T) {
 		code int
 		want string
 	}{
-		{"plot, missing directory", func(d string) []string { return []string{"plot", "-o", d + "/missing/c.svg"} },
-			exitUsage, `/missing": no such file or directory`},
-		{"plot, missing directories", func(d string) []string { return []string{"plot", "-o", d + "/a/b/c.png"} },
-			exitUsage, `/a/b": no such file or directory`},
-		{"plot, a file as the directory", func(d string) []string { return []string{"plot", "-o", d + "/file/c.svg"} },
-			exitUsage, `/file" is not a directory`},
-		{"sim, missing directory", func(d string) []string {
+		{name: "plot, missing directory", args: func(d string) []string { return []string{"plot", "-o", d + "/missing/c.svg"} },
+			code: exitUsage, want: `/missing": no such file or directory`},
+		{name: "plot, missing directories", args: func(d string) []string { return []string{"plot", "-o", d + "/a/b/c.png"} },
+			code: exitUsage, want: `/a/b": no such file or directory`},
+		{name: "plot, a file as the directory", args: func(d string) []string { return []string{"plot", "-o", d + "/file/c.svg"} },
+			code: exitUsage, want: `/file" is not a directory`},
+		{name: "sim, missing directory", args: func(d string) []string {
 			return []string{"sim", "--duration", "1s", "--plot", d + "/missing/load.svg"}
-		}, exitUsage, `flag --plot = "` + "DIR" + `/missing/load.svg": directory`},
-		{"plot, existing directory", func(d string) []string { return []string{"plot", "--samples", "10", "-o", d + "/c.svg"} },
-			0, "wrote"},
-		{"sim, existing directory", func(d string) []string { return []string{"sim", "--duration", "1s", "--plot", d + "/load.svg"} },
-			0, "wrote"},
+		}, code: exitUsage, want: `flag --plot = "` + "DIR" + `/missing/load.svg": directory`},
+		{name: "plot, existing directory", args: func(d string) []string { return []string{"plot", "--samples", "10", "-o", d + "/c.svg"} },
+			code: 0, want: "wrote"},
+		{name: "sim, existing directory", args: func(d string) []string { return []string{"sim", "--duration", "1s", "--plot", d + "/load.svg"} },
+			code: 0, want: "wrote"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,12 +220,12 @@ func TestDelayScale(t *testing.T) {
 		log   bool
 	}{
 		{name: "ojs and zizq, 10 retries: 0.5s to 3h", args: []string{"--attempts", "11", "ojs", "zizq"}, scale: scaleAuto, log: true},
-		{name: "ojs defaults: 0.5s to 3s", args: []string{"ojs"}, scale: scaleAuto, log: false},
-		{name: "a span of exactly 100", args: []string{linear(100)}, scale: scaleAuto, log: false},
+		{name: "ojs defaults: 0.5s to 3s", args: []string{"ojs"}, scale: scaleAuto},
+		{name: "a span of exactly 100", args: []string{linear(100)}, scale: scaleAuto},
 		{name: "a span of 101", args: []string{linear(101)}, scale: scaleAuto, log: true},
 		{name: "full jitter: the band's 5th percentile counts", args: []string{"--attempts", "6", "--jitter", "full", "ojs"}, scale: scaleAuto, log: true},
-		{name: "immediate beside exponential: zeros left out", args: []string{`{"backoff_strategy": "immediate"}`, "ojs"}, scale: scaleAuto, log: false},
-		{name: "--linear", args: []string{"--attempts", "11", "ojs", "zizq"}, scale: scaleLinear, log: false},
+		{name: "immediate beside exponential: zeros left out", args: []string{`{"backoff_strategy": "immediate"}`, "ojs"}, scale: scaleAuto},
+		{name: "--linear", args: []string{"--attempts", "11", "ojs", "zizq"}, scale: scaleLinear},
 		{name: "--log", args: []string{"ojs"}, scale: scaleLog, log: true},
 	}
 	for _, c := range cases {
@@ -277,7 +277,7 @@ func TestBand(t *testing.T) {
 			for _, v := range []struct {
 				name      string
 				got, want float64
-			}{{"5th percentile", p.lo, c.lo}, {"median", p.mid, c.mid}, {"95th percentile", p.hi, c.hi}} {
+			}{{name: "5th percentile", got: p.lo, want: c.lo}, {name: "median", got: p.mid, want: c.mid}, {name: "95th percentile", got: p.hi, want: c.hi}} {
 				if math.Abs(v.got-v.want) > tol {
 					t.Errorf("retry %d: %s %.1fms, want %.1fms ± %.1f", c.retry, v.name, v.got, v.want, tol)
 				}

@@ -17,34 +17,34 @@ var seedTables = []struct {
 	delays []float64
 	total  float64 // cumulative seconds after the last retry; 0 to skip
 }{
-	{"ratchet-table.json", []string{"--preset", "ratchet", "--param", "retries=4"},
-		[]float64{1, 2, 4, 8}, 15},
-	{"ratchet-exponential-1s.json", []string{"--preset", "ratchet", "--param", "retries=20"},
+	{golden: "ratchet-table.json", args: []string{"--preset", "ratchet", "--param", "retries=4"},
+		delays: []float64{1, 2, 4, 8}, total: 15},
+	{golden: "ratchet-exponential-1s.json", args: []string{"--preset", "ratchet", "--param", "retries=20"},
 		// retry 10 ≈ 8.5 min, 15 ≈ 4.5 h, 17 ≈ 18.2 h, 18 and later 24 h
-		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 86400, 86400, 86400}, 0},
-	{"ojs-exponential.json", []string{"--preset", "ojs", "--jitter", "none", "--attempts", "11"},
-		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 300}, 0},
-	{"ojs-polynomial.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "polynomial", "--coefficient", "4", "--attempts", "6"},
-		[]float64{1, 16, 81, 256, 300}, 0},
-	{"ojs-polynomial-15s.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "polynomial", "--coefficient", "4",
+		delays: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 86400, 86400, 86400}},
+	{golden: "ojs-exponential.json", args: []string{"--preset", "ojs", "--jitter", "none", "--attempts", "11"},
+		delays: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 300}},
+	{golden: "ojs-polynomial.json", args: []string{"--preset", "ojs", "--jitter", "none", "--strategy", "polynomial", "--coefficient", "4", "--attempts", "6"},
+		delays: []float64{1, 16, 81, 256, 300}},
+	{golden: "ojs-polynomial-15s.json", args: []string{"--preset", "ojs", "--jitter", "none", "--strategy", "polynomial", "--coefficient", "4",
 		"--initial", "PT15S", "--max", "PT1H", "--attempts", "5"},
-		[]float64{15, 240, 1215, 3600}, 0},
-	{"ojs-constant.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "constant", "--attempts", "4"},
-		[]float64{1, 1, 1}, 3},
-	{"ojs-coefficient-1.json", []string{"--preset", "ojs", "--jitter", "none", "--coefficient", "1", "--attempts", "4"},
-		[]float64{1, 1, 1}, 3},
-	{"ojs-linear.json", []string{"--preset", "ojs", "--jitter", "none", "--strategy", "linear", "--attempts", "4"},
-		[]float64{1, 2, 3}, 6},
-	{"daycry-2-3-20.json", []string{"--preset", "daycry", "--jitter", "none", "--param", "base=2s,multiplier=3,max=20s,retries=3"},
-		[]float64{2, 6, 18}, 26},
-	{"daycry-3-4-10.json", []string{"--preset", "daycry", "--param", "jitter=false", "--param", "base=3s", "--param", "multiplier=4", "--param", "max=10s", "--param", "retries=3"},
-		[]float64{3, 10, 10}, 23},
-	{"daycry-5-2.json", []string{"--preset", "daycry", "--jitter", "none"},
-		[]float64{5, 10, 20, 40}, 75},
-	{"zizq-defaults.json", []string{"--preset", "zizq", "--jitter", "none"},
-		nil, 2154020},
-	{"zizq-2-100ms.json", []string{"--preset", "zizq", "--param", "exponent=2,base=100ms,jitter=0,retries=3"},
-		[]float64{1.1, 4.1, 9.1}, 14.3},
+		delays: []float64{15, 240, 1215, 3600}},
+	{golden: "ojs-constant.json", args: []string{"--preset", "ojs", "--jitter", "none", "--strategy", "constant", "--attempts", "4"},
+		delays: []float64{1, 1, 1}, total: 3},
+	{golden: "ojs-coefficient-1.json", args: []string{"--preset", "ojs", "--jitter", "none", "--coefficient", "1", "--attempts", "4"},
+		delays: []float64{1, 1, 1}, total: 3},
+	{golden: "ojs-linear.json", args: []string{"--preset", "ojs", "--jitter", "none", "--strategy", "linear", "--attempts", "4"},
+		delays: []float64{1, 2, 3}, total: 6},
+	{golden: "daycry-2-3-20.json", args: []string{"--preset", "daycry", "--jitter", "none", "--param", "base=2s,multiplier=3,max=20s,retries=3"},
+		delays: []float64{2, 6, 18}, total: 26},
+	{golden: "daycry-3-4-10.json", args: []string{"--preset", "daycry", "--param", "jitter=false", "--param", "base=3s", "--param", "multiplier=4", "--param", "max=10s", "--param", "retries=3"},
+		delays: []float64{3, 10, 10}, total: 23},
+	{golden: "daycry-5-2.json", args: []string{"--preset", "daycry", "--jitter", "none"},
+		delays: []float64{5, 10, 20, 40}, total: 75},
+	{golden: "zizq-defaults.json", args: []string{"--preset", "zizq", "--jitter", "none"},
+		delays: nil, total: 2154020},
+	{golden: "zizq-2-100ms.json", args: []string{"--preset", "zizq", "--param", "exponent=2,base=100ms,jitter=0,retries=3"},
+		delays: []float64{1.1, 4.1, 9.1}, total: 14.3},
 }
 
 // TestScheduleSeedTables: schedule --json without jitter reproduces each
@@ -127,10 +127,10 @@ func TestScheduleText(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--preset", "zizq", "--jitter", "none"}, []string{"# zizq (modified):", "26 25 4d12h30m40s 24d22h20m20s"}},
-		{[]string{"--preset", "ratchet", "--param", "retries=200", "--limit", "3"}, []string{"4 3 4s 7s", "# ... 197 more retries"}},
-		{[]string{"--attempts", "3", "--samples", "10"}, []string{"attempt retry min median max cumulative (median)", "# 10 draws"}},
-		{[]string{"--policy", "testdata/payment-policy.json", "--jitter", "none", "--limit", "2"}, []string{"# testdata/payment-policy.json (modified)", "3 2 4m 4m15s"}},
+		{args: []string{"--preset", "zizq", "--jitter", "none"}, want: []string{"# zizq (modified):", "26 25 4d12h30m40s 24d22h20m20s"}},
+		{args: []string{"--preset", "ratchet", "--param", "retries=200", "--limit", "3"}, want: []string{"4 3 4s 7s", "# ... 197 more retries"}},
+		{args: []string{"--attempts", "3", "--samples", "10"}, want: []string{"attempt retry min median max cumulative (median)", "# 10 draws"}},
+		{args: []string{"--policy", "testdata/payment-policy.json", "--jitter", "none", "--limit", "2"}, want: []string{"# testdata/payment-policy.json (modified)", "3 2 4m 4m15s"}},
 	}
 	for _, c := range cases {
 		stdout, stderr, code := cli(t, "", append([]string{"schedule"}, c.args...)...)
@@ -174,10 +174,10 @@ func TestScheduleBeyondDuration(t *testing.T) {
 		args []string
 		last string // the text's last row, fields joined by one space
 	}{
-		{"no jitter", append([]string{"--jitter", "none"}, poly...), "12 11 36500d 126022d15h45m24s"},
-		{"constant cap", []string{"--strategy", "constant", "--initial", "P36500D", "--max", "P36500D", "--attempts", "6", "--jitter", "none"},
-			"6 5 36500d 182500d"},
-		{"jitter", append([]string{"--samples", "50"}, poly...), ""},
+		{name: "no jitter", args: append([]string{"--jitter", "none"}, poly...), last: "12 11 36500d 126022d15h45m24s"},
+		{name: "constant cap", args: []string{"--strategy", "constant", "--initial", "P36500D", "--max", "P36500D", "--attempts", "6", "--jitter", "none"},
+			last: "6 5 36500d 182500d"},
+		{name: "jitter", args: append([]string{"--samples", "50"}, poly...)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,10 +220,10 @@ func TestFromMS(t *testing.T) {
 		ms   float64
 		want time.Duration
 	}{
-		{1.5, 1500 * time.Microsecond},
-		{9223372036854.775, math.MaxInt64},
-		{1e300, math.MaxInt64},
-		{-1e300, math.MinInt64},
+		{ms: 1.5, want: 1500 * time.Microsecond},
+		{ms: 9223372036854.775, want: math.MaxInt64},
+		{ms: 1e300, want: math.MaxInt64},
+		{ms: -1e300, want: math.MinInt64},
 	} {
 		if got := fromMS(c.ms); got != c.want {
 			t.Errorf("fromMS(%v) = %v, want %v", c.ms, got, c.want)

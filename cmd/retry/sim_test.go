@@ -173,12 +173,12 @@ func TestSimText(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--rate", "10", "--duration", "30s", "--outage", "5s:10s", "--plot", dir + "/load.svg"},
-			[]string{"300 requests at 10/s over 30s", "server: down from 5s to 15s", "hits during the outage", "time to recover"}},
-		{[]string{"--rate", "10", "--duration", "10s", "--timeout", "1s", "--fail-rate", "1", "--budget", "ratio=0.5,reserve=0,window=5s"},
-			[]string{"100 requests", "server: 100% of attempts failing", "succeeded 0 of 100"}},
-		{[]string{"--contention", "--runs", "1", "--jitter", "full", "--clients", "10"},
-			[]string{"10 clients contending", "full"}},
+		{args: []string{"--rate", "10", "--duration", "30s", "--outage", "5s:10s", "--plot", dir + "/load.svg"},
+			want: []string{"300 requests at 10/s over 30s", "server: down from 5s to 15s", "hits during the outage", "time to recover"}},
+		{args: []string{"--rate", "10", "--duration", "10s", "--timeout", "1s", "--fail-rate", "1", "--budget", "ratio=0.5,reserve=0,window=5s"},
+			want: []string{"100 requests", "server: 100% of attempts failing", "succeeded 0 of 100"}},
+		{args: []string{"--contention", "--runs", "1", "--jitter", "full", "--clients", "10"},
+			want: []string{"10 clients contending", "full"}},
 	}
 	for _, c := range cases {
 		stdout, stderr, code := cli(t, "", append([]string{"sim"}, c.args...)...)
@@ -199,18 +199,18 @@ func TestSimUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--rate", "0"}, "flag --rate = 0: must be in (0, 1e6]"},
-		{[]string{"--outage", "30s"}, `flag --outage = "30s": must be START:LENGTH`},
-		{[]string{"--budget", "ratio=x"}, `flag --budget = "ratio=x": ratio = "x"`},
-		{[]string{"--budget", "spare=1"}, `"spare" is not ratio, reserve or window`},
-		{[]string{"--fail-rate", "2"}, "flag --fail-rate = 2: must be in [0, 1]"},
-		{[]string{"--duration", "forever"}, `flag --duration = "forever": must be a duration`},
-		{[]string{"--contention", "--jitter", "proportional"}, `flag --jitter = "proportional": with --contention`},
-		{[]string{"--bucket", "1ms", "--horizon", "2h"}, "buckets"},
-		{[]string{"--plot", "load.gif", "--duration", "1s"}, `image format "gif"`},
-		{[]string{"--rate", "1e6", "--duration", "1h"}, "flags --rate and --duration: 1000000/s over 1h is 3600000000 requests: must be at most 1000000"},
-		{[]string{"--rate", "10000"}, "flags --rate and --duration: 10000/s over 2m is 1200000 requests: must be at most 1000000"},
-		{[]string{"--runs", "3"}, "flag --runs: applies only with --contention"},
+		{args: []string{"--rate", "0"}, want: "flag --rate = 0: must be in (0, 1e6]"},
+		{args: []string{"--outage", "30s"}, want: `flag --outage = "30s": must be START:LENGTH`},
+		{args: []string{"--budget", "ratio=x"}, want: `flag --budget = "ratio=x": ratio = "x"`},
+		{args: []string{"--budget", "spare=1"}, want: `"spare" is not ratio, reserve or window`},
+		{args: []string{"--fail-rate", "2"}, want: "flag --fail-rate = 2: must be in [0, 1]"},
+		{args: []string{"--duration", "forever"}, want: `flag --duration = "forever": must be a duration`},
+		{args: []string{"--contention", "--jitter", "proportional"}, want: `flag --jitter = "proportional": with --contention`},
+		{args: []string{"--bucket", "1ms", "--horizon", "2h"}, want: "buckets"},
+		{args: []string{"--plot", "load.gif", "--duration", "1s"}, want: `image format "gif"`},
+		{args: []string{"--rate", "1e6", "--duration", "1h"}, want: "flags --rate and --duration: 1000000/s over 1h is 3600000000 requests: must be at most 1000000"},
+		{args: []string{"--rate", "10000"}, want: "flags --rate and --duration: 10000/s over 2m is 1200000 requests: must be at most 1000000"},
+		{args: []string{"--runs", "3"}, want: "flag --runs: applies only with --contention"},
 	}
 	// --contention runs its own setup: every other flag is refused.
 	refused := map[string]bool{}

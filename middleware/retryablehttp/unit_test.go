@@ -30,12 +30,12 @@ func TestBackoff(t *testing.T) {
 		resp       *http.Response
 		want       time.Duration
 	}{
-		{"first retry, no response", 0, nil, time.Second},
-		{"second retry, no response", 1, nil, 2 * time.Second},
-		{"third retry after a 503", 2, response(503, ""), 4 * time.Second},
-		{"Retry-After wins", 0, response(429, "7"), 7 * time.Second},
-		{"invalid Retry-After: the policy", 1, response(503, "soon"), 2 * time.Second},
-		{"past the attempts: the last wait", 9, nil, 4 * time.Second},
+		{name: "first retry, no response", want: time.Second},
+		{name: "second retry, no response", attemptNum: 1, want: 2 * time.Second},
+		{name: "third retry after a 503", attemptNum: 2, resp: response(503, ""), want: 4 * time.Second},
+		{name: "Retry-After wins", resp: response(429, "7"), want: 7 * time.Second},
+		{name: "invalid Retry-After: the policy", attemptNum: 1, resp: response(503, "soon"), want: 2 * time.Second},
+		{name: "past the attempts: the last wait", attemptNum: 9, want: 4 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,13 +73,13 @@ func TestCheckRetry(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"200", nil, response(200, ""), nil, false},
-		{"503", nil, response(503, ""), nil, true},
-		{"400", nil, response(400, ""), nil, false},
-		{"reset of a GET, named by the wrapper", nil, nil, tagged(get), true},
-		{"reset without the wrapper: taken as unsafe", nil, nil, resetError, false},
-		{"canceled context", canceled, response(503, ""), nil, false},
-		{"Discard verdict", nil, nil, retry.Discard(errors.New("x")), false},
+		{name: "200", resp: response(200, "")},
+		{name: "503", resp: response(503, ""), want: true},
+		{name: "400", resp: response(400, "")},
+		{name: "reset of a GET, named by the wrapper", err: tagged(get), want: true},
+		{name: "reset without the wrapper: taken as unsafe", err: resetError},
+		{name: "canceled context", ctx: canceled, resp: response(503, "")},
+		{name: "Discard verdict", err: retry.Discard(errors.New("x"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
