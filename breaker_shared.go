@@ -206,7 +206,8 @@ func (sb *sharedBreaker) sync() {
 }
 
 // update takes a reply of the store as the view, and reports a change of
-// state to OnBreakerChange.
+// state to OnBreakerChange. A reply of an older generation than the view's
+// (a sync and a probe claim may answer out of order) is dropped.
 func (sb *sharedBreaker) update(fl BreakerFleet) {
 	now := time.Now()
 	sb.failed.Store(false)
@@ -214,7 +215,16 @@ func (sb *sharedBreaker) update(fl BreakerFleet) {
 	if fl.State == stateOpen {
 		nv.until = now.Add(max(fl.OpenFor, 0)).UnixNano()
 	}
-	old := sb.view.Swap(nv)
+	var old *fleetView
+	for {
+		old = sb.view.Load()
+		if nv.gen < old.gen {
+			return // a late reply from before the fleet's last change
+		}
+		if sb.view.CompareAndSwap(old, nv) {
+			break
+		}
+	}
 	if old.gen != nv.gen {
 		// Outcomes counted under the old generation belong to it.
 		sb.successes.Store(0)
