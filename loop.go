@@ -26,6 +26,7 @@ type call struct {
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
 	verdict error         // the breaker outcome the attempt chose itself, if any (the Transport's)
 	discard func()        // gives up the outcome in hand once a retry is decided (the Transport's)
+	hedge   *hedging      // the driver's part in hedged attempts; nil without a Hedge
 
 	tokened     bool            // the limiter already gave the next attempt its token
 	untoken     func(time.Time) // gives that token back if the attempt never runs
@@ -109,6 +110,9 @@ func (c *call) begin(ctx context.Context) error {
 // returns the error that stops the call when that wait cannot fit. A panic
 // in the attempt is recorded as a failure and goes on.
 func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
+	if c.hedge != nil && c.hedgeable() {
+		return c.hedged(ctx, attempt)
+	}
 	bs := c.cfg.breakers
 	if bs == nil {
 		c.started()

@@ -77,6 +77,7 @@ type config struct {
 	budgetSpec     Budget
 	budgetSet      bool
 	sharedBudget   SharedBudget // in place of the budgets above
+	hedge          *hedgeSpec   // nil: no hedging
 	optErrs        []error
 	// timed says events or records are observed, so failures record times.
 	timed bool

@@ -122,6 +122,8 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		return v, cfg.err
 	case fn == nil:
 		return v, errNilFunc
+	case cfg.hedge != nil:
+		return doHedged(ctx, cfg, fn)
 	}
 	c := call{cfg: cfg, key: cfg.key}
 	err := c.run(ctx, func(ctx context.Context) (error, bool) {
@@ -148,6 +150,9 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		return errNilFunc
 	}
 	c := call{cfg: cfg, key: cfg.key}
+	if cfg.hedge != nil {
+		c.hedge = &hedging{}
+	}
 	return c.run(ctx, func(ctx context.Context) (error, bool) {
 		return timed(ctx, cfg.attemptTimeout, fn)
 	})

@@ -38,6 +38,9 @@ type Stats struct {
 
 	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
 	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
+
+	Hedges    int64 `json:"hedges"`     // hedges started (WithHedge), counted in Attempts too
+	HedgeWins int64 `json:"hedge_wins"` // calls whose returned success came from a hedge
 }
 
 // Stats returns a snapshot of r's counters. The default Retrier's are
@@ -57,6 +60,8 @@ func (c *config) stats() Stats {
 		DeadLetterFailed:  st.deadLetterFailed.Load(),
 		AlertsSuppressed:  st.alertsSuppressed.Load(),
 		BudgetBalance:     -1,
+		Hedges:            st.hedges.Load(),
+		HedgeWins:         st.hedgeWins.Load(),
 	}
 	if bs := c.breakers; bs != nil {
 		s.Breakers = bs.states()
@@ -94,6 +99,8 @@ type state struct {
 	deadLettered      atomic.Int64
 	deadLetterFailed  atomic.Int64
 	alertsSuppressed  atomic.Int64
+	hedges            atomic.Int64
+	hedgeWins         atomic.Int64
 	alerts            alerts
 }
 

@@ -1,0 +1,298 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/steadyhq/retry"
+)
+
+// hedgeScript is a dependency whose attempt n takes lat[n-1] (the last entry
+// for later attempts) and then fails with errs[n-1] when that is set, or
+// returns n. It honours its context unless stubborn.
+type hedgeScript struct {
+	lat      []time.Duration
+	errs     []error
+	stubborn bool
+
+	mu       sync.Mutex
+	n        int
+	canceled int
+}
+
+func (s *hedgeScript) fn(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	t := time.NewTimer(s.lat[min(n, len(s.lat))-1])
+	defer t.Stop()
+	if s.stubborn {
+		<-t.C
+	} else {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.canceled++
+			s.mu.Unlock()
+			return 0, ctx.Err()
+		}
+	}
+	if n <= len(s.errs) && s.errs[n-1] != nil {
+		return 0, s.errs[n-1]
+	}
+	return n, nil
+}
+
+var errDown = errors.New("down")
+
+// hedgePlan is the configuration of a hedgeScript.
+type hedgePlan struct {
+	lat      []time.Duration
+	errs     []error
+	stubborn bool
+}
+
+// TestHedgeDo: the first success wins and is returned at its own time, the
+// others are canceled, a failed hedge does not stop the others, Max bounds
+// the attempts in flight and the policy's MaxAttempts their total, the
+// caller's deadline bounds the call, and a losing value is released.
+func TestHedgeDo(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name     string
+		script   hedgePlan
+		hedge    retry.Hedge
+		attempts int           // Policy.MaxAttempts; 0 for 3
+		timeout  time.Duration // the caller's deadline; 0 for none
+		want     int           // the value returned; 0 for an error
+		reason   retry.Reason  // of the error
+		took     time.Duration
+		stats    retry.Stats // Attempts, Hedges and HedgeWins
+		canceled int
+		released []int
+	}{
+		{name: "success before the delay: no hedge", script: hedgePlan{lat: []time.Duration{5 * ms}},
+			hedge: retry.Hedge{Delay: 10 * ms}, want: 1, took: 5 * ms, stats: retry.Stats{Attempts: 1}},
+		{name: "slow first attempt: the hedge wins, the first is canceled", script: hedgePlan{lat: []time.Duration{100 * ms, 5 * ms}},
+			hedge: retry.Hedge{Delay: 10 * ms}, want: 2, took: 15 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1, HedgeWins: 1}, canceled: 1},
+		{name: "a failed hedge does not stop the first", script: hedgePlan{lat: []time.Duration{30 * ms, 5 * ms}, errs: []error{nil, errDown}},
+			hedge: retry.Hedge{Delay: 10 * ms}, attempts: 2, want: 1, took: 30 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}},
+		{name: "Max 3: two hedges in flight", script: hedgePlan{lat: []time.Duration{100 * ms, 100 * ms, 5 * ms}},
+			hedge: retry.Hedge{Delay: 10 * ms, Max: 3}, want: 3, took: 25 * ms, stats: retry.Stats{Attempts: 3, Hedges: 2, HedgeWins: 1}, canceled: 2},
+		{name: "MaxAttempts bounds the total", script: hedgePlan{lat: []time.Duration{100 * ms}},
+			hedge: retry.Hedge{Delay: 10 * ms, Max: 5}, attempts: 2, want: 1, took: 100 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, canceled: 1},
+		{name: "all fail: the policy retries after its wait", script: hedgePlan{lat: []time.Duration{20 * ms, 12 * ms, 5 * ms}, errs: []error{errDown, errDown}},
+			hedge: retry.Hedge{Delay: 10 * ms}, want: 3, took: 29 * ms, // 22 ms, then the wait before a third attempt
+			stats: retry.Stats{Attempts: 3, Hedges: 1}},
+		{name: "the caller's deadline bounds everything", script: hedgePlan{lat: []time.Duration{100 * ms}, stubborn: true},
+			hedge: retry.Hedge{Delay: 10 * ms}, timeout: 50 * ms, reason: retry.ReasonCanceled, took: 50 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, released: []int{1, 2}},
+		{name: "a losing value is released", script: hedgePlan{lat: []time.Duration{20 * ms, 15 * ms}, stubborn: true},
+			hedge: retry.Hedge{Delay: 10 * ms}, want: 1, took: 20 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, released: []int{2}},
+		{name: "Max 1 turns hedging off", script: hedgePlan{lat: []time.Duration{100 * ms}},
+			hedge: retry.Hedge{Delay: 10 * ms, Max: 1}, want: 1, took: 100 * ms, stats: retry.Stats{Attempts: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var released []int
+				h := tc.hedge
+				h.Release = func(v any) {
+					mu.Lock()
+					released = append(released, v.(int))
+					mu.Unlock()
+				}
+				p := noJitter
+				p.MaxAttempts = tc.attempts
+				r := retry.New(retry.WithPolicy(p), retry.WithHedge(h))
+				ctx := context.Background()
+				if tc.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+					defer cancel()
+				}
+				start := time.Now()
+				s := &hedgeScript{lat: tc.script.lat, errs: tc.script.errs, stubborn: tc.script.stubborn}
+				v, err := retry.Do(ctx, s.fn, r)
+				took := time.Since(start)
+				var e *retry.Error
+				switch {
+				case tc.want != 0 && (err != nil || v != tc.want):
+					t.Errorf("Do = %v, %v; want %v", v, err, tc.want)
+				case tc.want == 0 && (!errors.As(err, &e) || e.Reason != tc.reason):
+					t.Errorf("Do = %v, %v; want reason %v", v, err, tc.reason)
+				}
+				if took != tc.took {
+					t.Errorf("took %v, want %v", took, tc.took)
+				}
+				synctest.Wait() // the losers end
+				time.Sleep(time.Second)
+				st := r.Stats()
+				if st.Attempts != tc.stats.Attempts || st.Hedges != tc.stats.Hedges || st.HedgeWins != tc.stats.HedgeWins {
+					t.Errorf("attempts, hedges, wins = %d, %d, %d; want %d, %d, %d", st.Attempts, st.Hedges, st.HedgeWins,
+						tc.stats.Attempts, tc.stats.Hedges, tc.stats.HedgeWins)
+				}
+				if s.canceled != tc.canceled {
+					t.Errorf("%d attempts canceled, want %d", s.canceled, tc.canceled)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !slicesEqual(released, tc.released) {
+					t.Errorf("released %v, want %v", released, tc.released)
+				}
+			})
+		})
+	}
+}
+
+func slicesEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHedgeAdmission: a hedge is load. It takes a retry-budget token, so that
+// under a full outage hedges and retries together stay within the budget's
+// bound; it needs a rate-limit token there at once; and it passes the
+// breaker, which refuses it while its single half-open probe runs.
+func TestHedgeAdmission(t *testing.T) {
+	ms := time.Millisecond
+	t.Run("budget under a full outage", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			const calls = 200
+			for _, b := range []struct {
+				budget retry.Budget
+				most   int64 // attempts in all
+			}{
+				{budget: retry.Budget{Ratio: 0.1, Reserve: -1}, most: calls * 1.1},
+				{budget: retry.Budget{Off: true}, most: calls * 3},
+			} {
+				r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: ms, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
+					retry.WithBudget(b.budget), retry.WithHedge(retry.Hedge{Delay: ms}))
+				s := &hedgeScript{lat: []time.Duration{5 * ms}, errs: repeat(errDown, calls*3)}
+				for range calls {
+					retry.Do(context.Background(), s.fn, r)
+				}
+				st := r.Stats()
+				if st.Attempts > b.most || st.Hedges == 0 {
+					t.Errorf("budget %+v: %d attempts (%d hedges) for %d calls; want at most %d, and hedges", b.budget, st.Attempts, st.Hedges, calls, b.most)
+				}
+			}
+		})
+	})
+	t.Run("rate limiter", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithHedge(retry.Hedge{Delay: 10 * ms}))
+			s := &hedgeScript{lat: []time.Duration{100 * ms}}
+			if v, err := retry.Do(context.Background(), s.fn, r); v != 1 || err != nil {
+				t.Fatalf("Do = %v, %v", v, err)
+			}
+			if st := r.Stats(); st.Attempts != 1 || st.Hedges != 0 {
+				t.Errorf("%d attempts, %d hedges; want 1, 0: no token for a hedge", st.Attempts, st.Hedges)
+			}
+		})
+	})
+	t.Run("breaker half-open", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+				retry.WithBreaker(retry.Breaker{MinRequests: 1, OpenTimeout: 100 * ms}),
+				retry.WithHedge(retry.Hedge{Delay: 15 * ms}))
+			retry.Do(context.Background(), (&hedgeScript{lat: []time.Duration{ms}, errs: []error{errDown}}).fn, r)
+			if st := r.Stats(); st.Breakers[""] != "open" {
+				t.Fatalf("breaker %v, want open", st.Breakers)
+			}
+			time.Sleep(100 * ms)
+			p := retry.New(r, retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
+			s := &hedgeScript{lat: []time.Duration{50 * ms}}
+			if v, err := retry.Do(context.Background(), s.fn, p); v != 1 || err != nil {
+				t.Fatalf("Do = %v, %v", v, err)
+			}
+			if st := r.Stats(); st.Hedges != 0 || st.Breakers[""] != "closed" {
+				t.Errorf("%d hedges, breaker %v; want 0, closed: the probe runs alone", st.Hedges, st.Breakers)
+			}
+		})
+	})
+}
+
+// TestHedgeEvents: OnEvent reports a hedge started, with the delay before
+// it, and a hedge won.
+func TestHedgeEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		h := retry.Hedge{Delay: 10 * time.Millisecond, OnEvent: func(ev retry.Event) {
+			got = append(got, ev.Type+" "+ev.Key+" "+ev.Delay.String()+" "+string(rune('0'+ev.Attempt)))
+		}}
+		s := &hedgeScript{lat: []time.Duration{100 * time.Millisecond, time.Millisecond}}
+		retry.Do(context.Background(), s.fn, retry.WithHedge(h), retry.WithKey("db"))
+		synctest.Wait()
+		want := "hedge.started db 10ms 2|hedge.won db 0s 2"
+		if strings.Join(got, "|") != want {
+			t.Errorf("events %q, want %q", strings.Join(got, "|"), want)
+		}
+	})
+}
+
+// TestHedgeAdaptive: with no Delay, the delay is Ceiling until the key has
+// latencies, then their Percentile, kept within Floor and Ceiling.
+func TestHedgeAdaptive(t *testing.T) {
+	ms := time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		var delays []time.Duration
+		r := retry.New(retry.WithHedge(retry.Hedge{Percentile: 90, Floor: 2 * ms, Ceiling: 50 * ms, OnEvent: func(ev retry.Event) {
+			if ev.Type == "hedge.started" {
+				delays = append(delays, ev.Delay)
+			}
+		}}))
+		// 100 calls: 90 of 10 ms and 10 of 200 ms.
+		for i := range 100 {
+			lat := 10 * ms
+			if i%10 == 9 {
+				lat = 200 * ms
+			}
+			s := &hedgeScript{lat: []time.Duration{lat, ms}}
+			retry.Do(context.Background(), s.fn, r)
+		}
+		if len(delays) == 0 || delays[0] != 50*ms {
+			t.Fatalf("delays %v: want the Ceiling first", delays)
+		}
+		if last := delays[len(delays)-1]; last < 10*ms || last > 12*ms {
+			t.Errorf("delays %v: want the p90 of the latencies, about 10 ms, last", delays)
+		}
+	})
+}
+
+// TestHedgeInvalid: bad fields give an error naming the field, the value and
+// the rule.
+func TestHedgeInvalid(t *testing.T) {
+	cases := []struct {
+		name  string
+		hedge retry.Hedge
+		want  string
+	}{
+		{name: "negative delay", hedge: retry.Hedge{Delay: -1}, want: "value -1ns: Delay must be >= 0"},
+		{name: "percentile 100", hedge: retry.Hedge{Percentile: 100}, want: "value 100: Percentile must be above 0 and below 100"},
+		{name: "ceiling under floor", hedge: retry.Hedge{Floor: time.Second, Ceiling: time.Millisecond}, want: "value 1ms: Ceiling must be >= Floor (1s)"},
+		{name: "negative max", hedge: retry.Hedge{Max: -2}, want: "value -2: Max must be >= 0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := retry.New(retry.WithHedge(tc.hedge)).Err()
+			if err == nil || !strings.Contains(err.Error(), "WithHedge") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Err() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
