@@ -135,11 +135,17 @@ func (h *hedgeSpec) record(key string, d time.Duration) {
 func newSketch() *sketch { return new(sketch) }
 
 // hedging is how a driver (Do, Run, the Transport) takes part in a hedged
-// call: take keeps the outcome the call ends with (the winner, or the last
-// failure of a turn), drop gives up another. Either may be nil.
+// call: its attempt, able to run beside others; take keeps the outcome the
+// call ends with (the winner, or the last failure of a turn); drop gives up
+// another. Either may be nil. The attempts' goroutines see the call through
+// it alone, so that the call itself stays on its caller's stack.
 type hedging struct {
-	take func(*hedgeTry)
-	drop func(*hedgeTry)
+	cfg     *config
+	key     string
+	http    bool // the Transport's: attempts choose their breaker outcome
+	attempt attemptFunc
+	take    func(*hedgeTry)
+	drop    func(*hedgeTry)
 }
 
 // hedgeTry is one attempt of a hedged call, run on its own goroutine.
@@ -190,15 +196,15 @@ func (c *call) hedgeable() bool {
 // the retry budget (admitHedge) and starts. The turn ends with the first
 // success, or with the last failure once every attempt has failed; the
 // caller's context ends it at once.
-func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	cfg, h := c.cfg, c.cfg.hedge
+func (c *call) hedged(ctx context.Context) (failure error, timedOut, ran bool, stop error) {
+	cfg, h, hg := c.cfg, c.cfg.hedge, c.hedge
 	done, wait := c.allowBreaker()
 	if done == nil {
 		return nil, false, false, c.breakerOpen(ctx, wait)
 	}
 	tn := &turn{results: make(chan *hedgeTry, h.Max)}
 	c.started()
-	c.launch(ctx, tn, attempt, done, false)
+	hg.launch(ctx, c.numbered(ctx), tn, c.attempt, done, false)
 	inflight := 1
 	delay := h.delay(c.key)
 	timer := time.NewTimer(delay)
@@ -213,11 +219,11 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 				bs.flush(cfg.onBreaker)
 			}
 			if t.panicked != nil {
-				c.endTurn(tn, t, last)
+				hg.endTurn(tn, t, last)
 				panic(t.panicked)
 			}
 			if t.failure == nil {
-				c.endTurn(tn, t, last)
+				hg.endTurn(tn, t, last)
 				if t.hedge {
 					cfg.state.hedgeWins.Add(1)
 					c.hedgeEvent(typeHedgeWon, t.n, 0)
@@ -226,11 +232,11 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 			}
 			// A failure while others run: they go on.
 			if last != nil {
-				c.dropTry(last)
+				hg.dropTry(last)
 			}
 			last = t
 			if inflight == 0 {
-				c.endTurn(tn, t, nil)
+				hg.endTurn(tn, t, nil)
 				return t.failure, t.timedOut, true, nil
 			}
 			if !armed && c.attempt < cfg.policy.MaxAttempts {
@@ -249,7 +255,7 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 				c.started()
 				cfg.state.hedges.Add(1)
 				c.hedgeEvent(typeHedgeStarted, c.attempt, delay)
-				c.launch(ctx, tn, attempt, done, true)
+				hg.launch(ctx, c.numbered(ctx), tn, c.attempt, done, true)
 				inflight++
 			}
 			if inflight < h.Max && c.attempt < cfg.policy.MaxAttempts {
@@ -258,7 +264,7 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 				armed = true
 			}
 		case <-ctx.Done():
-			c.endTurn(tn, nil, last)
+			hg.endTurn(tn, nil, last)
 			if last != nil {
 				c.last, c.lastTyp = last.failure, ""
 			}
@@ -304,12 +310,13 @@ func (c *call) admitHedge(ctx context.Context) func(error) {
 	return done
 }
 
-// launch starts attempt number c.attempt on its own goroutine, with its own
-// context, and has it report to tn. done receives the breaker outcome.
-func (c *call) launch(ctx context.Context, tn *turn, attempt attemptFunc, done func(error), hedge bool) {
-	cfg := c.cfg
-	t := &hedgeTry{n: c.attempt, hedge: hedge}
-	actx, cancel := context.WithCancel(c.numbered(ctx))
+// launch starts attempt number n on its own goroutine, with a context of its
+// own made from nctx (ctx carrying the attempt number), and has it report
+// to tn. done receives the breaker outcome.
+func (hg *hedging) launch(ctx, nctx context.Context, tn *turn, n int, done func(error), hedge bool) {
+	cfg, attempt := hg.cfg, hg.attempt
+	t := &hedgeTry{n: n, hedge: hedge}
+	actx, cancel := context.WithCancel(nctx)
 	t.cancel = cancel
 	actx = context.WithValue(actx, tryKey{}, t)
 	tn.mu.Lock()
@@ -325,24 +332,24 @@ func (c *call) launch(ctx context.Context, tn *turn, attempt attemptFunc, done f
 					t.panicked = errNilPanic
 				}
 				done(errBreakerFailure)
-				c.report(tn, t)
+				hg.report(tn, t)
 			}
 		}()
 		t.failure, t.timedOut = attempt(actx)
 		finished = true
 		cut := actx.Err() != nil && ctx.Err() == nil // canceled as a loser
 		if !cut {
-			cfg.hedge.record(c.key, time.Since(start))
+			cfg.hedge.record(hg.key, time.Since(start))
 		}
 		switch {
 		case cut:
 			done(errBreakerExcluded)
-		case t.verdict != nil || c.req != nil:
+		case hg.http:
 			done(t.verdict)
 		default:
 			done(cfg.breakerOutcome(ctx, t.failure, t.timedOut))
 		}
-		c.report(tn, t)
+		hg.report(tn, t)
 	}()
 }
 
@@ -351,7 +358,7 @@ var errNilPanic = fmt.Errorf("retry: attempt panicked with nil")
 
 // report hands a finished attempt to its turn, or, once the turn is over,
 // gives up its outcome.
-func (c *call) report(tn *turn, t *hedgeTry) {
+func (hg *hedging) report(tn *turn, t *hedgeTry) {
 	tn.mu.Lock()
 	over := tn.over
 	if !over {
@@ -359,14 +366,14 @@ func (c *call) report(tn *turn, t *hedgeTry) {
 	}
 	tn.mu.Unlock()
 	if over {
-		c.dropTry(t)
+		hg.dropTry(t)
 	}
 }
 
 // endTurn ends tn: the driver takes keep (the winner, or the turn's last
 // failure), the other attempts are canceled, and those that finished gives
 // up their outcome; last is a failure kept so far, now given up.
-func (c *call) endTurn(tn *turn, keep, last *hedgeTry) {
+func (hg *hedging) endTurn(tn *turn, keep, last *hedgeTry) {
 	tn.mu.Lock()
 	tn.over = true
 	running := tn.running
@@ -378,19 +385,19 @@ func (c *call) endTurn(tn *turn, keep, last *hedgeTry) {
 		}
 	}
 	if keep != nil {
-		if take := c.hedge.take; take != nil {
+		if take := hg.take; take != nil {
 			take(keep)
 		} else {
 			keep.cancel()
 		}
 	}
 	if last != nil {
-		c.dropTry(last)
+		hg.dropTry(last)
 	}
 	for {
 		select {
 		case t := <-tn.results:
-			c.dropTry(t)
+			hg.dropTry(t)
 		default:
 			return
 		}
@@ -398,11 +405,11 @@ func (c *call) endTurn(tn *turn, keep, last *hedgeTry) {
 }
 
 // dropTry gives up the outcome of an attempt that is not kept.
-func (c *call) dropTry(t *hedgeTry) {
-	t.cancel()
-	if drop := c.hedge.drop; drop != nil {
+func (hg *hedging) dropTry(t *hedgeTry) {
+	if drop := hg.drop; drop != nil {
 		drop(t)
 	}
+	t.cancel()
 }
 
 // hedgeEvent fires the Hedge's OnEvent hook, if set.
@@ -423,7 +430,7 @@ func (c *call) hedgeEvent(typ string, attempt int, delay time.Duration) {
 func doHedged[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
 	var v T
 	c := call{cfg: cfg, key: cfg.key}
-	c.hedge = &hedging{
+	c.hedge = &hedging{cfg: cfg, key: c.key,
 		take: func(t *hedgeTry) {
 			if t.failure == nil {
 				v, _ = t.value.(T)
@@ -436,7 +443,7 @@ func doHedged[T any](ctx context.Context, cfg *config, fn func(context.Context) 
 			}
 		},
 	}
-	err := c.run(ctx, func(ctx context.Context) (error, bool) {
+	c.hedge.attempt = func(ctx context.Context) (error, bool) {
 		t := tryFrom(ctx)
 		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
 			w, err := fn(ctx) // a panic goes on to the caller
@@ -447,10 +454,19 @@ func doHedged[T any](ctx context.Context, cfg *config, fn func(context.Context) 
 			}
 			return err
 		})
-	})
-	if err != nil {
+	}
+	if err := c.run(ctx, c.hedge.attempt); err != nil {
 		var zero T
 		return zero, err
 	}
 	return v, nil
+}
+
+// runHedged is run for a configuration with a Hedge.
+func runHedged(ctx context.Context, cfg *config, fn func(context.Context) error) error {
+	c := call{cfg: cfg, key: cfg.key}
+	c.hedge = &hedging{cfg: cfg, key: c.key, attempt: func(ctx context.Context) (error, bool) {
+		return timed(ctx, cfg.attemptTimeout, fn)
+	}}
+	return c.run(ctx, c.hedge.attempt)
 }

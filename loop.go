@@ -111,7 +111,7 @@ func (c *call) begin(ctx context.Context) error {
 // in the attempt is recorded as a failure and goes on.
 func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
 	if c.hedge != nil && c.hedgeable() {
-		return c.hedged(ctx, attempt)
+		return c.hedged(ctx) // with the driver's attempt for hedges
 	}
 	bs := c.cfg.breakers
 	if bs == nil {

@@ -148,11 +148,10 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		return cfg.err
 	case fn == nil:
 		return errNilFunc
+	case cfg.hedge != nil:
+		return runHedged(ctx, cfg, fn)
 	}
 	c := call{cfg: cfg, key: cfg.key}
-	if cfg.hedge != nil {
-		c.hedge = &hedging{}
-	}
 	return c.run(ctx, func(ctx context.Context) (error, bool) {
 		return timed(ctx, cfg.attemptTimeout, fn)
 	})

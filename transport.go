@@ -158,6 +158,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt.idemKey = newIdempotencyKey()
 		rt.idempotent = true
 	}
+	if rt.mayHedge() {
+		return hedgedRoundTrip(ctx, rt)
+	}
 	defer rt.finish()
 	var (
 		resp   *http.Response     // the response of the attempt in hand
@@ -345,12 +348,15 @@ func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) 
 	}
 	switch {
 	case req.GetBody != nil && n == 1:
-		rt.bodyOwned = true
+		if !rt.bodyOwned { // set beforehand for hedged attempts, which run at once
+			rt.bodyOwned = true
+		}
 		out.Body = req.Body
 	case req.GetBody != nil:
 		b := rt.next
-		rt.next = nil
-		if b == nil {
+		if b != nil {
+			rt.next = nil
+		} else {
 			var err error
 			if b, err = req.GetBody(); err != nil {
 				return nil, &notReplayable{fmt.Errorf("GetBody: %w", err)}
