@@ -71,4 +71,6 @@ func Example() {
 	// retry.attempts 3
 	// retry.failures 2
 	// retry.retries 2
+	// retry.hedges 0
+	// retry.hedge_wins 0
 }

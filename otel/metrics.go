@@ -101,11 +101,13 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 	retries, e3 := counter("retry.retries", "Failed attempts followed by a retry.", "{retry}")
 	deadLetters, e4 := counter("retry.dead_letters", "Dead-letter records, delivered or failed.", "{record}")
 	denials, e5 := counter("retry.denials", "Calls or retries stopped by the budget, a breaker or the rate limit.", "{call}")
+	hedges, e8 := counter("retry.hedges", "Hedged attempts started.", "{attempt}")
+	hedgeWins, e9 := counter("retry.hedge_wins", "Calls whose returned success came from a hedge.", "{call}")
 	balance, e6 := m.meter.Float64ObservableGauge("retry.budget.balance",
 		metric.WithDescription("Retries the retry budget would grant now."), metric.WithUnit("{retry}"))
 	breaker, e7 := m.meter.Int64ObservableGauge("retry.breaker.state",
 		metric.WithDescription("Circuit breaker state: 0 closed, 1 half-open, 2 open."), metric.WithUnit("1"))
-	if err := errors.Join(e0, e1, e2, e3, e4, e5, e6, e7); err != nil {
+	if err := errors.Join(e0, e1, e2, e3, e4, e5, e6, e7, e8, e9); err != nil {
 		return nil, err
 	}
 	base := append(append([]attribute.KeyValue(nil), m.attrs...), attrs...)
@@ -124,6 +126,8 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 		o.ObserveInt64(denials, s.BudgetDenied, set(AttrDefence.String("budget")))
 		o.ObserveInt64(denials, s.BreakerDenied, set(AttrDefence.String("breaker")))
 		o.ObserveInt64(denials, s.LimiterDenied, set(AttrDefence.String("rate_limit")))
+		o.ObserveInt64(hedges, s.Hedges, all)
+		o.ObserveInt64(hedgeWins, s.HedgeWins, all)
 		if s.BudgetBalance >= 0 {
 			o.ObserveFloat64(balance, s.BudgetBalance, all)
 		}
@@ -134,7 +138,7 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 			o.ObserveInt64(breaker, int64(breakerValue(st)), set(AttrKey.String(k)))
 		}
 		return nil
-	}, calls, attempts, failures, retries, deadLetters, denials, balance, breaker)
+	}, calls, attempts, failures, retries, deadLetters, denials, hedges, hedgeWins, balance, breaker)
 }
 
 // breakerValue is the gauge value of a breaker state.

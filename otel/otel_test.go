@@ -150,6 +150,37 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsHedges: the hedges started and won, from Stats.
+func TestMetricsHedges(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer mp.Shutdown(context.Background())
+	m, err := retryotel.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := retry.New(retry.WithHedge(retry.Hedge{Delay: 5 * time.Millisecond}), m.Option())
+	reg, err := m.Observe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	// The first attempt hangs until canceled; the hedge answers.
+	retry.Run(context.Background(), func(ctx context.Context) error {
+		if retry.AttemptFrom(ctx) == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, r)
+	points := collect(t, rd)
+	for name, want := range map[string]float64{"retry.hedges": 1, "retry.hedge_wins": 1, "retry.attempts": 2} {
+		if p, ok := find(points, name); !ok || p.value != want {
+			t.Errorf("%s = %v, %v; want %v", name, p.value, ok, want)
+		}
+	}
+}
+
 // Breakers per key and an open breaker's denials, through a Transport.
 func TestMetricsBreaker(t *testing.T) {
 	rd := sdkmetric.NewManualReader()
