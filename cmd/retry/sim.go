@@ -35,6 +35,7 @@ func newSim(e *env) *cobra.Command {
 		plotFile string
 		contend  bool
 		runs     int
+		hedge    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -48,6 +49,12 @@ goroutine at a time, so a --seed gives the same figures every time.
 It reports the load amplification (server hits per request), the success rate, the peak-to-mean
 rate of hits per second, and the time the server took to recover after the outage: until no
 attempt fails and the load is back within 10% of the offered rate. --plot draws them over time.
+
+--hedge runs the long-tail setup of Dean and Barroso's "The Tail at Scale": 20000 requests, 200
+at a time, attempts of 10 ms (+0–10%), 1% of them 100× longer, first without hedging, then with a
+hedge after the p95 of recent attempt latencies (retry.WithHedge). It runs in wall time (the
+engine's hedges race goroutines and timers), prints the latency percentiles and the attempts of
+both runs, and --plot draws their latency distributions. It takes only --seed, --json and --plot.
 
 --contention runs the setup of the AWS Architecture Blog's "Exponential Backoff and Jitter":
 --clients (100) clients each update one row once under optimistic concurrency (a write succeeds
@@ -63,12 +70,16 @@ The circuit breaker is left out: it measures its open period on real time.`,
   retry sim --rate 100 --duration 2m --outage 30s:60s --budget off --plot outage.svg
   retry sim --rate 100 --duration 1m --fail-rate 0.1 --json
   retry sim --rate 100 --duration 1m --outage 10s:20s --capacity 120
-  retry sim --contention`,
+  retry sim --contention
+  retry sim --hedge --plot hedge.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			flags := cmd.Flags()
-			if err := simFlagsApply(flags, contend); err != nil {
+			if err := simFlagsApply(flags, contend, hedge); err != nil {
 				return err
+			}
+			if hedge {
+				return runHedgeSim(e, seed, asJSON, plotFile)
 			}
 			if contend {
 				n := 100
@@ -191,6 +202,7 @@ The circuit breaker is left out: it measures its open period on real time.`,
 	f.StringVar(&plotFile, "plot", "", "draw the load over time to this SVG or PNG file")
 	f.BoolVar(&contend, "contention", false, `the AWS "Exponential Backoff and Jitter" contention setup`)
 	f.IntVar(&runs, "runs", 10, "with --contention: runs to average")
+	f.BoolVar(&hedge, "hedge", false, `the long-tail setup of "The Tail at Scale", without and with hedging`)
 	return cmd
 }
 
@@ -202,15 +214,21 @@ const maxRequests = 1_000_000
 // every command takes).
 var contentionFlags = []string{"clients", "runs", "seed", "jitter", "json"}
 
+// hedgeFlags are the flags --hedge takes.
+var hedgeFlags = []string{"seed", "json", "plot"}
+
 // simFlagsApply rejects a flag given where it has no effect: with
-// --contention, any but contentionFlags; without it, --runs.
-func simFlagsApply(fs *pflag.FlagSet, contend bool) error {
+// --contention, any but contentionFlags; with --hedge, any but hedgeFlags;
+// without --contention, --runs.
+func simFlagsApply(fs *pflag.FlagSet, contend, hedge bool) error {
 	var err error
 	fs.Visit(func(f *pflag.Flag) {
 		if err != nil {
 			return
 		}
 		switch {
+		case hedge && f.Name != "hedge" && f.Name != "progress" && !slices.Contains(hedgeFlags, f.Name):
+			err = usagef("flag --%s: does not apply to --hedge, which takes only --seed, --json and --plot", f.Name)
 		case contend && f.Name != "contention" && f.Name != "progress" && !slices.Contains(contentionFlags, f.Name):
 			err = usagef("flag --%s: does not apply to --contention, which takes only --%s and --%s", f.Name,
 				strings.Join(contentionFlags[:len(contentionFlags)-1], ", --"), contentionFlags[len(contentionFlags)-1])
@@ -415,4 +433,37 @@ func runContention(w io.Writer, clients, runs int, seed uint64, kinds []string, 
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t\n", r.Strategy, r.Calls, human(fromMS(r.TimeMS)))
 	}
 	return tw.Flush()
+}
+
+// runHedgeSim runs sim --hedge.
+func runHedgeSim(e *env, seed uint64, asJSON bool, plotFile string) error {
+	format := ""
+	if plotFile != "" {
+		var err error
+		if format, err = plotFormat(plotFile, ""); err != nil {
+			return err
+		}
+		if err := outputDir("plot", plotFile); err != nil {
+			return err
+		}
+	}
+	s := &hedgeSim{requests: 20000, workers: 200, base: 10 * time.Millisecond, slowP: 0.01, slowX: 100, pct: 95, seed: seed}
+	res, err := s.run()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(e.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		res.writeText(e.stdout, s)
+	}
+	if plotFile != "" {
+		if err := saveChart(res.chart(s), 20*vg.Centimeter, 11*vg.Centimeter, format, plotFile, e.stdout); err != nil {
+			return failed(err)
+		}
+		fmt.Fprintf(e.stderr, "wrote %s\n", plotFile)
+	}
+	return nil
 }
