@@ -61,7 +61,7 @@ func hedgedRoundTrip(ctx context.Context, r roundTrip) (*http.Response, error) {
 		release(cancel)
 		cancel = nil
 	}
-	c.hedge = &hedging{cfg: cfg, key: c.key, http: true, attempt: rt.hedgeAttempt,
+	hg := &hedging{cfg: cfg, key: c.key, http: true, inline: new(hedgeTry),
 		take: func(t *hedgeTry) {
 			hr := t.value.(*hedgeResp)
 			if hr.resp == nil {
@@ -83,6 +83,14 @@ func hedgedRoundTrip(ctx context.Context, r roundTrip) (*http.Response, error) {
 			release(hr.cancel)
 		},
 	}
+	hg.attempt = func(actx context.Context) (error, bool) {
+		t := tryFrom(actx)
+		if t == nil { // the turn's first attempt
+			t = hg.inline
+		}
+		return rt.hedgeAttempt(actx, t)
+	}
+	c.hedge = hg
 	err := c.run(ctx, c.hedge.attempt)
 	if resp != nil {
 		return deliver(resp, cancel), nil
@@ -91,11 +99,9 @@ func hedgedRoundTrip(ctx context.Context, r roundTrip) (*http.Response, error) {
 	return heldOr(held, err)
 }
 
-// hedgeAttempt is one attempt of a hedged request, with the context that
-// carries its hedgeTry.
-func (rt *roundTrip) hedgeAttempt(actx context.Context) (error, bool) {
+// hedgeAttempt is one attempt t of a hedged request.
+func (rt *roundTrip) hedgeAttempt(actx context.Context, t *hedgeTry) (error, bool) {
 	cfg, req := rt.t.config(), rt.req
-	t := tryFrom(actx)
 	hr := new(hedgeResp)
 	t.value = hr
 	actx, acancel, timer := rt.attemptContext(actx)

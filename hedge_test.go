@@ -91,8 +91,8 @@ func TestHedgeDo(t *testing.T) {
 		{name: "all fail: the policy retries after its wait", script: hedgePlan{lat: []time.Duration{20 * ms, 12 * ms, 5 * ms}, errs: []error{errDown, errDown}},
 			hedge: retry.Hedge{Delay: 10 * ms}, want: 3, took: 29 * ms, // 22 ms, then the wait before a third attempt
 			stats: retry.Stats{Attempts: 3, Hedges: 1}},
-		{name: "the caller's deadline bounds everything", script: hedgePlan{lat: []time.Duration{100 * ms}, stubborn: true},
-			hedge: retry.Hedge{Delay: 10 * ms}, timeout: 50 * ms, reason: retry.ReasonCanceled, took: 50 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, released: []int{1, 2}},
+		{name: "the caller's deadline bounds everything", script: hedgePlan{lat: []time.Duration{100 * ms}},
+			hedge: retry.Hedge{Delay: 10 * ms}, timeout: 50 * ms, reason: retry.ReasonCanceled, took: 50 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, canceled: 2},
 		{name: "a losing value is released", script: hedgePlan{lat: []time.Duration{20 * ms, 15 * ms}, stubborn: true},
 			hedge: retry.Hedge{Delay: 10 * ms}, want: 1, took: 20 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, released: []int{2}},
 		{name: "Max 1 turns hedging off", script: hedgePlan{lat: []time.Duration{100 * ms}},

@@ -27,6 +27,7 @@ type call struct {
 	verdict error         // the breaker outcome the attempt chose itself, if any (the Transport's)
 	discard func()        // gives up the outcome in hand once a retry is decided (the Transport's)
 	hedge   *hedging      // the driver's part in hedged attempts; nil without a Hedge
+	won     *hedgeTry     // the hedge whose success ended the call
 
 	tokened     bool            // the limiter already gave the next attempt its token
 	untoken     func(time.Time) // gives that token back if the attempt never runs
@@ -111,7 +112,7 @@ func (c *call) begin(ctx context.Context) error {
 // in the attempt is recorded as a failure and goes on.
 func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
 	if c.hedge != nil && c.hedgeable() {
-		return c.hedged(ctx) // with the driver's attempt for hedges
+		return c.hedged(ctx, attempt)
 	}
 	bs := c.cfg.breakers
 	if bs == nil {

@@ -1,0 +1,494 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// hedging is a driver's part in hedged attempts (Do, Run, the Transport):
+// how a hedge runs, on its own goroutine, and, for the Transport, how the
+// outcome kept (the winner, or a turn's last failure) is taken and the
+// others dropped. The turn's first attempt is the loop's own attempt, run
+// on the caller's goroutine.
+type hedging struct {
+	cfg  *config
+	key  string
+	http bool // the Transport's: attempts choose their breaker outcome
+
+	// Do and Run: call runs fn for a hedge, keeping its value in t.
+	fn   any
+	call func(ctx context.Context, fn any, t *hedgeTry) error
+
+	// The Transport: attempt runs a hedge (its hedgeTry in its context);
+	// inline is the first attempt's hedgeTry; take and drop as above.
+	attempt attemptFunc
+	inline  *hedgeTry
+	take    func(*hedgeTry)
+	drop    func(*hedgeTry)
+}
+
+// run runs a hedge.
+func (hg *hedging) run(ctx context.Context, t *hedgeTry) (error, bool) {
+	if hg.attempt != nil {
+		return hg.attempt(context.WithValue(ctx, tryKey{}, t))
+	}
+	return timed(ctx, hg.cfg.attemptTimeout, func(ctx context.Context) error { return hg.call(ctx, hg.fn, t) })
+}
+
+// keep hands the driver the outcome the turn ends with.
+func (hg *hedging) keep(t *hedgeTry) {
+	if hg.take != nil {
+		hg.take(t)
+		return
+	}
+	t.cancel()
+}
+
+// discard gives up the outcome of an attempt that is not kept: the
+// Transport drains and closes its response; Do releases a losing value.
+func (hg *hedging) discard(t *hedgeTry) {
+	switch {
+	case hg.drop != nil:
+		hg.drop(t)
+	case t.failure == nil && !t.inline && hg.cfg.hedge.Release != nil:
+		hg.cfg.hedge.Release(t.value)
+	}
+	t.cancel()
+}
+
+// hedgeTry is one attempt of a hedged call.
+type hedgeTry struct {
+	n        int
+	inline   bool               // the turn's first attempt, run by the caller
+	cancel   context.CancelFunc // ends the attempt's context; the driver's once kept
+	failure  error
+	timedOut bool
+	panicked any   // what a hedge panicked with
+	verdict  error // the breaker outcome the attempt chose itself (the Transport's)
+	value    any   // Do's value, the Transport's response
+}
+
+// tryKey is the context key of a Transport hedge's hedgeTry.
+type tryKey struct{}
+
+// tryFrom returns the hedgeTry of a Transport hedge's context, or nil.
+func tryFrom(ctx context.Context) *hedgeTry {
+	t, _ := ctx.Value(tryKey{}).(*hedgeTry)
+	return t
+}
+
+// turn is the attempts that run at once, from a first attempt to a winner
+// or to the failure of them all. The first runs on the caller's goroutine;
+// while it runs, the turn's timer starts hedges from its own goroutine
+// (fire), under mu. When the first attempt returns, the caller takes over:
+// the timer then only wakes it (tick), and hedges start from the caller.
+// Hedges that finish after the turn is over give up their own outcome.
+type turn struct {
+	timer *time.Timer // runs fire
+
+	// Set before the timer is armed.
+	hg    hedging
+	ctx   context.Context // the caller's
+	spec  *hedgeSpec
+	limit int // the policy's MaxAttempts
+
+	mu       sync.Mutex
+	n        int                // the call's attempts so far
+	inline   bool               // the caller runs the first attempt
+	primary  context.CancelFunc // cancels it
+	over     bool
+	delay    time.Duration // the wait before the next hedge
+	launched int           // hedges started
+	results  chan *hedgeTry
+	tick     chan struct{}
+	running  []*hedgeTry
+	events   []Event // hedges started by the timer, for the caller's hooks
+}
+
+// hedgeable reports whether the call's next turn may hedge.
+func (c *call) hedgeable() bool {
+	if c.hedge == nil {
+		return false
+	}
+	bs := c.cfg.breakers
+	return bs == nil || bs.get(c.key, c.cfg.now()).shared == nil
+}
+
+// hedged is guarded for a hedged call: it runs one turn. The turn's first
+// attempt passes the breaker as any attempt does (the context and the rate
+// limiter were passed in begin) and runs on the caller's goroutine, its
+// context canceled should a hedge succeed first. Each time the delay passes
+// with fewer than Max attempts in flight, a hedge passes the breaker, the
+// rate limiter and the retry budget (admitHedge) and starts on a goroutine
+// of its own. The turn ends with the first success the caller sees, or with
+// the last failure once every attempt has failed; after the first attempt,
+// the caller's context ends it at once.
+func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
+	cfg, h := c.cfg, c.cfg.hedge
+	done, wait := c.allowBreaker()
+	if done == nil {
+		return nil, false, false, c.breakerOpen(ctx, wait)
+	}
+	c.started()
+	// Turns are not pooled: a timer made in a synctest bubble must not be
+	// touched outside it.
+	tn := &turn{hg: *c.hedge, ctx: ctx, spec: h, limit: cfg.policy.MaxAttempts, n: c.attempt, inline: true}
+	pctx, pcancel := context.WithCancel(c.numbered(ctx))
+	tn.primary = pcancel
+	tn.delay = h.delay(c.key)
+	tn.mu.Lock() // fire waits until the turn is complete
+	tn.timer = time.AfterFunc(tn.delay, tn.fire)
+	tn.mu.Unlock()
+	var start time.Time
+	if h.sketches != nil {
+		start = time.Now()
+	}
+	finished := false
+	defer func() {
+		if !finished { // the attempt panicked: the turn ends, the panic goes on
+			tn.end(nil)
+			pcancel()
+			done(errBreakerFailure)
+		}
+	}()
+	failure, timedOut = attempt(pctx)
+	finished = true
+	if h.sketches != nil {
+		h.record(c.key, time.Since(start))
+	}
+	cut := failure != nil && pctx.Err() != nil && ctx.Err() == nil // a hedge won
+	tn.timer.Stop()
+	tn.mu.Lock()
+	alone := tn.launched == 0
+	if alone {
+		tn.over = true
+	}
+	tn.mu.Unlock()
+	if alone { // no hedge started: the turn is this attempt alone
+		done(c.hedgeOutcome(ctx, failure, timedOut, false))
+		c.flushBreaker()
+		if c.hedge.inline != nil {
+			c.hedge.keep(c.firstTry(failure, timedOut, pcancel))
+		} else {
+			pcancel()
+		}
+		return failure, timedOut, true, nil
+	}
+	return c.coordinate(ctx, tn, done, c.firstTry(failure, timedOut, pcancel), cut)
+}
+
+// firstTry returns the hedgeTry of the turn's first attempt.
+func (c *call) firstTry(failure error, timedOut bool, cancel context.CancelFunc) *hedgeTry {
+	t := c.hedge.inline // the Transport's, holding the response
+	if t == nil {
+		t = new(hedgeTry)
+	}
+	t.n, t.inline, t.failure, t.timedOut, t.cancel = c.attempt, true, failure, timedOut, cancel
+	return t
+}
+
+// hedgeOutcome is what the first attempt of a turn means to the breaker;
+// cut says a hedge's success canceled it.
+func (c *call) hedgeOutcome(ctx context.Context, failure error, timedOut, cut bool) error {
+	switch {
+	case cut:
+		return errBreakerExcluded
+	case c.hedge.http:
+		return c.hedge.inline.verdict
+	}
+	return c.cfg.breakerOutcome(ctx, failure, timedOut)
+}
+
+// flushBreaker delivers the breaker's changes of state to the hooks.
+func (c *call) flushBreaker() {
+	if bs := c.cfg.breakers; bs != nil {
+		bs.flush(c.cfg.onBreaker)
+	}
+}
+
+// coordinate goes on with a turn whose hedges started while its first
+// attempt ran on the caller's goroutine, first the outcome of that attempt.
+func (c *call) coordinate(ctx context.Context, tn *turn, done func(error), first *hedgeTry, cut bool) (failure error, timedOut, ran bool, stop error) {
+	cfg, hg := c.cfg, c.hedge
+	tn.mu.Lock()
+	tn.inline = false
+	tn.tick = make(chan struct{}, 1)
+	c.attempt = tn.n
+	events := tn.takeEvents()
+	inflight := tn.launched // hedges not yet received
+	if tn.n < tn.limit {
+		tn.timer.Reset(tn.delay)
+	}
+	tn.mu.Unlock()
+	c.hedgeEvents(events)
+	done(c.hedgeOutcome(ctx, first.failure, first.timedOut, cut))
+	c.flushBreaker()
+	if first.failure == nil {
+		tn.end(first)
+		return nil, false, true, nil
+	}
+	var last *hedgeTry // the latest failure of the turn
+	if cut {
+		hg.discard(first)
+	} else {
+		last = first
+	}
+	for {
+		select {
+		case t := <-tn.results:
+			inflight--
+			c.flushBreaker()
+			if t.panicked != nil {
+				tn.end(nil)
+				discardTry(hg, last)
+				panic(t.panicked)
+			}
+			if t.failure == nil {
+				tn.end(t)
+				discardTry(hg, last)
+				c.won = t
+				cfg.state.hedgeWins.Add(1)
+				c.hedgeEvent(typeHedgeWon, t.n, 0)
+				return nil, false, true, nil
+			}
+			// A failure while others run: they go on.
+			discardTry(hg, last)
+			last = t
+			if inflight == 0 {
+				tn.end(t)
+				return t.failure, t.timedOut, true, nil
+			}
+		case <-tn.tick:
+			tn.mu.Lock()
+			if len(tn.results) == 0 && inflight < tn.spec.Max { // an outcome waiting comes first
+				if tn.hedge() {
+					inflight++
+				}
+			}
+			if tn.n < tn.limit {
+				tn.timer.Reset(tn.delay)
+			}
+			c.attempt = tn.n
+			events := tn.takeEvents()
+			tn.mu.Unlock()
+			c.hedgeEvents(events)
+		case <-ctx.Done():
+			tn.end(nil)
+			if last != nil {
+				c.last, c.lastTyp = last.failure, ""
+				discardTry(hg, last)
+			}
+			return nil, false, false, c.canceled(ctx)
+		}
+	}
+}
+
+// discardTry discards t, when there is one.
+func discardTry(hg *hedging, t *hedgeTry) {
+	if t != nil {
+		hg.discard(t)
+	}
+}
+
+// fire is the turn's timer: while the caller runs the first attempt, it
+// starts a hedge itself; afterwards it wakes the caller.
+func (tn *turn) fire() {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	switch {
+	case tn.over:
+	case !tn.inline:
+		select {
+		case tn.tick <- struct{}{}:
+		default:
+		}
+	default:
+		tn.hedge()
+		if tn.n < tn.limit && 1+tn.launched < tn.spec.Max {
+			tn.timer.Reset(tn.delay)
+		}
+	}
+}
+
+// hedge starts a hedge if the policy has an attempt left for it and
+// admitHedge lets it through; tn.mu is held. It reports whether it did.
+func (tn *turn) hedge() bool {
+	hg, cfg := &tn.hg, tn.hg.cfg
+	if tn.n >= tn.limit {
+		return false
+	}
+	done := admitHedge(tn.ctx, cfg, hg.key)
+	if done == nil {
+		return false
+	}
+	tn.n++
+	tn.launched++
+	cfg.state.retryAttempts.Add(1)
+	cfg.state.hedges.Add(1)
+	tn.events = append(tn.events, Event{Attempt: tn.n, Type: typeHedgeStarted, Delay: tn.delay})
+	if tn.results == nil {
+		tn.results = make(chan *hedgeTry, tn.spec.Max)
+	}
+	t := &hedgeTry{n: tn.n}
+	actx, cancel := context.WithCancel(context.WithValue(tn.ctx, attemptKey{}, tn.n))
+	t.cancel = cancel
+	tn.running = append(tn.running, t)
+	go tn.run(actx, t, done)
+	tn.delay = tn.spec.delay(hg.key)
+	return true
+}
+
+// run runs hedge t on its own goroutine and reports it to the turn.
+func (tn *turn) run(actx context.Context, t *hedgeTry, done func(error)) {
+	hg, cfg := &tn.hg, tn.hg.cfg
+	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished {
+			if t.panicked = recover(); t.panicked == nil {
+				t.panicked = errNilPanic
+			}
+			done(errBreakerFailure)
+			tn.report(t)
+		}
+	}()
+	t.failure, t.timedOut = hg.run(actx, t)
+	finished = true
+	cut := actx.Err() != nil && tn.ctx.Err() == nil // canceled as a loser
+	if !cut {
+		tn.spec.record(hg.key, time.Since(start))
+	}
+	switch {
+	case cut:
+		done(errBreakerExcluded)
+	case hg.http:
+		done(t.verdict)
+	default:
+		done(cfg.breakerOutcome(tn.ctx, t.failure, t.timedOut))
+	}
+	tn.report(t)
+}
+
+// errNilPanic stands for a panic with no value in a hedge.
+var errNilPanic = errors.New("retry: hedge panicked")
+
+// report hands a finished hedge to its turn, or, once the turn is over,
+// gives up its outcome. A success cancels the first attempt if the caller
+// still runs it, so that the caller takes the success over.
+func (tn *turn) report(t *hedgeTry) {
+	tn.mu.Lock()
+	over := tn.over
+	if !over {
+		tn.results <- t // never blocks: at most Max hedges are unread
+		if t.failure == nil && t.panicked == nil && tn.inline {
+			tn.primary()
+		}
+	}
+	tn.mu.Unlock()
+	if over {
+		tn.hg.discard(t)
+	}
+}
+
+// end ends the turn: the driver keeps keep (the winner, or the turn's last
+// failure), the hedges still running are canceled, and those finished give
+// up their outcome.
+func (tn *turn) end(keep *hedgeTry) {
+	tn.timer.Stop()
+	tn.mu.Lock()
+	tn.over = true
+	running := tn.running
+	tn.running = nil
+	tn.mu.Unlock()
+	for _, t := range running {
+		if t != keep {
+			t.cancel()
+		}
+	}
+	if keep != nil {
+		tn.hg.keep(keep)
+	}
+	for {
+		select {
+		case t := <-tn.results:
+			if t != keep {
+				tn.hg.discard(t)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// allowBreaker asks the call's breaker, if any, to let an attempt through;
+// see breaker.allow. Without a breaker, done reports nothing.
+func (c *call) allowBreaker() (done func(error), wait time.Duration) {
+	bs := c.cfg.breakers
+	if bs == nil {
+		return func(error) {}, 0
+	}
+	done, wait = bs.get(c.key, c.cfg.now()).allow(&bs.spec)
+	bs.flush(c.cfg.onBreaker)
+	return done, wait
+}
+
+// admitHedge runs a hedge's admission, as for a retry: the breaker, a
+// rate-limit token that is there now, and a retry-budget token. It returns
+// the breaker's done, or nil when the hedge may not start. Changes of the
+// breaker's state reach the hooks at the caller's next flush.
+func admitHedge(ctx context.Context, cfg *config, key string) func(error) {
+	if ctx.Err() != nil {
+		return nil
+	}
+	done := func(error) {}
+	if bs := cfg.breakers; bs != nil {
+		if done, _ = bs.get(key, cfg.now()).allow(&bs.spec); done == nil {
+			return nil
+		}
+	}
+	if l := cfg.limiter; l != nil {
+		if _, _, ok := l.l.Reserve(ctx, key, cfg.mono(), 0); !ok {
+			done(errBreakerExcluded)
+			return nil
+		}
+	}
+	if cfg.budgeted {
+		c := call{cfg: cfg, key: key}
+		if !c.allowRetry(ctx, cfg.now()) {
+			done(errBreakerExcluded)
+			return nil
+		}
+	}
+	return done
+}
+
+// takeEvents returns the events of the hedges started since the last
+// call; tn.mu is held.
+func (tn *turn) takeEvents() []Event {
+	events := tn.events
+	tn.events = nil
+	return events
+}
+
+// hedgeEvents fires the events of hedges started, on the caller's
+// goroutine.
+func (c *call) hedgeEvents(events []Event) {
+	for _, ev := range events {
+		c.hedgeEvent(ev.Type, ev.Attempt, ev.Delay)
+	}
+}
+
+// hedgeEvent fires the Hedge's OnEvent hook, if set.
+func (c *call) hedgeEvent(typ string, attempt int, delay time.Duration) {
+	f := c.cfg.hedge.OnEvent
+	if f == nil {
+		return
+	}
+	key := c.key
+	if key == "" {
+		key = c.cfg.key
+	}
+	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: key, Method: c.method, URL: c.url, Time: c.cfg.now()})
+}
