@@ -227,11 +227,11 @@ func simFlagsApply(fs *pflag.FlagSet, contend, hedge bool) error {
 			return
 		}
 		switch {
-		case hedge && f.Name != "hedge" && f.Name != "progress" && !slices.Contains(hedgeFlags, f.Name):
-			err = usagef("flag --%s: does not apply to --hedge, which takes only --seed, --json and --plot", f.Name)
 		case contend && f.Name != "contention" && f.Name != "progress" && !slices.Contains(contentionFlags, f.Name):
 			err = usagef("flag --%s: does not apply to --contention, which takes only --%s and --%s", f.Name,
 				strings.Join(contentionFlags[:len(contentionFlags)-1], ", --"), contentionFlags[len(contentionFlags)-1])
+		case !contend && hedge && f.Name != "hedge" && f.Name != "progress" && !slices.Contains(hedgeFlags, f.Name):
+			err = usagef("flag --%s: does not apply to --hedge, which takes only --seed, --json and --plot", f.Name)
 		case !contend && f.Name == "runs":
 			err = usagef("flag --runs: applies only with --contention")
 		}

@@ -220,6 +220,7 @@ func TestSimUsage(t *testing.T) {
 		{"--bucket", "1ms"}, {"--policy", "{}"}, {"--preset", "ojs"}, {"--param", "x=1"}, {"--attempts", "3"},
 		{"--initial", "1s"}, {"--max", "1s"}, {"--offset", "1s"}, {"--coefficient", "3"}, {"--strategy", "linear"},
 		{"--jitter-factor", "0.5"}, {"--jitter-amount", "1s"}, {"--on-exhaustion", "discard"}, {"--non-retryable", "x"},
+		{"--hedge"},
 	} {
 		refused[f[0]] = true
 		cases = append(cases, struct {
