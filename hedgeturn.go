@@ -7,78 +7,6 @@ import (
 	"time"
 )
 
-// hedging is a driver's part in hedged attempts (Do, Run, the Transport):
-// how a hedge runs, on its own goroutine, and, for the Transport, how the
-// outcome kept (the winner, or a turn's last failure) is taken and the
-// others dropped. The turn's first attempt is the loop's own attempt, run
-// on the caller's goroutine.
-type hedging struct {
-	cfg  *config
-	key  string
-	http bool // the Transport's: attempts choose their breaker outcome
-
-	// Do and Run: call runs fn for a hedge, keeping its value in t.
-	fn   any
-	call func(ctx context.Context, fn any, t *hedgeTry) error
-
-	// The Transport: attempt runs a hedge (its hedgeTry in its context);
-	// inline is the first attempt's hedgeTry; take and drop as above.
-	attempt attemptFunc
-	inline  *hedgeTry
-	take    func(*hedgeTry)
-	drop    func(*hedgeTry)
-}
-
-// run runs a hedge.
-func (hg *hedging) run(ctx context.Context, t *hedgeTry) (error, bool) {
-	if hg.attempt != nil {
-		return hg.attempt(context.WithValue(ctx, tryKey{}, t))
-	}
-	return timed(ctx, hg.cfg.attemptTimeout, func(ctx context.Context) error { return hg.call(ctx, hg.fn, t) })
-}
-
-// keep hands the driver the outcome the turn ends with.
-func (hg *hedging) keep(t *hedgeTry) {
-	if hg.take != nil {
-		hg.take(t)
-		return
-	}
-	t.cancel()
-}
-
-// discard gives up the outcome of an attempt that is not kept: the
-// Transport drains and closes its response; Do releases a losing value.
-func (hg *hedging) discard(t *hedgeTry) {
-	switch {
-	case hg.drop != nil:
-		hg.drop(t)
-	case t.failure == nil && !t.inline && hg.cfg.hedge.Release != nil:
-		hg.cfg.hedge.Release(t.value)
-	}
-	t.cancel()
-}
-
-// hedgeTry is one attempt of a hedged call.
-type hedgeTry struct {
-	n        int
-	inline   bool               // the turn's first attempt, run by the caller
-	cancel   context.CancelFunc // ends the attempt's context; the driver's once kept
-	failure  error
-	timedOut bool
-	panicked any   // what a hedge panicked with
-	verdict  error // the breaker outcome the attempt chose itself (the Transport's)
-	value    any   // Do's value, the Transport's response
-}
-
-// tryKey is the context key of a Transport hedge's hedgeTry.
-type tryKey struct{}
-
-// tryFrom returns the hedgeTry of a Transport hedge's context, or nil.
-func tryFrom(ctx context.Context) *hedgeTry {
-	t, _ := ctx.Value(tryKey{}).(*hedgeTry)
-	return t
-}
-
 // turn is the attempts that run at once, from a first attempt to a winner
 // or to the failure of them all. The first runs on the caller's goroutine;
 // while it runs, the turn's timer starts hedges from its own goroutine
@@ -422,73 +350,10 @@ func (tn *turn) end(keep *hedgeTry) {
 	}
 }
 
-// allowBreaker asks the call's breaker, if any, to let an attempt through;
-// see breaker.allow. Without a breaker, done reports nothing.
-func (c *call) allowBreaker() (done func(error), wait time.Duration) {
-	bs := c.cfg.breakers
-	if bs == nil {
-		return func(error) {}, 0
-	}
-	done, wait = bs.get(c.key, c.cfg.now()).allow(&bs.spec)
-	bs.flush(c.cfg.onBreaker)
-	return done, wait
-}
-
-// admitHedge runs a hedge's admission, as for a retry: the breaker, a
-// rate-limit token that is there now, and a retry-budget token. It returns
-// the breaker's done, or nil when the hedge may not start. Changes of the
-// breaker's state reach the hooks at the caller's next flush.
-func admitHedge(ctx context.Context, cfg *config, key string) func(error) {
-	if ctx.Err() != nil {
-		return nil
-	}
-	done := func(error) {}
-	if bs := cfg.breakers; bs != nil {
-		if done, _ = bs.get(key, cfg.now()).allow(&bs.spec); done == nil {
-			return nil
-		}
-	}
-	if l := cfg.limiter; l != nil {
-		if _, _, ok := l.l.Reserve(ctx, key, cfg.mono(), 0); !ok {
-			done(errBreakerExcluded)
-			return nil
-		}
-	}
-	if cfg.budgeted {
-		c := call{cfg: cfg, key: key}
-		if !c.allowRetry(ctx, cfg.now()) {
-			done(errBreakerExcluded)
-			return nil
-		}
-	}
-	return done
-}
-
 // takeEvents returns the events of the hedges started since the last
 // call; tn.mu is held.
 func (tn *turn) takeEvents() []Event {
 	events := tn.events
 	tn.events = nil
 	return events
-}
-
-// hedgeEvents fires the events of hedges started, on the caller's
-// goroutine.
-func (c *call) hedgeEvents(events []Event) {
-	for _, ev := range events {
-		c.hedgeEvent(ev.Type, ev.Attempt, ev.Delay)
-	}
-}
-
-// hedgeEvent fires the Hedge's OnEvent hook, if set.
-func (c *call) hedgeEvent(typ string, attempt int, delay time.Duration) {
-	f := c.cfg.hedge.OnEvent
-	if f == nil {
-		return
-	}
-	key := c.key
-	if key == "" {
-		key = c.cfg.key
-	}
-	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: key, Method: c.method, URL: c.url, Time: c.cfg.now()})
 }
