@@ -296,3 +296,34 @@ func TestHedgeInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgePanic: a panic in the first attempt or in a hedge goes on to the
+// caller, on the caller's goroutine, and the turn's other attempts end.
+func TestHedgePanic(t *testing.T) {
+	cases := []struct {
+		name    string
+		panicOn int // the attempt that panics
+	}{
+		{name: "first attempt", panicOn: 1},
+		{name: "hedge", panicOn: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				defer func() {
+					if got := recover(); got != "boom" {
+						t.Errorf("recovered %v, want boom", got)
+					}
+				}()
+				retry.Do(context.Background(), func(ctx context.Context) (int, error) {
+					if retry.AttemptFrom(ctx) == tc.panicOn {
+						panic("boom")
+					}
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}, retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond}))
+				t.Error("Do returned")
+			})
+		})
+	}
+}

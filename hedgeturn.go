@@ -303,14 +303,14 @@ func (tn *turn) run(actx context.Context, t *hedgeTry, done func(error)) {
 var errNilPanic = errors.New("retry: hedge panicked")
 
 // report hands a finished hedge to its turn, or, once the turn is over,
-// gives up its outcome. A success cancels the first attempt if the caller
-// still runs it, so that the caller takes the success over.
+// gives up its outcome. A success or a panic cancels the first attempt if
+// the caller still runs it, so that the caller takes it over.
 func (tn *turn) report(t *hedgeTry) {
 	tn.mu.Lock()
 	over := tn.over
 	if !over {
 		tn.results <- t // never blocks: at most Max hedges are unread
-		if t.failure == nil && t.panicked == nil && tn.inline {
+		if t.failure == nil && tn.inline { // a success, or a panic
 			tn.primary()
 		}
 	}
