@@ -309,7 +309,7 @@ func (tn *turn) report(t *hedgeTry) {
 	tn.mu.Lock()
 	over := tn.over
 	if !over {
-		tn.results <- t // never blocks: at most Max hedges are unread
+		tn.results <- t                    // never blocks: at most Max hedges are unread
 		if t.failure == nil && tn.inline { // a success, or a panic
 			tn.primary()
 		}
