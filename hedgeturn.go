@@ -28,6 +28,9 @@ type turn struct {
 	primary  context.CancelFunc // cancels it
 	over     bool
 	delay    time.Duration // the wait before the next hedge
+	arms     int           // the timer's armings not stopped
+	fires    int           // and its runs of fire
+	skip     int           // runs of fire to ignore: armed before the caller took over
 	launched int           // hedges started
 	results  chan *hedgeTry
 	tick     chan struct{}
@@ -68,6 +71,7 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 	tn.delay = h.delay(c.key)
 	tn.mu.Lock() // fire waits until the turn is complete
 	tn.timer = time.AfterFunc(tn.delay, tn.fire)
+	tn.arms = 1
 	tn.mu.Unlock()
 	var start time.Time
 	if h.sketches != nil {
@@ -87,8 +91,11 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 		h.record(c.key, time.Since(start))
 	}
 	cut := failure != nil && pctx.Err() != nil && ctx.Err() == nil // a hedge won
-	tn.timer.Stop()
+	stopped := tn.timer.Stop()
 	tn.mu.Lock()
+	if stopped {
+		tn.arms--
+	}
 	alone := tn.launched == 0
 	if alone {
 		tn.over = true
@@ -143,11 +150,13 @@ func (c *call) coordinate(ctx context.Context, tn *turn, done func(error), first
 	tn.mu.Lock()
 	tn.inline = false
 	tn.tick = make(chan struct{}, 1)
+	tn.skip = tn.arms - tn.fires // a run of fire already due belongs to the first attempt's time
 	c.attempt = tn.n
 	events := tn.takeEvents()
 	inflight := tn.launched // hedges not yet received
 	if tn.n < tn.limit {
 		tn.timer.Reset(tn.delay)
+		tn.arms++
 	}
 	tn.mu.Unlock()
 	c.hedgeEvents(events)
@@ -197,6 +206,7 @@ func (c *call) coordinate(ctx context.Context, tn *turn, done func(error), first
 			}
 			if tn.n < tn.limit {
 				tn.timer.Reset(tn.delay)
+				tn.arms++
 			}
 			c.attempt = tn.n
 			events := tn.takeEvents()
@@ -225,8 +235,11 @@ func discardTry(hg *hedging, t *hedgeTry) {
 func (tn *turn) fire() {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
+	tn.fires++
 	switch {
 	case tn.over:
+	case tn.skip > 0:
+		tn.skip--
 	case !tn.inline:
 		select {
 		case tn.tick <- struct{}{}:
@@ -236,6 +249,7 @@ func (tn *turn) fire() {
 		tn.hedge()
 		if tn.n < tn.limit && 1+tn.launched < tn.spec.Max {
 			tn.timer.Reset(tn.delay)
+			tn.arms++
 		}
 	}
 }
