@@ -120,10 +120,13 @@ func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error,
 		now = c.cfg.now()
 	}
 	b := bs.get(c.key, now)
+	var done func(error)
+	var wait time.Duration
 	if b.shared != nil {
-		return c.guardedShared(ctx, b, attempt)
+		done, wait = b.allowShared(ctx, bs)
+	} else {
+		done, wait = b.allow(&bs.spec)
 	}
-	done, wait := b.allow(&bs.spec)
 	bs.flush(c.cfg.onBreaker) // a change made as the attempt was let through
 	if done == nil {
 		return nil, false, false, c.breakerOpen(ctx, wait)
@@ -150,23 +153,6 @@ func (c *call) outcome(ctx context.Context, failure error, timedOut bool) error 
 		return v
 	}
 	return c.cfg.breakerOutcome(ctx, failure, timedOut)
-}
-
-// guardedShared is guarded for a breaker shared through a Breaker.Store,
-// whose DistributedCircuitBreaker runs the attempt inside its Execute.
-func (c *call) guardedShared(ctx context.Context, b *breaker, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	bs := c.cfg.breakers
-	ran, wait := b.run(ctx, bs, func() error {
-		bs.flush(c.cfg.onBreaker)
-		c.started()
-		failure, timedOut = attempt(c.numbered(ctx))
-		return c.outcome(ctx, failure, timedOut)
-	})
-	bs.flush(c.cfg.onBreaker)
-	if ran {
-		return failure, timedOut, true, nil
-	}
-	return nil, false, false, c.breakerOpen(ctx, wait)
 }
 
 // breakerOpen waits for an open breaker to let a probe through when that
