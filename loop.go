@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -25,7 +24,6 @@ type call struct {
 	nested  bool          // the caller's context already carried an attempt number
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
 	verdict error         // the breaker outcome the attempt chose itself, if any (the Transport's)
-	discard func()        // gives up the outcome in hand once a retry is decided (the Transport's)
 
 	tokened     bool            // the limiter already gave the next attempt its token
 	untoken     func(time.Time) // gives that token back if the attempt never runs
@@ -33,11 +31,9 @@ type call struct {
 	dl          time.Time       // the caller's deadline
 	dlKnown     uint8           // 0: not looked up yet; 1: none; 2: dl
 
-	// The Transport's request, for events and dead-letter records.
-	req    *http.Request
-	method string
-	url    string
-	record func() any
+	// The Transport's request and its state across attempts: kept in the
+	// call itself, so that a request costs no allocation of its own.
+	http roundTrip
 }
 
 // run is the one attempt loop that Do, Run, Attempts and the Transport
@@ -70,8 +66,8 @@ func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 		if err != nil {
 			return err
 		}
-		if c.discard != nil {
-			c.discard()
+		if c.http.req != nil {
+			c.http.discard()
 		}
 		if err := c.sleep(ctx, d); err != nil {
 			return err
@@ -148,7 +144,7 @@ func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error,
 
 // outcome is what the attempt that has just run means to the breaker.
 func (c *call) outcome(ctx context.Context, failure error, timedOut bool) error {
-	if v := c.verdict; v != nil || c.req != nil {
+	if v := c.verdict; v != nil || c.http.req != nil {
 		c.verdict = nil
 		return v
 	}
