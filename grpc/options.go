@@ -59,8 +59,18 @@ type config struct {
 	codes     map[codes.Code]bool // nil: codes.Unavailable alone
 	err       error               // an invalid option
 
-	mu    sync.Mutex                             // serializes additions to keyed
-	keyed atomic.Pointer[map[key]*retry.Retrier] // replaced whole on each addition
+	mu    sync.Mutex                            // serializes additions to keyed
+	keyed atomic.Pointer[map[key]*keyedRetrier] // replaced whole on each addition
+	// last is the key and Retrier of the latest lookup that missed it: an
+	// interceptor mostly serves one connection, whose target this settles
+	// without hashing.
+	last atomic.Pointer[keyedRetrier]
+}
+
+// keyedRetrier is a key and the Retrier derived for it.
+type keyedRetrier struct {
+	k key
+	r *retry.Retrier
 }
 
 // key identifies the Retrier of a call: its target and, with PerMethod, its
@@ -90,41 +100,49 @@ func (c *config) retryable(code codes.Code) bool {
 
 // retrier returns the Retrier for a call to method on target: one derived
 // from the interceptor's Retrier per key, sharing its state, with the key
-// set. The lookup takes no lock and allocates nothing; a key seen for the
-// first time copies the map. Past maxKeys keys, a call's Retrier is derived
-// for that call alone, with the same key and state.
+// set. The lookup takes no lock and allocates nothing; the last key looked
+// up is answered without hashing, and a key seen for the first time copies
+// the map. Past maxKeys keys, a call's Retrier is derived for that call
+// alone, with the same key and state.
 func (c *config) retrier(target, method string) *retry.Retrier {
 	if !c.perMethod {
 		method = ""
 	}
 	k := key{target, method}
-	if m := c.keyed.Load(); m != nil {
-		if r, ok := (*m)[k]; ok {
-			return r
-		}
+	if l := c.last.Load(); l != nil && l.k == k {
+		return l.r
 	}
-	return c.add(k)
+	var e *keyedRetrier
+	if m := c.keyed.Load(); m != nil {
+		e = (*m)[k]
+	}
+	if e == nil {
+		e = c.add(k)
+	}
+	c.last.Store(e)
+	return e.r
 }
 
-func (c *config) add(k key) *retry.Retrier {
+// add returns the entry of k, adding it to the map when there is room.
+func (c *config) add(k key) *keyedRetrier {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var old map[key]*retry.Retrier
+	var old map[key]*keyedRetrier
 	if m := c.keyed.Load(); m != nil {
 		old = *m
 	}
-	if r, ok := old[k]; ok {
-		return r
+	if e, ok := old[k]; ok {
+		return e
 	}
-	r := retry.New(c.r, retry.WithKey(k.target+k.method))
+	e := &keyedRetrier{k, retry.New(c.r, retry.WithKey(k.target+k.method))}
 	if len(old) >= maxKeys {
-		return r
+		return e
 	}
-	m := make(map[key]*retry.Retrier, len(old)+1)
-	for k, r := range old {
-		m[k] = r
+	m := make(map[key]*keyedRetrier, len(old)+1)
+	for k, e := range old {
+		m[k] = e
 	}
-	m[k] = r
+	m[k] = e
 	c.keyed.Store(&m)
-	return r
+	return e
 }

@@ -26,6 +26,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fast is a policy at millisecond scale.
 var fast = retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
 
+// slack is the time a call may take past its deadline to return, once the
+// deadline cut off its attempt: the unwinding of a loaded, race-enabled
+// process, far less than any wait of the tests' policies.
+const slack = 20 * time.Millisecond
+
 // hit is what the server saw of one attempt.
 type hit struct {
 	at       time.Time

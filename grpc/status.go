@@ -106,8 +106,16 @@ func (c *config) classify(ctx context.Context, err error, committed bool, traile
 		return err
 	}
 	code := st.Code()
-	if cerr := ctx.Err(); cerr != nil && (code == codes.Canceled || code == codes.DeadlineExceeded) {
-		return &statusError{err: err, st: st, cause: cerr}
+	if code == codes.Canceled || code == codes.DeadlineExceeded {
+		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && !time.Now().Before(dl) {
+			// The server, whose deadline is ours, answered before our
+			// context's timer fired, which is due: wait for it, so that
+			// the context (and the engine) tell that the deadline struck.
+			<-ctx.Done()
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return &statusError{err: err, st: st, cause: cerr}
+		}
 	}
 	se := &statusError{err: err, st: st, typ: Type(code)}
 	if committed {

@@ -279,20 +279,26 @@ func TestUnaryPushbackTooLong(t *testing.T) {
 // and the error matches context.DeadlineExceeded.
 func TestUnaryDeadline(t *testing.T) {
 	s := &server{check: failing(codes.Unavailable, 99)}
-	c, _ := start(t, s, retry.New(retry.WithPolicy(constant(t, 10, 30*time.Millisecond))))
+	c, _ := start(t, s, retry.New(retry.WithPolicy(constant(t, 10, 40*time.Millisecond))))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
 	_, err := c.Check(ctx, check)
 	elapsed := time.Since(begin)
-	if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unavailable {
-		t.Errorf("err = %v, want the last UNAVAILABLE and context.DeadlineExceeded", err)
+	// The call stops when the next wait cannot fit (the last status is
+	// UNAVAILABLE) or, on a loaded machine, when the deadline cuts off the
+	// last attempt (DEADLINE_EXCEEDED); it matches the caller's deadline
+	// either way.
+	if code := status.Code(err); !errors.Is(err, context.DeadlineExceeded) || (code != codes.Unavailable && code != codes.DeadlineExceeded) {
+		t.Errorf("err = %v, want context.DeadlineExceeded with the last UNAVAILABLE or DEADLINE_EXCEEDED", err)
 	}
-	if elapsed > 100*time.Millisecond {
+	// An attempt running at the deadline is cut off by it: allow the
+	// unwinding, not another wait.
+	if elapsed > 100*time.Millisecond+slack {
 		t.Errorf("the call took %v, past its deadline of 100ms", elapsed)
 	}
 	if n := s.count(); n < 2 || n > 4 {
-		t.Errorf("%d hits, want 2 to 4 at 30 ms intervals in 100 ms", n)
+		t.Errorf("%d hits, want 2 to 4 at 40 ms intervals in 100 ms", n)
 	}
 	for _, h := range s.seen() {
 		if h.timeout <= 0 || h.timeout > 100*time.Millisecond {
