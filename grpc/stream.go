@@ -19,6 +19,7 @@ var (
 	errNilInvoker  = errors.New("retry: grpc: invoker is nil")
 	errNilStreamer = errors.New("retry: grpc: streamer is nil")
 	errNilDesc     = errors.New("retry: grpc: stream description is nil")
+	errNoStream    = errors.New("retry: grpc: streamer returned neither a stream nor an error")
 )
 
 // StreamClientInterceptor returns an interceptor that runs the start of every
@@ -116,6 +117,9 @@ func (s *streamCall) attempt(actx context.Context, replay bool) (cs grpc.ClientS
 		stop = context.AfterFunc(actx, cancel)
 	}
 	cs, err = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	if err == nil && cs == nil {
+		err = retry.Permanent(errNoStream)
+	}
 	committed := false
 	if err == nil && replay {
 		committed, received, err = s.replay(cs)

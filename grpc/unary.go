@@ -54,7 +54,7 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 		rt := c.retrier(target, method)
 		u := pool.Get().(*unaryCall)
 		u.start(ctx, method, req, reply, cc, invoker, opts)
-		_, err := retry.Do(ctx, u.fn, rt)
+		err := rt.Run(ctx, u.fn)
 		u.end()
 		pool.Put(u)
 		if err != nil {
@@ -71,7 +71,7 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 // invoker returns, and the call gives its state back only then.
 type unaryCall struct {
 	cfg *config
-	fn  func(context.Context) (struct{}, error) // attempt
+	fn  func(context.Context) error // attempt
 
 	method  string
 	req     any
@@ -125,7 +125,7 @@ func (u *unaryCall) end() {
 }
 
 // attempt runs one attempt of the call.
-func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
+func (u *unaryCall) attempt(ctx context.Context) error {
 	if n := retry.AttemptFrom(ctx); n > 1 {
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(n-1))
 	}
@@ -133,9 +133,9 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	*u.headerAt, *u.trailerAt = nil, nil
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
 	if err == nil {
-		return struct{}{}, nil
+		return nil
 	}
 	// A header, even an empty one, is there only when the server's
 	// response headers arrived: the RPC is committed.
-	return struct{}{}, u.cfg.classify(ctx, err, *u.headerAt != nil, *u.trailerAt)
+	return u.cfg.classify(ctx, err, *u.headerAt != nil, *u.trailerAt)
 }
