@@ -453,7 +453,7 @@ func TestUnaryCallerMetadata(t *testing.T) {
 // A full outage: the default retry budget holds the load to 1.2 times the
 // calls or less, though every call may make three attempts.
 func TestUnaryOutageBudget(t *testing.T) {
-	const calls = 500
+	const calls = 1000
 	s := &server{check: failing(codes.Unavailable, 1<<30)}
 	r := retry.New(retry.WithPolicy(immediate(t, 3)))
 	c, _ := start(t, s, r)
@@ -467,6 +467,7 @@ func TestUnaryOutageBudget(t *testing.T) {
 			budget++
 		}
 	}
+	t.Logf("%d calls, %d hits (%.3fx)", calls, s.count(), float64(s.count())/calls)
 	if hits := s.count(); hits > calls*12/10 {
 		t.Errorf("%d calls hit the server %d times (%.2fx), want 1.2x or less", calls, hits, float64(hits)/calls)
 	}
