@@ -211,7 +211,10 @@ func (c *call) numbered(ctx context.Context) context.Context {
 }
 
 // timed runs f with a per-attempt timeout of d, when d > 0, and reports
-// whether that timeout, not the caller's context, cut it off.
+// whether that timeout, not the caller's context, cut it off. A failure
+// returned once the attempt's own deadline has passed counts as cut off
+// even before the context's timer fires: a dependency that was given the
+// deadline (gRPC sends it along) may give up first.
 func timed(ctx context.Context, d time.Duration, f func(context.Context) error) (error, bool) {
 	if d <= 0 {
 		return f(ctx), false
@@ -219,7 +222,14 @@ func timed(ctx context.Context, d time.Duration, f func(context.Context) error) 
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel() // also when f panics
 	err := f(actx)
-	return err, err != nil && actx.Err() != nil && ctx.Err() == nil
+	if err == nil || ctx.Err() != nil {
+		return err, false
+	}
+	adl, _ := actx.Deadline()
+	if dl, ok := ctx.Deadline(); ok && !dl.After(adl) {
+		return err, false // the caller's deadline, not the attempt's
+	}
+	return err, actx.Err() != nil || !time.Now().Before(adl)
 }
 
 // fail handles a failed attempt: classify, decide, take a budget token,
