@@ -26,7 +26,8 @@ import (
 // Implementations must be safe for concurrent use and must not hold a call
 // past ctx's deadline.
 type BreakerStore interface {
-	// Sync adds s to the fleet's breaker name, whose settings are b, and
+	// Sync adds s to the fleet's breaker name, whose settings are b (its
+	// zero fields set to their defaults, as the Retrier passes them), and
 	// returns the breaker's state, in one round trip. Counts of another
 	// generation than the breaker's are dropped; a claim is granted only
 	// in the half-open state, while fewer than b.Probes are claimed.
