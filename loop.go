@@ -78,6 +78,14 @@ func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 // begin runs the admission steps before an attempt that do not involve the
 // breaker: the caller's context, then the rate limiter.
 func (c *call) begin(ctx context.Context) error {
+	if ctx.Err() == nil && c.cfg.maxElapsed <= 0 && c.cfg.limiter == nil && !c.tokened && c.untoken == nil {
+		return nil // nothing to admit: the common case, kept small enough to inline
+	}
+	return c.admit(ctx)
+}
+
+// admit is begin's work when there is some.
+func (c *call) admit(ctx context.Context) error {
 	tokened := c.tokened
 	c.tokened, c.untoken = false, nil
 	if ctx.Err() != nil {
@@ -105,12 +113,17 @@ func (c *call) begin(ctx context.Context) error {
 // returns the error that stops the call when that wait cannot fit. A panic
 // in the attempt is recorded as a failure and goes on.
 func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	bs := c.cfg.breakers
-	if bs == nil {
+	if c.cfg.breakers == nil {
 		c.started()
 		failure, timedOut = attempt(c.numbered(ctx))
 		return failure, timedOut, true, nil
 	}
+	return c.breakered(ctx, attempt)
+}
+
+// breakered is guarded with a circuit breaker.
+func (c *call) breakered(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
+	bs := c.cfg.breakers
 	var now time.Time
 	if bs.keys != nil {
 		now = c.cfg.now()
@@ -169,6 +182,17 @@ func (c *call) breakerOpen(ctx context.Context, wait time.Duration) error {
 
 // started counts the attempt about to run.
 func (c *call) started() {
+	if cfg := c.cfg; c.attempt == 0 && cfg.keyBudgets == nil && cfg.sharedBudget == nil {
+		c.attempt = 1
+		cfg.state.calls.Add(1) // the common case, kept small enough to inline
+		return
+	}
+	c.count()
+}
+
+// count is started's work for a retry, or for a call whose budget counts
+// first attempts per key or outside the Retrier.
+func (c *call) count() {
 	c.attempt++
 	cfg := c.cfg
 	if c.attempt > 1 {
@@ -201,24 +225,21 @@ func AttemptFrom(ctx context.Context) int {
 // numbered returns ctx carrying the current attempt number, or ctx itself
 // for the first attempt of a call whose context carries none.
 func (c *call) numbered(ctx context.Context) context.Context {
+	if c.attempt == 1 && ctx.Value(attemptKey{}) == nil {
+		return ctx // the first attempt runs with the caller's own context
+	}
 	if c.attempt == 1 {
-		c.nested = ctx.Value(attemptKey{}) != nil
-		if !c.nested {
-			return ctx
-		}
+		c.nested = true
 	}
 	return context.WithValue(ctx, attemptKey{}, c.attempt)
 }
 
-// timed runs f with a per-attempt timeout of d, when d > 0, and reports
-// whether that timeout, not the caller's context, cut it off. A failure
-// returned once the attempt's own deadline has passed counts as cut off
-// even before the context's timer fires: a dependency that was given the
-// deadline (gRPC sends it along) may give up first.
+// timed runs f with a per-attempt timeout of d > 0, and reports whether
+// that timeout, not the caller's context, cut it off. A failure returned
+// once the attempt's own deadline has passed counts as cut off even before
+// the context's timer fires: a dependency that was given the deadline (gRPC
+// sends it along) may give up first.
 func timed(ctx context.Context, d time.Duration, f func(context.Context) error) (error, bool) {
-	if d <= 0 {
-		return f(ctx), false
-	}
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel() // also when f panics
 	err := f(actx)
@@ -419,6 +440,14 @@ func (c *call) budget(now time.Time) *budget {
 // end releases what the call holds: its timer, and a rate-limit token
 // taken for an attempt that never ran.
 func (c *call) end() {
+	if c.timer != nil || c.untoken != nil {
+		c.release()
+	}
+}
+
+// release stops the call's timer and gives back a token taken for an
+// attempt that never ran.
+func (c *call) release() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}

@@ -125,9 +125,14 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	}
 	c := call{cfg: cfg, key: cfg.key}
 	err := c.run(ctx, func(ctx context.Context) (error, bool) {
-		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+		if cfg.attemptTimeout <= 0 {
 			var err error
 			v, err = fn(ctx) // a panic goes on to the caller
+			return err, false
+		}
+		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+			var err error
+			v, err = fn(ctx)
 			return err
 		})
 	})
@@ -149,6 +154,9 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 	}
 	c := call{cfg: cfg, key: cfg.key}
 	return c.run(ctx, func(ctx context.Context) (error, bool) {
+		if cfg.attemptTimeout <= 0 {
+			return fn(ctx), false
+		}
 		return timed(ctx, cfg.attemptTimeout, fn)
 	})
 }
