@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -205,4 +206,29 @@ func parse(t testing.TB, js string) retry.Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// checkOutcome checks what a call through the interceptors left: its
+// error's type (when checkType), its reason, the server's hits and the
+// grpc-previous-rpc-attempts values the server saw (when previous is set).
+func checkOutcome(t *testing.T, s *server, err error, typ, reason string, hits int, previous []string, checkType bool) {
+	t.Helper()
+	if got := retry.TypeOf(err); checkType && got != typ {
+		t.Errorf("TypeOf = %q, want %q", got, typ)
+	}
+	if got := reasonOf(err); got != reason {
+		t.Errorf("reason = %q, want %q", got, reason)
+	}
+	if got := s.count(); got != hits {
+		t.Errorf("server hits = %d, want %d", got, hits)
+	}
+	if previous != nil {
+		var got []string
+		for _, h := range s.seen() {
+			got = append(got, h.previous)
+		}
+		if !slices.Equal(got, previous) {
+			t.Errorf("grpc-previous-rpc-attempts = %q, want %q", got, previous)
+		}
+	}
 }

@@ -166,26 +166,7 @@ func TestServerStream(t *testing.T) {
 			if msgs != tt.msgs {
 				t.Errorf("%d messages, want %d", msgs, tt.msgs)
 			}
-			if tt.typ != "" {
-				if got := retry.TypeOf(err); got != tt.typ {
-					t.Errorf("TypeOf = %q, want %q", got, tt.typ)
-				}
-			}
-			if got := reasonOf(err); got != tt.reason {
-				t.Errorf("reason = %q, want %q", got, tt.reason)
-			}
-			if got := s.count(); got != tt.hits {
-				t.Errorf("server hits = %d, want %d", got, tt.hits)
-			}
-			if tt.previous != nil {
-				var got []string
-				for _, h := range s.seen() {
-					got = append(got, h.previous)
-				}
-				if !slices.Equal(got, tt.previous) {
-					t.Errorf("grpc-previous-rpc-attempts = %q, want %q", got, tt.previous)
-				}
-			}
+			checkOutcome(t, s, err, tt.typ, tt.reason, tt.hits, tt.previous, tt.typ != "")
 		})
 	}
 }
