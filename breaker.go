@@ -268,45 +268,35 @@ func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
 	return nil, spec.recheck() // half-open, its probes in flight
 }
 
-// run runs attempt through a breaker shared through a Breaker.Store. ran
-// is false when the breaker rejected it; wait is then how long until it may
-// let a probe through, or zero when the caller's context ended before the
-// attempt could start. When the store fails, the process's own breaker
-// stands in, counted in Stats.BreakerFallbacks.
-func (b *breaker) run(ctx context.Context, bs *breakers, attempt func() error) (ran bool, wait time.Duration) {
-	spec := &bs.spec
-	var outcome error
-	ran, wait, ok := b.shared.run(ctx, func() error {
-		outcome = attempt()
-		return outcome
-	})
+// allowShared is allow for a breaker shared through a Breaker.Store: the
+// fleet's state decides, and the process's own breaker, which learns every
+// outcome too, stands in for it while the store cannot be read in time.
+func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(error), wait time.Duration) {
+	shared, wait, ok := b.shared.allow(ctx)
 	if ok {
-		if ran {
+		if shared == nil {
+			return nil, wait
+		}
+		return func(outcome error) {
+			shared(outcome)
 			// The stand-in learns the outcome too; an open or busy
 			// stand-in counts nothing.
-			if done, err := b.cb.Allow(); err == nil {
-				done(outcome)
+			if local, err := b.cb.Allow(); err == nil {
+				local(outcome)
 			}
-		}
-		return ran, wait
+		}, 0
 	}
 	bs.fallbacks.Add(1)
 	b.standIn.Add(1)
-	defer b.standIn.Add(-1)
-	done, wait := b.allow(spec)
-	if done == nil {
-		return false, wait
+	local, wait := b.allow(&bs.spec)
+	if local == nil {
+		b.standIn.Add(-1)
+		return nil, wait
 	}
-	finished := false
-	defer func() {
-		if !finished { // the attempt panicked: a failure, and the panic goes on
-			done(errBreakerFailure)
-		}
-	}()
-	outcome = attempt()
-	finished = true
-	done(outcome)
-	return true, 0
+	return func(outcome error) {
+		local(outcome)
+		b.standIn.Add(-1)
+	}, 0
 }
 
 // recheck is how long a call waits before it looks again at a half-open

@@ -26,7 +26,8 @@ import (
 // Implementations must be safe for concurrent use and must not hold a call
 // past ctx's deadline.
 type BreakerStore interface {
-	// Sync adds s to the fleet's breaker name, whose settings are b, and
+	// Sync adds s to the fleet's breaker name, whose settings are b (its
+	// zero fields set to their defaults, as the Retrier passes them), and
 	// returns the breaker's state, in one round trip. Counts of another
 	// generation than the breaker's are dropped; a claim is granted only
 	// in the half-open state, while fewer than b.Probes are claimed.
@@ -322,65 +323,45 @@ func (sb *sharedBreaker) claimProbe(ctx context.Context, v *fleetView) (fl Break
 	return fl, true
 }
 
-// run runs attempt through the fleet's breaker, as breaker.run does. ok
-// is false when the store failed or was too slow: the caller then runs the
-// attempt through the local breaker.
-func (sb *sharedBreaker) run(ctx context.Context, attempt func() error) (ran bool, wait time.Duration, ok bool) {
+// allow admits one attempt on the fleet's state, in two steps as
+// gobreaker's TwoStepCircuitBreaker does: done, when not nil, must be
+// called with the attempt's outcome. A nil done refuses the attempt, to be
+// asked again after wait. ok is false when the store could not be read in
+// time, and the caller's own breaker decides instead.
+func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time.Duration, ok bool) {
 	now := time.Now().UnixNano()
 	v := sb.current(ctx, now)
 	if v == nil {
-		return false, 0, ended(ctx)
+		return nil, 0, ended(ctx)
 	}
 	switch {
 	case v.state == stateClosed:
 	case v.state == stateOpen && now < v.until:
-		return false, time.Duration(v.until-now) + 1, true
+		return nil, time.Duration(v.until-now) + 1, true
 	default: // half-open, or open past its time: claim a probe
 		if !sb.claim.CompareAndSwap(false, true) {
-			return false, sb.bs.spec.recheck(), true // this process is claiming
+			return nil, sb.bs.spec.recheck(), true // this process is claiming
 		}
 		fl, ok := sb.claimProbe(ctx, v)
 		sb.claim.Store(false)
 		switch {
 		case ended(ctx):
-			return false, 0, true
+			return nil, 0, true
 		case !ok:
-			return false, 0, false
+			return nil, 0, false
 		case fl.Claimed:
-			return true, 0, sb.probe(fl.Generation, attempt)
+			gen := fl.Generation
+			return func(outcome error) { sb.probed(gen, outcome) }, 0, true
 		case fl.State == stateOpen && fl.OpenFor > 0:
-			return false, fl.OpenFor + 1, true
+			return nil, fl.OpenFor + 1, true
 		case fl.State != stateClosed:
-			return false, sb.bs.spec.recheck(), true // the fleet's probes are out
+			return nil, sb.bs.spec.recheck(), true // the fleet's probes are out
 		}
 	}
 	if ended(ctx) {
-		return false, 0, true
+		return nil, 0, true
 	}
-	returned := false
-	defer func() {
-		if !returned { // the attempt panicked: a failure, and the panic goes on
-			sb.count(errBreakerFailure)
-		}
-	}()
-	outcome := attempt()
-	returned = true
-	sb.count(outcome)
-	return true, 0, true
-}
-
-// probe runs attempt as a probe claimed in gen and sends its outcome.
-func (sb *sharedBreaker) probe(gen uint64, attempt func() error) bool {
-	returned := false
-	defer func() {
-		if !returned {
-			sb.probed(gen, errBreakerFailure)
-		}
-	}()
-	outcome := attempt()
-	returned = true
-	sb.probed(gen, outcome)
-	return true
+	return sb.count, 0, true
 }
 
 // openFor is how long the fleet's breaker stays open from now, as last

@@ -147,8 +147,8 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.
 	ev := c.event(o, now)
 	ev.Reason = reason
 	if route {
-		if ev.Payload == nil && c.record != nil {
-			ev.Payload = c.record()
+		if ev.Payload == nil && c.http.req != nil {
+			ev.Payload = c.http.record()
 		}
 		e.sink = c.deadLetter(ctx, ev)
 	}
@@ -205,8 +205,8 @@ func (c *call) gaveUp(e *Error, typ string) {
 	if len(hooks) == 0 {
 		return
 	}
-	if c.url == "" && c.req != nil {
-		c.method, c.url = methodOf(c.req), redact.SanitizeURL(c.req.URL)
+	if c.http.url == "" && c.http.req != nil {
+		c.http.method, c.http.url = methodOf(c.http.req), redact.SanitizeURL(c.http.req.URL)
 	}
 	var ev Event
 	if c.last != nil {
@@ -216,7 +216,7 @@ func (c *call) gaveUp(e *Error, typ string) {
 		}
 		ev = c.event(o, c.cfg.now())
 	} else {
-		ev = Event{Err: e.Err, Key: c.key, Method: c.method, URL: c.url, Time: c.cfg.now()}
+		ev = Event{Err: e.Err, Key: c.key, Method: c.http.method, URL: c.http.url, Time: c.cfg.now()}
 		if ev.Key == "" {
 			ev.Key = c.cfg.key
 		}

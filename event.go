@@ -69,8 +69,8 @@ func (c *call) event(o outcome, now time.Time) Event {
 		Message: c.cfg.sanitize(c.last.Error()),
 		Type:    o.typ,
 		Key:     key,
-		Method:  c.method,
-		URL:     c.url,
+		Method:  c.http.method,
+		URL:     c.http.url,
 		First:   c.first,
 		Time:    now,
 	}

@@ -10,14 +10,14 @@ import (
 
 // A replica that hangs: after 10 ms a hedge goes to another, whose answer
 // is returned; the hung attempt is canceled.
-func ExampleWithHedge() {
+func ExampleHedged() {
 	r := retry.New(retry.WithHedge(retry.Hedge{
 		Delay: 10 * time.Millisecond,
 		OnEvent: func(ev retry.Event) {
 			fmt.Println(ev.Type, "attempt", ev.Attempt)
 		},
 	}))
-	replica, err := retry.Do(context.Background(), func(ctx context.Context) (string, error) {
+	replica, err := retry.Hedged(context.Background(), func(ctx context.Context) (string, error) {
 		if retry.AttemptFrom(ctx) == 1 {
 			<-ctx.Done() // hung until canceled
 			return "", ctx.Err()

@@ -85,36 +85,43 @@ const (
 func WithHedge(h Hedge) Option {
 	return optionFunc(func(c *config) {
 		c.hedge = nil
-		if h.Percentile == 0 {
-			h.Percentile = defaultHedgePercentile
-		}
-		if h.Floor == 0 {
-			h.Floor = defaultHedgeFloor
-		}
-		if h.Ceiling == 0 {
-			h.Ceiling = max(defaultHedgeCeiling, h.Floor)
-		}
-		if h.Max == 0 {
-			h.Max = defaultHedgeMax
-		}
 		switch {
 		case h.Delay < 0:
 			c.invalid("WithHedge", h.Delay, "Delay must be >= 0")
-		case !(h.Percentile > 0 && h.Percentile < 100):
+		case h.Percentile != 0 && !(h.Percentile > 0 && h.Percentile < 100):
 			c.invalid("WithHedge", h.Percentile, "Percentile must be above 0 and below 100")
 		case h.Floor < 0:
 			c.invalid("WithHedge", h.Floor, "Floor must be >= 0")
-		case h.Ceiling < h.Floor:
+		case h.Ceiling < 0 || h.Ceiling != 0 && h.Ceiling < h.Floor:
 			c.invalid("WithHedge", h.Ceiling, fmt.Sprintf("Ceiling must be >= Floor (%v)", h.Floor))
 		case h.Max < 0:
 			c.invalid("WithHedge", h.Max, "Max must be >= 0")
-		case h.Max > 1:
-			c.hedge = &hedgeSpec{Hedge: h}
-			if h.Delay == 0 {
-				c.hedge.sketches = newKeyed[*sketch](maxKeys)
-			}
+		default:
+			c.hedge = newHedgeSpec(h)
 		}
 	})
+}
+
+// newHedgeSpec returns h with its zero fields set to their defaults, and
+// the latency sketches of an adaptive delay.
+func newHedgeSpec(h Hedge) *hedgeSpec {
+	if h.Percentile == 0 {
+		h.Percentile = defaultHedgePercentile
+	}
+	if h.Floor == 0 {
+		h.Floor = defaultHedgeFloor
+	}
+	if h.Ceiling == 0 {
+		h.Ceiling = max(defaultHedgeCeiling, h.Floor)
+	}
+	if h.Max == 0 {
+		h.Max = defaultHedgeMax
+	}
+	s := &hedgeSpec{Hedge: h}
+	if h.Delay == 0 {
+		s.sketches = newKeyed[*sketch](maxKeys)
+	}
+	return s
 }
 
 // hedgeSpec is a resolved Hedge and the latency sketches of its keys.
@@ -147,6 +154,7 @@ func newSketch() *sketch { return new(sketch) }
 // on the caller's goroutine.
 type hedging struct {
 	cfg  *config
+	spec *hedgeSpec
 	key  string
 	http bool // the Transport's: attempts choose their breaker outcome
 
@@ -167,6 +175,9 @@ func (hg *hedging) run(ctx context.Context, t *hedgeTry) (error, bool) {
 	if hg.attempt != nil {
 		return hg.attempt(context.WithValue(ctx, tryKey{}, t))
 	}
+	if hg.cfg.attemptTimeout <= 0 {
+		return hg.call(ctx, hg.fn, t), false
+	}
 	return timed(ctx, hg.cfg.attemptTimeout, func(ctx context.Context) error { return hg.call(ctx, hg.fn, t) })
 }
 
@@ -185,8 +196,8 @@ func (hg *hedging) discard(t *hedgeTry) {
 	switch {
 	case hg.drop != nil:
 		hg.drop(t)
-	case t.failure == nil && !t.inline && hg.cfg.hedge.Release != nil:
-		hg.cfg.hedge.Release(t.value)
+	case t.failure == nil && !t.inline && hg.spec.Release != nil:
+		hg.spec.Release(t.value)
 	}
 	t.cancel()
 }
@@ -264,7 +275,7 @@ func (c *call) hedgeEvents(events []Event) {
 
 // hedgeEvent fires the Hedge's OnEvent hook, if set.
 func (c *call) hedgeEvent(typ string, attempt int, delay time.Duration) {
-	f := c.cfg.hedge.OnEvent
+	f := c.hedge.spec.OnEvent
 	if f == nil {
 		return
 	}
@@ -272,22 +283,45 @@ func (c *call) hedgeEvent(typ string, attempt int, delay time.Duration) {
 	if key == "" {
 		key = c.cfg.key
 	}
-	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: key, Method: c.method, URL: c.url, Time: c.cfg.now()})
+	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: key, Method: c.http.method, URL: c.http.url, Time: c.cfg.now()})
 }
 
-// doHedged is do for a configuration with a Hedge. The turn's first attempt
-// runs this call's own closure on the caller's goroutine and keeps its value
-// in v; hedges run fn through hedgeDo, keep their values in their hedgeTry,
-// and the winner's becomes v.
-func doHedged[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+// Hedged is Do with hedged attempts: when an attempt has not returned
+// after the Hedge's delay, another starts beside it; the first success is
+// returned and the others are canceled through their contexts (see Hedge).
+// The Hedge is the one given by WithHedge among opts or in a *Retrier among
+// them, or else the zero Hedge: a delay that follows the 95th percentile of
+// the Retrier's recent latencies for the call's key. Pass the same
+// *Retrier to every call so that the adaptive delay learns.
+//
+// Unlike Do, Hedged runs fn on goroutines of its own for the hedges, so a
+// closure passed to it is allocated on the heap. Do and Run never hedge,
+// whatever their options.
+func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	cfg := &std.cfg
+	if len(opts) > 0 {
+		cfg = resolve(opts)
+	}
 	var v T
+	switch {
+	case ctx == nil:
+		return v, errNilContext
+	case cfg.err != nil:
+		return v, cfg.err
+	case fn == nil:
+		return v, errNilFunc
+	}
 	c := call{cfg: cfg, key: cfg.key}
-	hg := hedging{cfg: cfg, key: c.key, fn: fn, call: hedgeDo[T]}
-	c.hedge = &hg
+	c.hedge = &hedging{cfg: cfg, spec: cfg.hedgeSpec(), key: c.key, fn: fn, call: hedgeDo[T]}
 	err := c.run(ctx, func(ctx context.Context) (error, bool) {
-		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+		if cfg.attemptTimeout <= 0 {
 			var err error
 			v, err = fn(ctx) // a panic goes on to the caller
+			return err, false
+		}
+		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+			var err error
+			v, err = fn(ctx)
 			return err
 		})
 	})
@@ -301,7 +335,7 @@ func doHedged[T any](ctx context.Context, cfg *config, fn func(context.Context) 
 	return v, nil
 }
 
-// hedgeDo runs a hedge of Do: fn, which is a func(context.Context) (T,
+// hedgeDo runs a hedge of Hedged: fn, which is a func(context.Context) (T,
 // error), and keeps its value in t.
 func hedgeDo[T any](ctx context.Context, fn any, t *hedgeTry) error {
 	v, err := fn.(func(context.Context) (T, error))(ctx)
@@ -309,17 +343,13 @@ func hedgeDo[T any](ctx context.Context, fn any, t *hedgeTry) error {
 	return err
 }
 
-// runHedged is run for a configuration with a Hedge.
-func runHedged(ctx context.Context, cfg *config, fn func(context.Context) error) error {
-	c := call{cfg: cfg, key: cfg.key}
-	hg := hedging{cfg: cfg, key: c.key, fn: fn, call: hedgeRun}
-	c.hedge = &hg
-	return c.run(ctx, func(ctx context.Context) (error, bool) {
-		return timed(ctx, cfg.attemptTimeout, fn)
-	})
-}
-
-// hedgeRun runs a hedge of Run: fn, which is a func(context.Context) error.
-func hedgeRun(ctx context.Context, fn any, _ *hedgeTry) error {
-	return fn.(func(context.Context) error)(ctx)
+// hedgeSpec returns the Hedge of the configuration: WithHedge's, or else
+// the zero Hedge's, whose latency sketches the Retrier's state keeps.
+func (c *config) hedgeSpec() *hedgeSpec {
+	if c.hedge != nil {
+		return c.hedge
+	}
+	st := c.state
+	st.hedgeOnce.Do(func() { st.hedge = newHedgeSpec(Hedge{}) })
+	return st.hedge
 }

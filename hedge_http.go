@@ -14,7 +14,7 @@ import (
 func (rt *roundTrip) mayHedge() bool {
 	req, cfg := rt.req, rt.t.config()
 	switch {
-	case cfg.hedge == nil || !rt.idempotent:
+	case cfg.hedge == nil || cfg.hedge.Max < 2 || !rt.idempotent:
 		return false
 	case cfg.breakers != nil && cfg.breakers.spec.Store != nil:
 		return false
@@ -32,36 +32,25 @@ type hedgeResp struct {
 }
 
 // hedgedRoundTrip is RoundTrip for a request the Transport hedges (see
-// mayHedge). Each attempt builds its own request, so that attempts can run
-// at once: bodies come from GetBody, the first attempt's being the caller's
-// own, or from the replay buffer, made here. The response kept (the winner,
-// or a turn's last failure) becomes the response in hand, as in RoundTrip;
-// losing responses are drained and closed.
-func hedgedRoundTrip(ctx context.Context, r roundTrip) (*http.Response, error) {
-	rt := &r
+// mayHedge); c is RoundTrip's call, copied so that the common path keeps
+// its call off the heap. Each attempt builds its own request, so that
+// attempts can run at once: bodies come from GetBody, the first attempt's
+// being the caller's own, or from the replay buffer, made here. The
+// response kept (the winner, or a turn's last failure) becomes the
+// response in hand, as in RoundTrip; losing responses are drained and
+// closed.
+func hedgedRoundTrip(ctx context.Context, c call) (*http.Response, error) {
+	rt := &c.http
 	defer rt.finish()
-	cfg, req := rt.t.config(), rt.req
+	req := rt.req
 	if req.Body != nil && req.Body != http.NoBody {
 		rt.bodyOwned = true // the first attempt takes it over
 		if req.GetBody == nil {
 			rt.body = newReplayBody(req.Body, rt.t.maxReplay())
 		}
 	}
-	var (
-		resp   *http.Response     // the response in hand
-		cancel context.CancelFunc // releases its attempt's context
-		held   *http.Response     // a response given up for a retry, kept in memory
-	)
-	c := call{cfg: cfg, key: rt.t.key(req), req: req}
-	c.method, c.url, c.record = methodOf(req), redact.SanitizeURL(req.URL), rt.record
-	c.discard = func() {
-		if resp != nil {
-			held, resp = hold(resp), nil
-		}
-		release(cancel)
-		cancel = nil
-	}
-	hg := &hedging{cfg: cfg, key: c.key, http: true, inline: new(hedgeTry),
+	rt.method, rt.url = methodOf(req), redact.SanitizeURL(req.URL)
+	hg := &hedging{cfg: c.cfg, spec: c.cfg.hedge, key: c.key, http: true, inline: new(hedgeTry),
 		take: func(t *hedgeTry) {
 			hr := t.value.(*hedgeResp)
 			if hr.resp == nil {
@@ -69,8 +58,8 @@ func hedgedRoundTrip(ctx context.Context, r roundTrip) (*http.Response, error) {
 				t.cancel()
 				return
 			}
-			resp, held = hr.resp, nil
-			cancel = func() {
+			rt.resp, rt.held = hr.resp, nil
+			rt.cancel = func() {
 				release(hr.cancel)
 				t.cancel()
 			}
@@ -91,12 +80,12 @@ func hedgedRoundTrip(ctx context.Context, r roundTrip) (*http.Response, error) {
 		return rt.hedgeAttempt(actx, t)
 	}
 	c.hedge = hg
-	err := c.run(ctx, c.hedge.attempt)
-	if resp != nil {
-		return deliver(resp, cancel), nil
+	err := c.run(ctx, hg.attempt)
+	if rt.resp != nil {
+		return deliver(rt.resp, rt.cancel), nil
 	}
-	release(cancel)
-	return heldOr(held, err)
+	release(rt.cancel)
+	return heldOr(rt.held, err)
 }
 
 // hedgeAttempt is one attempt t of a hedged request.

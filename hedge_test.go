@@ -120,7 +120,7 @@ func TestHedgeDo(t *testing.T) {
 				}
 				start := time.Now()
 				s := &hedgeScript{lat: tc.script.lat, errs: tc.script.errs, stubborn: tc.script.stubborn}
-				v, err := retry.Do(ctx, s.fn, r)
+				v, err := retry.Hedged(ctx, s.fn, r)
 				took := time.Since(start)
 				var e *retry.Error
 				switch {
@@ -184,7 +184,7 @@ func TestHedgeAdmission(t *testing.T) {
 					retry.WithBudget(b.budget), retry.WithHedge(retry.Hedge{Delay: ms}))
 				s := &hedgeScript{lat: []time.Duration{5 * ms}, errs: repeat(errDown, calls*3)}
 				for range calls {
-					retry.Do(context.Background(), s.fn, r)
+					retry.Hedged(context.Background(), s.fn, r)
 				}
 				st := r.Stats()
 				if st.Attempts > b.most || st.Hedges == 0 {
@@ -197,7 +197,7 @@ func TestHedgeAdmission(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := retry.New(retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithHedge(retry.Hedge{Delay: 10 * ms}))
 			s := &hedgeScript{lat: []time.Duration{100 * ms}}
-			if v, err := retry.Do(context.Background(), s.fn, r); v != 1 || err != nil {
+			if v, err := retry.Hedged(context.Background(), s.fn, r); v != 1 || err != nil {
 				t.Fatalf("Do = %v, %v", v, err)
 			}
 			if st := r.Stats(); st.Attempts != 1 || st.Hedges != 0 {
@@ -210,14 +210,14 @@ func TestHedgeAdmission(t *testing.T) {
 			r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
 				retry.WithBreaker(retry.Breaker{MinRequests: 1, OpenTimeout: 100 * ms}),
 				retry.WithHedge(retry.Hedge{Delay: 15 * ms}))
-			retry.Do(context.Background(), (&hedgeScript{lat: []time.Duration{ms}, errs: []error{errDown}}).fn, r)
+			retry.Hedged(context.Background(), (&hedgeScript{lat: []time.Duration{ms}, errs: []error{errDown}}).fn, r)
 			if st := r.Stats(); st.Breakers[""] != "open" {
 				t.Fatalf("breaker %v, want open", st.Breakers)
 			}
 			time.Sleep(100 * ms)
 			p := retry.New(r, retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
 			s := &hedgeScript{lat: []time.Duration{50 * ms}}
-			if v, err := retry.Do(context.Background(), s.fn, p); v != 1 || err != nil {
+			if v, err := retry.Hedged(context.Background(), s.fn, p); v != 1 || err != nil {
 				t.Fatalf("Do = %v, %v", v, err)
 			}
 			if st := r.Stats(); st.Hedges != 0 || st.Breakers[""] != "closed" {
@@ -236,7 +236,7 @@ func TestHedgeEvents(t *testing.T) {
 			got = append(got, ev.Type+" "+ev.Key+" "+ev.Delay.String()+" "+string(rune('0'+ev.Attempt)))
 		}}
 		s := &hedgeScript{lat: []time.Duration{100 * time.Millisecond, time.Millisecond}}
-		retry.Do(context.Background(), s.fn, retry.WithHedge(h), retry.WithKey("db"))
+		retry.Hedged(context.Background(), s.fn, retry.WithHedge(h), retry.WithKey("db"))
 		synctest.Wait()
 		want := "hedge.started db 10ms 2|hedge.won db 0s 2"
 		if strings.Join(got, "|") != want {
@@ -263,7 +263,7 @@ func TestHedgeAdaptive(t *testing.T) {
 				lat = 200 * ms
 			}
 			s := &hedgeScript{lat: []time.Duration{lat, ms}}
-			retry.Do(context.Background(), s.fn, r)
+			retry.Hedged(context.Background(), s.fn, r)
 		}
 		if len(delays) == 0 || delays[0] != 50*ms {
 			t.Fatalf("delays %v: want the Ceiling first", delays)
@@ -315,7 +315,7 @@ func TestHedgePanic(t *testing.T) {
 						t.Errorf("recovered %v, want boom", got)
 					}
 				}()
-				retry.Do(context.Background(), func(ctx context.Context) (int, error) {
+				retry.Hedged(context.Background(), func(ctx context.Context) (int, error) {
 					if retry.AttemptFrom(ctx) == tc.panicOn {
 						panic("boom")
 					}

@@ -40,7 +40,7 @@ type turn struct {
 
 // hedgeable reports whether the call's next turn may hedge.
 func (c *call) hedgeable() bool {
-	if c.hedge == nil {
+	if c.hedge == nil || c.hedge.spec.Max < 2 {
 		return false
 	}
 	bs := c.cfg.breakers
@@ -57,7 +57,7 @@ func (c *call) hedgeable() bool {
 // the last failure once every attempt has failed; after the first attempt,
 // the caller's context ends it at once.
 func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	cfg, h := c.cfg, c.cfg.hedge
+	cfg, h := c.cfg, c.hedge.spec
 	done, wait := c.allowBreaker()
 	if done == nil {
 		return nil, false, false, c.breakerOpen(ctx, wait)

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -25,7 +24,6 @@ type call struct {
 	nested  bool          // the caller's context already carried an attempt number
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
 	verdict error         // the breaker outcome the attempt chose itself, if any (the Transport's)
-	discard func()        // gives up the outcome in hand once a retry is decided (the Transport's)
 	hedge   *hedging      // the driver's part in hedged attempts; nil without a Hedge
 	won     *hedgeTry     // the hedge whose success ended the call
 
@@ -35,11 +33,9 @@ type call struct {
 	dl          time.Time       // the caller's deadline
 	dlKnown     uint8           // 0: not looked up yet; 1: none; 2: dl
 
-	// The Transport's request, for events and dead-letter records.
-	req    *http.Request
-	method string
-	url    string
-	record func() any
+	// The Transport's request and its state across attempts: kept in the
+	// call itself, so that a request costs no allocation of its own.
+	http roundTrip
 }
 
 // run is the one attempt loop that Do, Run, Attempts and the Transport
@@ -72,8 +68,8 @@ func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 		if err != nil {
 			return err
 		}
-		if c.discard != nil {
-			c.discard()
+		if c.http.req != nil {
+			c.http.discard()
 		}
 		if err := c.sleep(ctx, d); err != nil {
 			return err
@@ -84,6 +80,14 @@ func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 // begin runs the admission steps before an attempt that do not involve the
 // breaker: the caller's context, then the rate limiter.
 func (c *call) begin(ctx context.Context) error {
+	if ctx.Err() == nil && c.cfg.maxElapsed <= 0 && c.cfg.limiter == nil && !c.tokened && c.untoken == nil {
+		return nil // nothing to admit: the common case, kept small enough to inline
+	}
+	return c.admit(ctx)
+}
+
+// admit is begin's work when there is some.
+func (c *call) admit(ctx context.Context) error {
 	tokened := c.tokened
 	c.tokened, c.untoken = false, nil
 	if ctx.Err() != nil {
@@ -114,21 +118,29 @@ func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error,
 	if c.hedge != nil && c.hedgeable() {
 		return c.hedged(ctx, attempt)
 	}
-	bs := c.cfg.breakers
-	if bs == nil {
+	if c.cfg.breakers == nil {
 		c.started()
 		failure, timedOut = attempt(c.numbered(ctx))
 		return failure, timedOut, true, nil
 	}
+	return c.breakered(ctx, attempt)
+}
+
+// breakered is guarded with a circuit breaker.
+func (c *call) breakered(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
+	bs := c.cfg.breakers
 	var now time.Time
 	if bs.keys != nil {
 		now = c.cfg.now()
 	}
 	b := bs.get(c.key, now)
+	var done func(error)
+	var wait time.Duration
 	if b.shared != nil {
-		return c.guardedShared(ctx, b, attempt)
+		done, wait = b.allowShared(ctx, bs)
+	} else {
+		done, wait = b.allow(&bs.spec)
 	}
-	done, wait := b.allow(&bs.spec)
 	bs.flush(c.cfg.onBreaker) // a change made as the attempt was let through
 	if done == nil {
 		return nil, false, false, c.breakerOpen(ctx, wait)
@@ -150,28 +162,11 @@ func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error,
 
 // outcome is what the attempt that has just run means to the breaker.
 func (c *call) outcome(ctx context.Context, failure error, timedOut bool) error {
-	if v := c.verdict; v != nil || c.req != nil {
+	if v := c.verdict; v != nil || c.http.req != nil {
 		c.verdict = nil
 		return v
 	}
 	return c.cfg.breakerOutcome(ctx, failure, timedOut)
-}
-
-// guardedShared is guarded for a breaker shared through a Breaker.Store,
-// whose DistributedCircuitBreaker runs the attempt inside its Execute.
-func (c *call) guardedShared(ctx context.Context, b *breaker, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	bs := c.cfg.breakers
-	ran, wait := b.run(ctx, bs, func() error {
-		bs.flush(c.cfg.onBreaker)
-		c.started()
-		failure, timedOut = attempt(c.numbered(ctx))
-		return c.outcome(ctx, failure, timedOut)
-	})
-	bs.flush(c.cfg.onBreaker)
-	if ran {
-		return failure, timedOut, true, nil
-	}
-	return nil, false, false, c.breakerOpen(ctx, wait)
 }
 
 // breakerOpen waits for an open breaker to let a probe through when that
@@ -192,6 +187,17 @@ func (c *call) breakerOpen(ctx context.Context, wait time.Duration) error {
 
 // started counts the attempt about to run.
 func (c *call) started() {
+	if cfg := c.cfg; c.attempt == 0 && cfg.keyBudgets == nil && cfg.sharedBudget == nil {
+		c.attempt = 1
+		cfg.state.calls.Add(1) // the common case, kept small enough to inline
+		return
+	}
+	c.count()
+}
+
+// count is started's work for a retry, or for a call whose budget counts
+// first attempts per key or outside the Retrier.
+func (c *call) count() {
 	c.attempt++
 	cfg := c.cfg
 	if c.attempt > 1 {
@@ -224,25 +230,32 @@ func AttemptFrom(ctx context.Context) int {
 // numbered returns ctx carrying the current attempt number, or ctx itself
 // for the first attempt of a call whose context carries none.
 func (c *call) numbered(ctx context.Context) context.Context {
+	if c.attempt == 1 && ctx.Value(attemptKey{}) == nil {
+		return ctx // the first attempt runs with the caller's own context
+	}
 	if c.attempt == 1 {
-		c.nested = ctx.Value(attemptKey{}) != nil
-		if !c.nested {
-			return ctx
-		}
+		c.nested = true
 	}
 	return context.WithValue(ctx, attemptKey{}, c.attempt)
 }
 
-// timed runs f with a per-attempt timeout of d, when d > 0, and reports
-// whether that timeout, not the caller's context, cut it off.
+// timed runs f with a per-attempt timeout of d > 0, and reports whether
+// that timeout, not the caller's context, cut it off. A failure returned
+// once the attempt's own deadline has passed counts as cut off even before
+// the context's timer fires: a dependency that was given the deadline (gRPC
+// sends it along) may give up first.
 func timed(ctx context.Context, d time.Duration, f func(context.Context) error) (error, bool) {
-	if d <= 0 {
-		return f(ctx), false
-	}
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel() // also when f panics
 	err := f(actx)
-	return err, err != nil && actx.Err() != nil && ctx.Err() == nil
+	if err == nil || ctx.Err() != nil {
+		return err, false
+	}
+	adl, _ := actx.Deadline()
+	if dl, ok := ctx.Deadline(); ok && !dl.After(adl) {
+		return err, false // the caller's deadline, not the attempt's
+	}
+	return err, actx.Err() != nil || !time.Now().Before(adl)
 }
 
 // fail handles a failed attempt: classify, decide, take a budget token,
@@ -432,6 +445,14 @@ func (c *call) budget(now time.Time) *budget {
 // end releases what the call holds: its timer, and a rate-limit token
 // taken for an attempt that never ran.
 func (c *call) end() {
+	if c.timer != nil || c.untoken != nil {
+		c.release()
+	}
+}
+
+// release stops the call's timer and gives back a token taken for an
+// attempt that never ran.
+func (c *call) release() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}

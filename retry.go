@@ -122,14 +122,17 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		return v, cfg.err
 	case fn == nil:
 		return v, errNilFunc
-	case cfg.hedge != nil:
-		return doHedged(ctx, cfg, fn)
 	}
 	c := call{cfg: cfg, key: cfg.key}
 	err := c.run(ctx, func(ctx context.Context) (error, bool) {
-		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+		if cfg.attemptTimeout <= 0 {
 			var err error
 			v, err = fn(ctx) // a panic goes on to the caller
+			return err, false
+		}
+		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+			var err error
+			v, err = fn(ctx)
 			return err
 		})
 	})
@@ -148,11 +151,12 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		return cfg.err
 	case fn == nil:
 		return errNilFunc
-	case cfg.hedge != nil:
-		return runHedged(ctx, cfg, fn)
 	}
 	c := call{cfg: cfg, key: cfg.key}
 	return c.run(ctx, func(ctx context.Context) (error, bool) {
+		if cfg.attemptTimeout <= 0 {
+			return fn(ctx), false
+		}
 		return timed(ctx, cfg.attemptTimeout, fn)
 	})
 }

@@ -838,3 +838,26 @@ func TestNilContext(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptTimeoutPassedDeadline: a failure returned once the attempt's
+// own deadline has passed is the attempt timing out, even when it comes
+// back before the context's timer fires (a dependency given the deadline
+// may give up first).
+func TestAttemptTimeoutPassedDeadline(t *testing.T) {
+	const d = 5 * time.Millisecond
+	for i := range 20 {
+		var types []string
+		_ = retry.Run(t.Context(), func(ctx context.Context) error {
+			dl, _ := ctx.Deadline()
+			for time.Now().Before(dl) {
+				time.Sleep(100 * time.Microsecond)
+			}
+			return fmt.Errorf("remote gave up: %w", context.DeadlineExceeded) // without waiting for ctx
+		}, retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}), retry.WithAttemptTimeout(d),
+			retry.WithBudget(retry.Budget{Off: true}),
+			retry.OnFailure(func(ev retry.Event) { types = append(types, ev.Type) }))
+		if len(types) != 2 || types[0] != "timeout.attempt" || types[1] != "timeout.attempt" {
+			t.Fatalf("run %d: failure types %v, want two timeout.attempt", i, types)
+		}
+	}
+}

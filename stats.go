@@ -1,6 +1,9 @@
 package retry
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Stats is a snapshot of a Retrier's counters. The JSON names follow the
 // lifecycle counters of job systems (attempts, failed, retried,
@@ -101,6 +104,8 @@ type state struct {
 	alertsSuppressed  atomic.Int64
 	hedges            atomic.Int64
 	hedgeWins         atomic.Int64
+	hedgeOnce         sync.Once
+	hedge             *hedgeSpec // Hedged's without WithHedge: the zero Hedge
 	alerts            alerts
 }
 

@@ -153,38 +153,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, cfg.err
 	}
 	ctx := req.Context()
-	rt := roundTrip{t: t, req: req, idempotent: cfg.http.AllMethods || idempotent(req)}
+	c := call{cfg: cfg, key: t.key(req)}
+	rt := &c.http
+	*rt = roundTrip{t: t, req: req, idempotent: cfg.http.AllMethods || idempotent(req)}
 	if cfg.http.IdempotencyKey && !hasIdempotencyKey(req.Header) {
 		rt.idemKey = newIdempotencyKey()
 		rt.idempotent = true
 	}
 	if rt.mayHedge() {
-		return hedgedRoundTrip(ctx, rt)
+		return hedgedRoundTrip(ctx, c)
 	}
 	defer rt.finish()
-	var (
-		resp   *http.Response     // the response of the attempt in hand
-		cancel context.CancelFunc // releases that attempt's context
-		held   *http.Response     // a response given up for a retry, kept in memory
-	)
-	c := call{cfg: cfg, key: t.key(req), req: req}
-	// A retry is decided, after its admission: the response in hand is
-	// drained so that its connection is reused, and kept, when its body
-	// fits the drain limit, for a refusal that comes only after the wait
-	// (a breaker opened meanwhile by other calls).
-	c.discard = func() {
-		if resp != nil {
-			held, resp = hold(resp), nil
-		}
-		release(cancel)
-		cancel = nil
-	}
 	err := c.run(ctx, func(actx context.Context) (error, bool) {
-		held = nil
+		rt.held = nil
 		var timer *time.Timer
-		actx, cancel, timer = rt.attemptContext(actx)
-		var err error
-		resp, err = rt.send(actx, c.attempt)
+		actx, rt.cancel, timer = rt.attemptContext(actx)
+		resp, err := rt.send(actx, c.attempt)
 		if timer != nil && !timer.Stop() && err == nil {
 			// The timeout struck as the headers arrived: the body is cut.
 			// The timer's cancel may still be on its way: wait for it.
@@ -192,6 +176,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			<-actx.Done()
 			resp, err = nil, context.Cause(actx)
 		}
+		rt.resp = resp
 		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		failure := err
 		if err == nil {
@@ -203,22 +188,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if failure == nil {
 			return nil, false
 		}
-		if c.url == "" {
-			c.method, c.url = methodOf(req), redact.SanitizeURL(req.URL)
-			c.record = rt.record
+		if rt.url == "" {
+			rt.method, rt.url = methodOf(req), redact.SanitizeURL(req.URL)
 		}
 		if b := rt.blocked(ctx, failure, c.attempt < cfg.policy.MaxAttempts); b != nil {
 			failure = b
 		}
 		return failure, timedOut
 	})
-	if resp != nil {
+	if rt.resp != nil {
 		// A success, or a stop decided with this response in hand: the
 		// response itself is the answer.
-		return deliver(resp, cancel), nil
+		return deliver(rt.resp, rt.cancel), nil
 	}
-	release(cancel)
-	return heldOr(held, err)
+	release(rt.cancel)
+	return heldOr(rt.held, err)
 }
 
 // httpVerdict is what an attempt's outcome means to a circuit breaker:
@@ -285,6 +269,25 @@ type roundTrip struct {
 	body       *replayBody   // the body source when req has a body and no GetBody
 	next       io.ReadCloser // the next attempt's body, from GetBody
 	bodyOwned  bool          // the caller's body was handed on; someone else closes it
+
+	method string // for events and records, set at the first failure
+	url    string // the request's URL without credentials, likewise
+
+	resp   *http.Response     // the response of the attempt in hand
+	cancel context.CancelFunc // releases that attempt's context
+	held   *http.Response     // a response given up for a retry, kept in memory
+}
+
+// discard gives up the response in hand once a retry is decided, after its
+// admission: it is drained so that its connection is reused, and kept, when
+// its body fits the drain limit, for a refusal that comes only after the
+// wait (a breaker opened meanwhile by other calls).
+func (rt *roundTrip) discard() {
+	if rt.resp != nil {
+		rt.held, rt.resp = hold(rt.resp), nil
+	}
+	release(rt.cancel)
+	rt.cancel = nil
 }
 
 // attemptContext returns the context of one attempt. A per-attempt timeout

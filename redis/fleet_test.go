@@ -281,7 +281,7 @@ func outage(t *testing.T, clk scaledClock, rs []*retry.Retrier, rate int, dur ti
 }
 
 // TestFleetBudgetAmplification: under a full outage at 100 calls per second
-// across three Retrier, the fleet budget (retry.DefaultBudget's rule)
+// across three Retrier, the fleet budget (the default retry.Budget's rule)
 // keeps the load within 1.2 times the calls, as the in-process budget does
 // for one Retrier (TestOutageAmplification); the clock runs 30 times fast.
 func TestFleetBudgetAmplification(t *testing.T) {

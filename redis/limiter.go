@@ -49,7 +49,8 @@ type Limiter struct {
 	opts     Options
 	fallback retry.Limiter
 	global   lease
-	keys     sync.Map // key → *lease, with perKey
+	keys     sync.Map     // key → *lease, with perKey
+	nkeys    atomic.Int64 // entries of keys, bounded by maxLeaseKeys
 
 	allowed, leases, waits, denied, fallbacks atomic.Int64
 }
@@ -131,9 +132,21 @@ func (l *Limiter) lease(key string) *lease {
 	if ls, ok := l.keys.Load(key); ok {
 		return ls.(*lease)
 	}
-	ls, _ := l.keys.LoadOrStore(key, &lease{})
+	if l.nkeys.Load() >= maxLeaseKeys {
+		// Past the bound, the leases start again: a dropped lease's
+		// unspent tokens lapse, as they would after one interval.
+		l.keys.Clear()
+		l.nkeys.Store(0)
+	}
+	ls, loaded := l.keys.LoadOrStore(key, &lease{})
+	if !loaded {
+		l.nkeys.Add(1)
+	}
 	return ls.(*lease)
 }
+
+// maxLeaseKeys bounds the per-key leases a Limiter keeps.
+const maxLeaseKeys = 1024
 
 // batch is the size of the next lease: the demand over one term.
 func (ls *lease) batch(now time.Time, term time.Duration, burst int) int {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,24 @@ func TestGCRALimit(t *testing.T) {
 		if l.Rate < 1 || l.Burst != 3 || math.Abs(got-want) > tt.tol*want {
 			t.Errorf("limit %v: %+v, emission interval %v ns, want %v ns", tt.limit, l, got, want)
 		}
+	}
+}
+
+// TestLeaseKeysBounded: a per-key Limiter keeps at most maxLeaseKeys
+// leases however many keys it sees.
+func TestLeaseKeysBounded(t *testing.T) {
+	l := &Limiter{perKey: true}
+	for i := range 3 * maxLeaseKeys {
+		if l.lease(strconv.Itoa(i)) == nil {
+			t.Fatalf("key %d: no lease", i)
+		}
+		n := 0
+		l.keys.Range(func(any, any) bool { n++; return true })
+		if n > maxLeaseKeys || int(l.nkeys.Load()) != n {
+			t.Fatalf("after %d keys: %d leases kept (counted %d), bound %d", i+1, n, l.nkeys.Load(), maxLeaseKeys)
+		}
+	}
+	if a, b := l.lease("same"), l.lease("same"); a != b {
+		t.Errorf("one key, two leases")
 	}
 }

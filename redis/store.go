@@ -170,7 +170,14 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 	if in.Claim {
 		s.claims.Add(1)
 	}
-	b = breakerDefaults(b)
+	switch {
+	case b.Window <= 0:
+		return retry.BreakerFleet{}, fmt.Errorf("redis: Store.Sync: Window = %v: must be > 0 (the Retrier passes its breaker's settings with their defaults set)", b.Window)
+	case b.OpenTimeout <= 0:
+		return retry.BreakerFleet{}, fmt.Errorf("redis: Store.Sync: OpenTimeout = %v: must be > 0", b.OpenTimeout)
+	case b.Probes == 0 || b.MinRequests == 0:
+		return retry.BreakerFleet{}, fmt.Errorf("redis: Store.Sync: Probes = %d, MinRequests = %d: must be > 0", b.Probes, b.MinRequests)
+	}
 	claim := 0
 	if in.Claim {
 		claim = 1
@@ -202,27 +209,4 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 		s.granted.Add(1)
 	}
 	return out, nil
-}
-
-// breakerDefaults sets b's zero fields to the defaults retry.Breaker
-// documents; the Retrier passes its settings with them set already, so
-// these matter only to a Store used on its own.
-func breakerDefaults(b retry.Breaker) retry.Breaker {
-	d := retry.Breaker{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 30 * time.Second, Probes: 1}
-	if b.FailureRatio == 0 {
-		b.FailureRatio = d.FailureRatio
-	}
-	if b.MinRequests == 0 {
-		b.MinRequests = d.MinRequests
-	}
-	if b.Window == 0 {
-		b.Window = d.Window
-	}
-	if b.OpenTimeout == 0 {
-		b.OpenTimeout = d.OpenTimeout
-	}
-	if b.Probes == 0 {
-		b.Probes = d.Probes
-	}
-	return b
 }

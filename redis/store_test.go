@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,7 +184,11 @@ func TestStoreBadReply(t *testing.T) {
 	if err := c.Set(context.Background(), "retry:breaker:{x}", "junk", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Sync(t.Context(), "x", retry.Breaker{}, retry.BreakerSync{Failures: 1}); err == nil {
+	spec := retry.Breaker{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 30 * time.Second, Probes: 1}
+	if _, err := store.Sync(t.Context(), "x", retry.Breaker{}, retry.BreakerSync{}); err == nil || !strings.Contains(err.Error(), "Window = 0s: must be > 0") {
+		t.Errorf("Sync with zero settings: %v, want an error naming Window", err)
+	}
+	if _, err := store.Sync(t.Context(), "x", spec, retry.BreakerSync{Failures: 1}); err == nil {
 		t.Error("Sync on a string key: no error")
 	}
 	if st := store.Stats(); st.Errors != 1 {

@@ -191,13 +191,14 @@ func (s *summary) write(out string) {
 var logLine = regexp.MustCompile(`^\s+(\S+\.go:\d+): (.*)`)
 
 // reason is why a test was skipped: the last line it logged, which is the
-// t.Skip message, with where it was said.
+// t.Skip message, with its package, so that tests skipped for one reason
+// count together.
 func reason(pkg string, out []string) string {
 	text := strings.Join(out, "")
 	lines := strings.Split(text, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if m := logLine.FindStringSubmatch(lines[i]); m != nil {
-			return fmt.Sprintf("%s (%s/%s)", m[2], shortPkg(pkg), m[1])
+			return fmt.Sprintf("%s (%s)", m[2], shortPkg(pkg))
 		}
 	}
 	return fmt.Sprintf("no reason given (%s)", shortPkg(pkg))

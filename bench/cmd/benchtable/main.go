@@ -26,6 +26,8 @@ var references = map[string]string{
 	"HTTPOverhead": "plain",
 	"Guarded":      "gobreaker-twostep+rate-allown",
 	"Parallel":     "",
+	"GRPC":         "plain",
+	"GRPCOverhead": "plain",
 }
 
 type row struct {
@@ -170,7 +172,7 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 	case refRow != nil && t.name == "Guarded":
 		head += " − " + ref + " (ns) |"
 		sep += "---:|"
-	case refRow != nil && t.name == "HTTPOverhead":
+	case refRow != nil && (t.name == "HTTPOverhead" || strings.HasPrefix(t.name, "GRPC")):
 		head += " − " + ref + " (ns) | extra allocs |"
 		sep += "---:|---:|"
 	case refRow != nil:
@@ -187,7 +189,7 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 		switch {
 		case refRow != nil && t.name == "Guarded":
 			line += fmt.Sprintf(" %+.1f |", r.medNs-refRow.medNs)
-		case refRow != nil && t.name == "HTTPOverhead":
+		case refRow != nil && (t.name == "HTTPOverhead" || strings.HasPrefix(t.name, "GRPC")):
 			line += fmt.Sprintf(" %+.0f | %+.0f |", r.medNs-refRow.medNs, r.medAllo-refRow.medAllo)
 		case refRow != nil:
 			line += fmt.Sprintf(" %.3f | %+.0f |", r.medNs/refRow.medNs, r.medAllo-refRow.medAllo)

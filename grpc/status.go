@@ -1,0 +1,210 @@
+package grpc
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/steadyhq/retry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Metadata keys of gRFC A6.
+const (
+	// PushbackKey is the trailer in which a server tells the client when to
+	// retry: a whole number of milliseconds, the least wait before the next
+	// attempt. A negative or malformed value, or more than one value,
+	// means "do not retry".
+	PushbackKey = "grpc-retry-pushback-ms"
+	// PreviousAttemptsKey is the request metadata that tells the server how
+	// many attempts of the same call came before this one; it is sent on
+	// retries only.
+	PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+)
+
+// codeTypes are the error types of the status codes, indexed by code.
+var codeTypes = [...]string{
+	codes.OK:                 "grpc.ok",
+	codes.Canceled:           "grpc.canceled",
+	codes.Unknown:            "grpc.unknown",
+	codes.InvalidArgument:    "grpc.invalid_argument",
+	codes.DeadlineExceeded:   "grpc.deadline_exceeded",
+	codes.NotFound:           "grpc.not_found",
+	codes.AlreadyExists:      "grpc.already_exists",
+	codes.PermissionDenied:   "grpc.permission_denied",
+	codes.ResourceExhausted:  "grpc.resource_exhausted",
+	codes.FailedPrecondition: "grpc.failed_precondition",
+	codes.Aborted:            "grpc.aborted",
+	codes.OutOfRange:         "grpc.out_of_range",
+	codes.Unimplemented:      "grpc.unimplemented",
+	codes.Internal:           "grpc.internal",
+	codes.Unavailable:        "grpc.unavailable",
+	codes.DataLoss:           "grpc.data_loss",
+	codes.Unauthenticated:    "grpc.unauthenticated",
+}
+
+// Type returns the error type of the status code c: "grpc." followed by the
+// code's name in snake case ("grpc.unavailable", "grpc.resource_exhausted"),
+// or "grpc.code_<n>" for a code outside the 17 that gRPC defines. These are
+// the types retry.TypeOf reports for the errors of the interceptors, and the
+// ones a policy's non_retryable_errors match ("grpc.*" matches them all).
+func Type(c codes.Code) string {
+	if int(c) < len(codeTypes) {
+		return codeTypes[c]
+	}
+	return "grpc.code_" + strconv.FormatUint(uint64(c), 10)
+}
+
+// statusError is the error of an attempt that ended with a gRPC status: the
+// error grpc-go returned, typed by its code.
+type statusError struct {
+	err error          // the error as grpc-go returned it
+	st  *status.Status // its status
+	typ string         // Type(code), or "" when cause is set
+	// cause is the error of the attempt's context when that context ended
+	// the RPC (the caller's cancellation or deadline, or the attempt's
+	// timeout): the engine then types the error by its context, as it does
+	// for any function.
+	cause error
+}
+
+// Error returns the text of the status error, as grpc-go wrote it.
+func (e *statusError) Error() string { return e.err.Error() }
+
+// ErrorType returns the type of the status code, such as "grpc.unavailable",
+// or "" when the attempt's context ended the RPC, so that retry.TypeOf types
+// the error by that context.
+func (e *statusError) ErrorType() string { return e.typ }
+
+// GRPCStatus returns the status, for status.FromError and status.Code.
+func (e *statusError) GRPCStatus() *status.Status { return e.st }
+
+// Unwrap returns the status error and, when the attempt's context ended the
+// RPC, that context's error, so that errors.Is reaches both.
+func (e *statusError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.err, e.cause}
+	}
+	return []error{e.err}
+}
+
+// classify turns the error of one attempt into what the engine decides on.
+// ctx is the attempt's context; committed says the server's response headers
+// had arrived; trailer is the attempt's trailer metadata, for pushback.
+//
+// An error that carries no status goes to the engine as it is. A status
+// caused by the end of ctx is typed by ctx. Otherwise the error is typed by
+// its code and marked: Permanent when the RPC was committed, when the server
+// said not to retry, or when the code is not retried; After when the server
+// pushed back with a delay.
+func (c *config) classify(ctx context.Context, err error, committed bool, trailer metadata.MD) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	code := st.Code()
+	if code == codes.Canceled || code == codes.DeadlineExceeded {
+		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && !time.Now().Before(dl) {
+			// The server, whose deadline is ours, answered before our
+			// context's timer fired, which is due: wait for it, so that
+			// the context (and the engine) tell that the deadline struck.
+			<-ctx.Done()
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return &statusError{err: err, st: st, cause: cerr}
+		}
+	}
+	se := &statusError{err: err, st: st, typ: Type(code)}
+	if committed {
+		return retry.Permanent(se)
+	}
+	wait, pushed, ok := pushback(trailer)
+	switch {
+	case !ok:
+		return retry.Permanent(se) // the server said "do not retry"
+	case c.retryable(code):
+	case code == codes.ResourceExhausted && pushed:
+	default:
+		return retry.Permanent(se)
+	}
+	if pushed {
+		return retry.After(se, wait)
+	}
+	return se
+}
+
+// pushback reads the server's pushback from trailer: the wait it asks for
+// and whether it sent one. ok is false when the server said not to retry:
+// a value that is not a whole number of milliseconds (a negative one
+// included), or more than one value. A wait too long for a time.Duration is
+// the longest one, which the engine refuses to sleep.
+func pushback(trailer metadata.MD) (wait time.Duration, pushed, ok bool) {
+	vs := trailer[PushbackKey]
+	switch len(vs) {
+	case 0:
+		return 0, false, true
+	case 1:
+	default:
+		return 0, true, false
+	}
+	v := vs[0]
+	if v == "" {
+		return 0, true, false
+	}
+	const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+	var ms int64
+	for i := 0; i < len(v); i++ {
+		d := v[i]
+		if d < '0' || d > '9' {
+			return 0, true, false
+		}
+		if ms > (maxMillis-int64(d-'0'))/10 {
+			return math.MaxInt64, true, true
+		}
+		ms = ms*10 + int64(d-'0')
+	}
+	return time.Duration(ms) * time.Millisecond, true, true
+}
+
+// refusedError is the error of a call that the engine stopped before any
+// attempt reached the server (an open breaker, the rate limiter, the
+// caller's context): the engine's *retry.Error, with the status a gRPC
+// client expects in place of codes.Unknown.
+type refusedError struct {
+	err *retry.Error
+	st  *status.Status
+}
+
+// Error returns the engine's error text.
+func (e *refusedError) Error() string { return e.err.Error() }
+
+// Unwrap returns the engine's *retry.Error.
+func (e *refusedError) Unwrap() error { return e.err }
+
+// GRPCStatus returns codes.Canceled or codes.DeadlineExceeded when the
+// caller's context ended, and codes.Unavailable when the breaker or the rate
+// limiter refused the call.
+func (e *refusedError) GRPCStatus() *status.Status { return e.st }
+
+// final returns the error the interceptors give the caller for the error of
+// retry.Do: the *retry.Error itself, whose chain holds the last attempt's
+// status, or, when no attempt ran, a *retry.Error with a status of its own.
+func final(err error) error {
+	re, ok := err.(*retry.Error)
+	if !ok || re.Attempts > 0 {
+		return err
+	}
+	if _, ok := status.FromError(re.Err); ok {
+		return err
+	}
+	// The caller's context ended (codes.Canceled, codes.DeadlineExceeded),
+	// or the breaker or the rate limiter refused the call.
+	st := status.FromContextError(re)
+	if st.Code() == codes.Unknown {
+		st = status.New(codes.Unavailable, re.Error())
+	}
+	return &refusedError{err: re, st: st}
+}

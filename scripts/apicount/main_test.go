@@ -1,0 +1,46 @@
+package main
+
+import "testing"
+
+// maxRootAPI is the most exported identifiers the root package may have.
+const maxRootAPI = 110
+
+// TestRootAPI keeps the root package's API within maxRootAPI identifiers.
+func TestRootAPI(t *testing.T) {
+	names, err := exported("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) > maxRootAPI {
+		t.Errorf("the root package exports %d identifiers, more than %d:\n%v", len(names), maxRootAPI, names)
+	}
+	for _, want := range []string{"func Do", "func Run", "func New", "method Retrier.Run", "type Policy", "func DefaultPolicy",
+		"func ParsePolicy", "method Policy.Validate", "method Policy.Delay", "func WithPolicy", "func OnRetry", "type Event",
+		"type Error", "func Permanent", "func Retryable", "func Discard", "func DeadLetter", "func Fail", "func After",
+		"func TypeOf", "func Match", "func NewTransport"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("%s is missing: it is one of the fixed public names", want)
+		}
+	}
+}
+
+// TestCount counts each kind of declaration once.
+func TestCount(t *testing.T) {
+	names, err := exported("testdata/pkg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"const A", "const B", "func F", "method T.M", "type T", "var V"}
+	if len(names) != len(want) {
+		t.Fatalf("got %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("got %v, want %v", names, want)
+		}
+	}
+}
