@@ -59,6 +59,12 @@ type Breaker struct {
 	// fleet's state after a quiet spell; default 50 ms. Past it, the
 	// call is decided by the local breaker.
 	StoreWait time.Duration
+	// OnChange, when set, is called on every change of a breaker's state,
+	// with the breaker's key (empty for a single breaker) and the states
+	// it left and entered: "closed", "half_open" or "open". It runs on the
+	// goroutine of the call that saw the change, after the breaker's lock
+	// is released, so it may use the Retrier.
+	OnChange func(key, from, to string) `json:"-"`
 }
 
 // defaultBreaker holds the defaults of Breaker's zero fields.
@@ -72,7 +78,7 @@ var defaultBreaker = Breaker{
 	StoreWait:    50 * time.Millisecond,
 }
 
-// breakerChange is a breaker's change of state, for OnBreakerChange.
+// breakerChange is a breaker's change of state, for Breaker.OnChange.
 type breakerChange struct{ key, from, to string }
 
 // WithBreaker puts a circuit breaker in front of the attempts; see Breaker.
@@ -83,18 +89,9 @@ func WithBreaker(b Breaker) Option {
 			return
 		}
 		c.breakers = newBreakers(b.withDefaults())
-	})
-}
-
-// OnBreakerChange calls f on every change of a breaker's state, with the
-// breaker's key (empty for a single breaker) and the states it left and
-// entered: "closed", "half_open" or "open". It runs on the goroutine of the
-// call that saw the change, after the breaker's lock is released, so f may
-// use the Retrier.
-func OnBreakerChange(f func(key, from, to string)) Option {
-	return optionFunc(func(c *config) {
-		if f != nil {
-			c.onBreaker = append(c.onBreaker, f)
+		c.onBreaker = nil
+		if b.OnChange != nil {
+			c.onBreaker = []func(key, from, to string){b.OnChange}
 		}
 	})
 }
@@ -227,7 +224,7 @@ func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) 
 	bs.pending.Add(1)
 }
 
-// The names of a breaker's states, as Stats, OnBreakerChange and a
+// The names of a breaker's states, as Stats, Breaker.OnChange and a
 // BreakerStore give them.
 const (
 	stateClosed   = "closed"

@@ -207,7 +207,7 @@ func (sb *sharedBreaker) sync() {
 }
 
 // update takes a reply of the store as the view, and reports a change of
-// state to OnBreakerChange. A reply of an older generation than the view's
+// state to Breaker.OnChange. A reply of an older generation than the view's
 // (a sync and a probe claim may answer out of order) is dropped.
 func (sb *sharedBreaker) update(fl BreakerFleet) {
 	now := time.Now()

@@ -71,8 +71,7 @@ func TestBreakerDoesNotConsumeAttempts(t *testing.T) {
 		var changes []string
 		r := retry.New(
 			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
-			retry.WithBreaker(tripOnFirst),
-			retry.OnBreakerChange(func(_, from, to string) { changes = append(changes, from+">"+to) }),
+			retry.WithBreaker(withOnChange(tripOnFirst, func(_, from, to string) { changes = append(changes, from+">"+to) })),
 		)
 		var seen []int
 		start := time.Now()
@@ -254,8 +253,7 @@ func TestBreakerHookMayUseRetrier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r *retry.Retrier
 		var states []string
-		r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(tripOnFirst),
-			retry.OnBreakerChange(func(_, _, _ string) { states = append(states, stateOf(r, "")) }))
+		r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(withOnChange(tripOnFirst, func(_, _, _ string) { states = append(states, stateOf(r, "")) })))
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		if len(states) != 1 || states[0] != "open" {
 			t.Fatalf("hook saw %v", states)
@@ -390,4 +388,10 @@ func TestBreakerDefaultWaitIsShort(t *testing.T) {
 			t.Errorf("waited %v for the probe, want about 0.5s", elapsed)
 		}
 	})
+}
+
+// withOnChange returns b with the hook f.
+func withOnChange(b retry.Breaker, f func(key, from, to string)) retry.Breaker {
+	b.OnChange = f
+	return b
 }

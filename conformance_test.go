@@ -196,7 +196,7 @@ func TestOJSConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !equalPolicies(p, v.want) {
-					t.Errorf("effective policy %+v, want %+v", p, v.want.WithDefaults())
+					t.Errorf("effective policy %+v, want %+v", p, withDefaults(v.want))
 				}
 			})
 			if err != nil {

@@ -137,8 +137,8 @@ func ExampleWithBreaker() {
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		// Opens on the first failure, for 20 ms.
-		retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 20 * time.Millisecond}),
-		retry.OnBreakerChange(func(_, from, to string) { fmt.Println("breaker", from, "->", to) }),
+		retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: 20 * time.Millisecond,
+			OnChange: func(_, from, to string) { fmt.Println("breaker", from, "->", to) }}),
 	)
 	err := r.Run(context.Background(), func(ctx context.Context) error {
 		n := retry.AttemptFrom(ctx)

@@ -159,8 +159,7 @@ type hedging struct {
 	http bool // the Transport's: attempts choose their breaker outcome
 
 	// Do and Run: call runs fn for a hedge, keeping its value in t.
-	fn   any
-	call func(ctx context.Context, fn any, t *hedgeTry) error
+	fn hedgeFunc
 
 	// The Transport: attempt runs a hedge (its hedgeTry in its context);
 	// inline is the first attempt's hedgeTry; take and drop as above.
@@ -176,9 +175,9 @@ func (hg *hedging) run(ctx context.Context, t *hedgeTry) (error, bool) {
 		return hg.attempt(context.WithValue(ctx, tryKey{}, t))
 	}
 	if hg.cfg.attemptTimeout <= 0 {
-		return hg.call(ctx, hg.fn, t), false
+		return hg.fn.run(ctx, t), false
 	}
-	return timed(ctx, hg.cfg.attemptTimeout, func(ctx context.Context) error { return hg.call(ctx, hg.fn, t) })
+	return timed(ctx, hg.cfg.attemptTimeout, func(ctx context.Context) error { return hg.fn.run(ctx, t) })
 }
 
 // keep hands the driver the outcome the turn ends with.
@@ -312,7 +311,8 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 		return v, errNilFunc
 	}
 	c := call{cfg: cfg, key: cfg.key}
-	c.hedge = &hedging{cfg: cfg, spec: cfg.hedgeSpec(), key: c.key, fn: fn, call: hedgeDo[T]}
+	hg := hedging{cfg: cfg, spec: cfg.hedgeSpec(), key: c.key, fn: valueFunc[T]{fn}}
+	c.hedge = &hg
 	err := c.run(ctx, func(ctx context.Context) (error, bool) {
 		if cfg.attemptTimeout <= 0 {
 			var err error
@@ -335,10 +335,19 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 	return v, nil
 }
 
-// hedgeDo runs a hedge of Hedged: fn, which is a func(context.Context) (T,
-// error), and keeps its value in t.
-func hedgeDo[T any](ctx context.Context, fn any, t *hedgeTry) error {
-	v, err := fn.(func(context.Context) (T, error))(ctx)
+// hedgeFunc runs a hedge of Hedged and keeps its value in t.
+type hedgeFunc interface {
+	run(ctx context.Context, t *hedgeTry) error
+}
+
+// valueFunc is Hedged's fn as a hedgeFunc. Being a single func, it is
+// stored in the interface without an allocation.
+type valueFunc[T any] struct {
+	fn func(context.Context) (T, error)
+}
+
+func (f valueFunc[T]) run(ctx context.Context, t *hedgeTry) error {
+	v, err := f.fn(ctx)
 	t.value = v
 	return err
 }

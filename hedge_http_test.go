@@ -129,7 +129,7 @@ func TestHedgeTransport(t *testing.T) {
 			base := &http.Transport{}
 			counter := &bodyCounter{base: base}
 			fds := openFDs(t)
-			tr := retry.NewTransport(counter, fast(3), retry.WithHedge(retry.Hedge{Delay: 20 * ms}))
+			tr, trR := newCounted(counter, fast(3), retry.WithHedge(retry.Hedge{Delay: 20 * ms}))
 			var body io.Reader
 			var closes atomic.Int32
 			switch {
@@ -160,7 +160,7 @@ func TestHedgeTransport(t *testing.T) {
 			if tc.opaque && !waitFor(func() bool { return closes.Load() == 1 }) {
 				t.Errorf("request body closed %d times, want 1", closes.Load())
 			}
-			if st := tr.Stats(); st.Hedges != tc.hedges {
+			if st := trR.Stats(); st.Hedges != tc.hedges {
 				t.Errorf("%d hedges, want %d", st.Hedges, tc.hedges)
 			}
 			if !waitFor(func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.canceled == tc.canceled }) {

@@ -327,3 +327,42 @@ func TestHedgePanic(t *testing.T) {
 		})
 	}
 }
+
+// TestDoNeverHedges: Do and Run run every attempt on the caller's
+// goroutine, whatever their options; only Hedged hedges.
+func TestDoNeverHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond}))
+		slow := func(ctx context.Context) (int, error) {
+			select {
+			case <-time.After(10 * time.Millisecond):
+				return retry.AttemptFrom(ctx), nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		calls := []struct {
+			name string
+			call func() (int, error)
+			want int // the attempt whose value is returned
+		}{
+			{name: "Do", call: func() (int, error) { return retry.Do(t.Context(), slow, r) }, want: 1},
+			{name: "Run", call: func() (int, error) {
+				return 1, retry.Run(t.Context(), func(ctx context.Context) error { _, err := slow(ctx); return err }, r)
+			}, want: 1},
+			{name: "Hedged", call: func() (int, error) { return retry.Hedged(t.Context(), slow, r) }, want: 1},
+		}
+		for _, tc := range calls {
+			before := r.Stats()
+			v, err := tc.call()
+			st := r.Stats()
+			hedges := st.Hedges - before.Hedges
+			if err != nil || v != tc.want {
+				t.Errorf("%s = %v, %v; want %d", tc.name, v, err, tc.want)
+			}
+			if want := int64(map[bool]int{true: 1}[tc.name == "Hedged"]); hedges != want {
+				t.Errorf("%s started %d hedges, want %d", tc.name, hedges, want)
+			}
+		}
+	})
+}

@@ -14,7 +14,8 @@ import (
 // the timer then only wakes it (tick), and hedges start from the caller.
 // Hedges that finish after the turn is over give up their own outcome.
 type turn struct {
-	timer *time.Timer // runs fire
+	timer    *time.Timer // runs fire; kept when the turn is pooled
+	fireFunc func()      // tn.fire, made once per turn
 
 	// Set before the timer is armed.
 	hg    hedging
@@ -63,20 +64,25 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 		return nil, false, false, c.breakerOpen(ctx, wait)
 	}
 	c.started()
-	// Turns are not pooled: a timer made in a synctest bubble must not be
-	// touched outside it.
-	tn := &turn{hg: *c.hedge, ctx: ctx, spec: h, limit: cfg.policy.MaxAttempts, n: c.attempt, inline: true}
+	// The clock's reading also tells whether the call runs in a synctest
+	// bubble, whose clock has no monotonic reading: a timer made in a
+	// bubble must never be touched outside it, so only turns made outside
+	// bubbles are pooled, and only outside bubbles are they taken.
+	start := time.Now()
+	pooled := start != start.Round(0)
+	tn := takeTurn(pooled)
+	tn.hg, tn.ctx, tn.spec, tn.limit, tn.n, tn.inline = *c.hedge, ctx, h, cfg.policy.MaxAttempts, c.attempt, true
 	pctx, pcancel := context.WithCancel(c.numbered(ctx))
 	tn.primary = pcancel
 	tn.delay = h.delay(c.key)
 	tn.mu.Lock() // fire waits until the turn is complete
-	tn.timer = time.AfterFunc(tn.delay, tn.fire)
+	if tn.timer == nil {
+		tn.timer = time.AfterFunc(tn.delay, tn.fireFunc)
+	} else {
+		tn.timer.Reset(tn.delay)
+	}
 	tn.arms = 1
 	tn.mu.Unlock()
-	var start time.Time
-	if h.sketches != nil {
-		start = time.Now()
-	}
 	finished := false
 	defer func() {
 		if !finished { // the attempt panicked: the turn ends, the panic goes on
@@ -100,7 +106,12 @@ func (c *call) hedged(ctx context.Context, attempt attemptFunc) (failure error, 
 	if alone {
 		tn.over = true
 	}
+	// The timer never ran fire and never will: nothing else holds the turn.
+	idle := alone && stopped && tn.fires == 0
 	tn.mu.Unlock()
+	if idle && pooled {
+		tn.recycle()
+	}
 	if alone { // no hedge started: the turn is this attempt alone
 		done(c.hedgeOutcome(ctx, failure, timedOut, false))
 		c.flushBreaker()
@@ -370,4 +381,25 @@ func (tn *turn) takeEvents() []Event {
 	events := tn.events
 	tn.events = nil
 	return events
+}
+
+// turns holds idle turns made outside synctest bubbles, with their timers.
+var turns sync.Pool
+
+// takeTurn returns an idle turn: a pooled one when pooled, else a new one.
+func takeTurn(pooled bool) *turn {
+	if pooled {
+		if tn, _ := turns.Get().(*turn); tn != nil {
+			return tn
+		}
+	}
+	tn := new(turn)
+	tn.fireFunc = tn.fire
+	return tn
+}
+
+// recycle pools a turn whose timer is stopped and never ran fire.
+func (tn *turn) recycle() {
+	*tn = turn{timer: tn.timer, fireFunc: tn.fireFunc}
+	turns.Put(tn)
 }

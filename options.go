@@ -163,7 +163,7 @@ func (c *config) finish() {
 		c.err = c.optErrs[0]
 		return
 	}
-	c.policy = c.rawPolicy.WithDefaults()
+	c.policy = c.rawPolicy.withDefaults()
 	c.exact, c.prefixes = nil, nil
 	for _, p := range c.policy.NonRetryableErrors {
 		if prefix, ok := cutPattern(p); ok {

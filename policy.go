@@ -136,10 +136,10 @@ const (
 // three attempts, exponential backoff from 1 s with coefficient 2, capped at
 // 5 min, proportional jitter ±50%, nothing non-retryable, discard on
 // exhaustion.
-func DefaultPolicy() Policy { return Policy{}.WithDefaults() }
+func DefaultPolicy() Policy { return Policy{}.withDefaults() }
 
-// WithDefaults returns p with its zero fields set to their defaults.
-func (p Policy) WithDefaults() Policy {
+// withDefaults returns p with its zero fields set to their defaults.
+func (p Policy) withDefaults() Policy {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = defaultMaxAttempts
 	}
@@ -221,7 +221,7 @@ func (p Policy) Validate() error {
 	case p.OnExhaustion != "" && p.OnExhaustion != ExhaustDiscard && p.OnExhaustion != ExhaustDeadLetter:
 		return policyErr("on_exhaustion", p.OnExhaustion, `must be "discard" or "dead_letter"`)
 	}
-	d := p.WithDefaults()
+	d := p.withDefaults()
 	if d.MaxInterval < d.InitialInterval {
 		return policyErr("max_interval", d.MaxInterval, "must be >= initial_interval ("+d.InitialInterval.String()+")")
 	}
@@ -269,7 +269,7 @@ func (j Jitter) validate() error {
 // overflows, never goes negative and never decreases as n grows. Delay is 0
 // for n < 1. Zero fields of p take their defaults.
 func (p Policy) Delay(n int) time.Duration {
-	d := p.WithDefaults()
+	d := p.withDefaults()
 	return d.delay(n)
 }
 
@@ -362,7 +362,7 @@ func floatSat(v float64, limit time.Duration) time.Duration {
 // the first retry), used by decorrelated jitter. Sample is deterministic in
 // its arguments; the engine draws u from the random source of WithRandom.
 func (p Policy) Sample(n int, prev time.Duration, u float64) time.Duration {
-	d := p.WithDefaults()
+	d := p.withDefaults()
 	return d.sample(n, prev, u)
 }
 

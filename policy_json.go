@@ -27,7 +27,7 @@ func ParsePolicy(data []byte) (Policy, error) {
 	if err := p.UnmarshalJSON(data); err != nil {
 		return Policy{}, err
 	}
-	return p.WithDefaults(), nil
+	return p.withDefaults(), nil
 }
 
 // UnmarshalJSON reads p from the OJS JSON form; see ParsePolicy. Whatever p
@@ -55,7 +55,7 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	*p = q.WithDefaults()
+	*p = q.withDefaults()
 	return nil
 }
 
@@ -354,7 +354,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p = p.WithDefaults()
+	p = p.withDefaults()
 	b := make([]byte, 0, 256)
 	b = append(b, `{"max_attempts":`...)
 	b = strconv.AppendInt(b, int64(p.MaxAttempts), 10)

@@ -279,7 +279,7 @@ func TestPolicyJSONIntegers(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !equalPolicies(got, tt.want) {
-				t.Errorf("got %+v, want %+v", got, tt.want.WithDefaults())
+				t.Errorf("got %+v, want %+v", got, withDefaults(tt.want))
 			}
 		})
 	}
@@ -336,7 +336,7 @@ func TestPolicyJSON(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !equalPolicies(got, tt.want) {
-				t.Errorf("got %+v, want %+v", got, tt.want.WithDefaults())
+				t.Errorf("got %+v, want %+v", got, withDefaults(tt.want))
 			}
 			roundTrip(t, got)
 		})

@@ -195,8 +195,8 @@ func TestSeedSystems(t *testing.T) {
 			if err != nil {
 				t.Fatalf("JSON policy: %v", err)
 			}
-			if !equalPolicies(parsed, tc.policy.WithDefaults()) {
-				t.Errorf("JSON policy %+v\n   Go policy %+v", parsed, tc.policy.WithDefaults())
+			if !equalPolicies(parsed, withDefaults(tc.policy)) {
+				t.Errorf("JSON policy %+v\n   Go policy %+v", parsed, withDefaults(tc.policy))
 			}
 			for name, p := range map[string]retry.Policy{"go": tc.policy, "json": parsed} {
 				for i, want := range tc.want {
@@ -382,7 +382,7 @@ func TestDelayMonotone(t *testing.T) {
 
 func checkMonotone(t *testing.T, p retry.Policy, ns []int) {
 	t.Helper()
-	cap := p.WithDefaults().MaxInterval
+	cap := withDefaults(p).MaxInterval
 	prev := time.Duration(0)
 	prevN := 0
 	for _, n := range ns {
@@ -425,7 +425,7 @@ func FuzzDelay(f *testing.F) {
 		if n1 > n2 {
 			n1, n2 = n2, n1
 		}
-		cap := p.WithDefaults().MaxInterval
+		cap := withDefaults(p).MaxInterval
 		d1, d2 := p.Delay(n1), p.Delay(n2)
 		if d1 < 0 || d2 > cap || (n1 >= 1 && n2 <= math.MaxInt32 && d1 > d2) {
 			t.Fatalf("%+v: Delay(%d) = %v, Delay(%d) = %v, cap %v", p, n1, d1, n2, d2, cap)
@@ -552,3 +552,7 @@ func roundTrip(t *testing.T, p retry.Policy) {
 		}
 	}
 }
+
+// withDefaults returns p with its zero fields set to their defaults, as a
+// Retrier resolves it.
+func withDefaults(p retry.Policy) retry.Policy { return retry.New(retry.WithPolicy(p)).Policy() }

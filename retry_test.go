@@ -559,8 +559,8 @@ func TestRefusals(t *testing.T) {
 // TestEdgeInputs: odd but legal input neither panics nor misbehaves.
 func TestEdgeInputs(t *testing.T) {
 	t.Run("nil breaker hook", func(t *testing.T) {
-		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.OnBreakerChange(nil),
-			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1}))
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+			retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OnChange: nil}))
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 	})
 	t.Run("zero Retrier is the default one", func(t *testing.T) {

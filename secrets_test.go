@@ -237,7 +237,7 @@ func TestSecretsTransport(t *testing.T) {
 				if mode == "error" {
 					base = &quotingTransport{text: sc.Text}
 				}
-				tr := retry.NewTransport(base, append(rec.options(), secretPolicy,
+				tr, trR := newCounted(base, append(rec.options(), secretPolicy,
 					retry.WithBreaker(retry.Breaker{PerKey: true}), retry.WithBudget(retry.Budget{PerKey: true}),
 					retry.WithRateLimit(retry.RateLimit{Limit: 1e6, Burst: 100, PerKey: true}))...)
 				defer tr.CloseIdleConnections()
@@ -276,7 +276,7 @@ func TestSecretsTransport(t *testing.T) {
 						t.Fatalf("the caller's error lost the real cause: %v", err)
 					}
 				}
-				rec.check(t, sc.Secret, tr.Stats())
+				rec.check(t, sc.Secret, trR.Stats())
 			})
 		}
 	}

@@ -42,10 +42,12 @@ func (s *sketch) add(d time.Duration, p float64) {
 	s.pct.Store(int64(percentile(sorted[:m], p)))
 }
 
-// percentile returns the p-th percentile of sorted, by the nearest-rank
-// rule: the smallest value with at least p% of the values at or below it.
+// percentile returns the p-th percentile of sorted, the value of rank
+// ceil(p% of n+1): a new latency from the same distribution exceeds it with
+// a probability of at most 100-p percent on average (4.7% for the 95th of
+// 128), where the nearest rank of n would give more (5.4%).
 func percentile(sorted []time.Duration, p float64) time.Duration {
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	i := int(math.Ceil(p/100*float64(len(sorted)+1))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 

@@ -62,9 +62,6 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	return t
 }
 
-// Stats returns a snapshot of the Transport's counters.
-func (t *Transport) Stats() Stats { return t.config().stats() }
-
 // CloseIdleConnections closes the idle connections of the base transport, if
 // it has that method.
 func (t *Transport) CloseIdleConnections() {

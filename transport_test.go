@@ -762,7 +762,7 @@ func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 func TestTransportBreaker(t *testing.T) {
 	down := newScripted(t, step{status: 503})
 	up := newScripted(t, step{status: 404}, step{status: 200})
-	tr := retry.NewTransport(newBase(t), fast(1),
+	tr, trR := newCounted(newBase(t), fast(1),
 		retry.WithBreaker(retry.Breaker{MinRequests: 3, FailureRatio: 1, OpenTimeout: time.Hour, PerKey: true}))
 	get := func(url string) (*http.Response, error) {
 		req, _ := http.NewRequest("GET", url, nil)
@@ -790,7 +790,7 @@ func TestTransportBreaker(t *testing.T) {
 			t.Fatalf("other host: %v", err)
 		}
 	}
-	s := tr.Stats()
+	s := trR.Stats()
 	if s.Breakers[strings.TrimPrefix(down.URL, "http://")] != "open" ||
 		s.Breakers[strings.TrimPrefix(up.URL, "http://")] != "closed" || s.BreakerDenied != 1 {
 		t.Errorf("stats %+v", s)
@@ -802,7 +802,7 @@ func TestTransportBreaker(t *testing.T) {
 func TestTransportRateLimitAndBudget(t *testing.T) {
 	t.Run("rate limit", func(t *testing.T) {
 		srv := newScripted(t, step{status: 200})
-		tr := retry.NewTransport(newBase(t), retry.WithRateLimit(retry.RateLimit{Limit: 100, Burst: 1}))
+		tr, trR := newCounted(newBase(t), retry.WithRateLimit(retry.RateLimit{Limit: 100, Burst: 1}))
 		start := time.Now()
 		for range 5 {
 			req, _ := http.NewRequest("GET", srv.URL, nil)
@@ -815,13 +815,13 @@ func TestTransportRateLimitAndBudget(t *testing.T) {
 		if elapsed := time.Since(start); elapsed < 35*time.Millisecond {
 			t.Errorf("5 requests at 100/s burst 1 took %v, want at least 40ms", elapsed)
 		}
-		if s := tr.Stats(); s.LimiterWaits < 4 {
+		if s := trR.Stats(); s.LimiterWaits < 4 {
 			t.Errorf("limiter waits %d, want 4", s.LimiterWaits)
 		}
 	})
 	t.Run("budget", func(t *testing.T) {
 		srv := newScripted(t, step{status: 503, body: "down"})
-		tr := retry.NewTransport(newBase(t), fast(3), retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: time.Minute}))
+		tr, trR := newCounted(newBase(t), fast(3), retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: time.Minute}))
 		attempts := 0
 		for range 4 {
 			req, _ := http.NewRequest("GET", srv.URL, nil)
@@ -838,8 +838,15 @@ func TestTransportRateLimitAndBudget(t *testing.T) {
 		}
 		// A budget of 6 retries a minute: three requests take 2 retries
 		// each, and the fourth is stopped after its first attempt.
-		if s := tr.Stats(); attempts != 10 || s.BudgetDenied != 1 {
+		if s := trR.Stats(); attempts != 10 || s.BudgetDenied != 1 {
 			t.Errorf("%d attempts, %d denied; want 10 and 1", attempts, s.BudgetDenied)
 		}
 	})
+}
+
+// newCounted returns a Transport on base configured by opts, and the
+// Retrier whose Stats count its requests.
+func newCounted(base http.RoundTripper, opts ...retry.Option) (*retry.Transport, *retry.Retrier) {
+	r := retry.New(opts...)
+	return retry.NewTransport(base, r), r
 }

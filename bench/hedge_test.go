@@ -14,11 +14,12 @@ import (
 // hedge starts: what hedging costs a call that does not need it, beside
 // the plain success of the same Retrier without it.
 func BenchmarkHedge(b *testing.B) {
+	okValue := func(context.Context) (int, error) { return 1, nil }
 	ctx := context.Background()
 	b.Run("retry-retrier", func(b *testing.B) {
 		r := retry.New()
 		for b.Loop() {
-			if err := r.Run(ctx, ok); err != nil {
+			if _, err := retry.Do(ctx, okValue, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -26,7 +27,7 @@ func BenchmarkHedge(b *testing.B) {
 	b.Run("retry-hedge", func(b *testing.B) {
 		r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Second}))
 		for b.Loop() {
-			if err := r.Run(ctx, ok); err != nil {
+			if _, err := retry.Hedged(ctx, okValue, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -34,7 +35,7 @@ func BenchmarkHedge(b *testing.B) {
 	b.Run("retry-hedge-adaptive", func(b *testing.B) {
 		r := retry.New(retry.WithHedge(retry.Hedge{Floor: time.Second, Ceiling: time.Second}))
 		for b.Loop() {
-			if err := r.Run(ctx, ok); err != nil {
+			if _, err := retry.Hedged(ctx, okValue, r); err != nil {
 				b.Fatal(err)
 			}
 		}

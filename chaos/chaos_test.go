@@ -115,7 +115,7 @@ func TestChaos(t *testing.T) {
 		failMu   sync.Mutex
 		failures = map[string]int{} // failed attempts by type
 	)
-	tr := retry.NewTransport(base,
+	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}),
 		retry.WithAttemptTimeout(attemptTimeout),
 		retry.WithHTTP(retry.HTTP{MaxReplayBytes: maxReplay}),
@@ -127,6 +127,7 @@ func TestChaos(t *testing.T) {
 		}),
 		retry.WithBreaker(retry.Breaker{PerKey: true, FailureRatio: 0.9, MinRequests: 100, Window: 500 * time.Millisecond, OpenTimeout: 10 * time.Millisecond, MaxWait: 100 * time.Millisecond}),
 	)
+	tr := retry.NewTransport(base, r)
 	client := &http.Client{Transport: tr}
 
 	targets := []string{"http://" + proxy.Addr(), hs.URL}
@@ -154,7 +155,7 @@ func TestChaos(t *testing.T) {
 	proxy.Close()
 	hs.Close()
 	ledger := srv.Ledger()
-	stats := tr.Stats()
+	stats := r.Stats()
 
 	classes := map[string]int{}
 	details := map[string]int{}

@@ -1,5 +1,5 @@
 // Package otel reports the retry engine to OpenTelemetry: metrics of a
-// Retrier or Transport, and an event per attempt on the span of the call.
+// Retrier, and an event per attempt on the span of the call.
 //
 // # Metrics
 //

@@ -31,10 +31,11 @@ func Example() {
 	}
 	// A scripted backend: busy twice, then fine.
 	backend := retrytest.NewTransport(retrytest.Step{Status: 503}, retrytest.Step{Status: 503})
-	tr := retry.NewTransport(retryotel.Transport(backend),
+	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}),
 		m.Option())
-	reg, err := m.Observe(tr)
+	tr := retry.NewTransport(retryotel.Transport(backend), r)
+	reg, err := m.Observe(r)
 	if err != nil {
 		fmt.Println(err)
 		return

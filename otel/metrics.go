@@ -80,7 +80,8 @@ func (m *Metrics) with(kvs ...attribute.KeyValue) []attribute.KeyValue {
 	return append(append(make([]attribute.KeyValue, 0, len(m.attrs)+len(kvs)), m.attrs...), kvs...)
 }
 
-// Source is what Observe reads: a *retry.Retrier or a *retry.Transport.
+// Source is what Observe reads, such as a *retry.Retrier (a Transport
+// built with one shares its counters).
 type Source interface {
 	Stats() retry.Stats
 }

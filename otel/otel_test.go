@@ -166,12 +166,12 @@ func TestMetricsHedges(t *testing.T) {
 	}
 	defer reg.Unregister()
 	// The first attempt hangs until canceled; the hedge answers.
-	retry.Run(context.Background(), func(ctx context.Context) error {
+	retry.Hedged(context.Background(), func(ctx context.Context) (int, error) {
 		if retry.AttemptFrom(ctx) == 1 {
 			<-ctx.Done()
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
-		return nil
+		return 2, nil
 	}, r)
 	points := collect(t, rd)
 	for name, want := range map[string]float64{"retry.hedges": 1, "retry.hedge_wins": 1, "retry.attempts": 2} {
@@ -190,12 +190,13 @@ func TestMetricsBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := retry.NewTransport(retrytest.NewTransport(retrytest.Repeat(10, retrytest.Step{Status: 503})...),
+	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
 		retry.WithBreaker(retry.Breaker{PerKey: true, MinRequests: 2, FailureRatio: 0.5, OpenTimeout: time.Hour, MaxWait: -1}),
 		retry.WithBudget(retry.Budget{PerKey: true}),
 		m.Option())
-	reg, err := m.Observe(tr)
+	tr := retry.NewTransport(retrytest.NewTransport(retrytest.Repeat(10, retrytest.Step{Status: 503})...), r)
+	reg, err := m.Observe(r)
 	if err != nil {
 		t.Fatal(err)
 	}

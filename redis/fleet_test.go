@@ -42,12 +42,12 @@ func TestFleetBreaker(t *testing.T) {
 			for i := range rs {
 				stores[i] = mustStore(t, client(), retryredis.Options{Prefix: t.Name() + ":", SyncInterval: interval, Timeout: time.Second})
 				spec.Store = stores[i]
-				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec),
-					retry.OnBreakerChange(func(_, from, to string) {
-						mu.Lock()
-						changes[from+">"+to]++
-						mu.Unlock()
-					}))
+				spec.OnChange = func(_, from, to string) {
+					mu.Lock()
+					changes[from+">"+to]++
+					mu.Unlock()
+				}
+				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(spec))
 			}
 			ctx := t.Context()
 			failed := time.Now()

@@ -169,27 +169,28 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 	var mu sync.Mutex
 	retryBase := base.Clone()
 	defer retryBase.CloseIdleConnections()
-	rt := retry.NewTransport(retryBase,
+	r := retry.New(
 		// The default policy (3 attempts, exponential from 1 s, ±50%
 		// jitter) and the default retry budget, plus a circuit breaker
 		// sized for a short demo: it trips on half of 20 attempts failing,
 		// probes again after a second, and holds a request up to 3 s for
 		// that probe (the default MaxWait, 1 s, suits inline callers).
-		retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second}),
+		retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second,
+			OnChange: func(_, _, to string) {
+				if to == "open" {
+					mu.Lock()
+					side.BreakerTrips++
+					mu.Unlock()
+				}
+			}}),
 		retry.OnRetry(func(ev retry.Event) {
 			mu.Lock()
 			side.Retries++
 			side.Waited += ev.Delay
 			mu.Unlock()
 		}),
-		retry.OnBreakerChange(func(_, _, to string) {
-			if to == "open" {
-				mu.Lock()
-				side.BreakerTrips++
-				mu.Unlock()
-			}
-		}),
 	)
+	rt := retry.NewTransport(retryBase, r)
 	fmt.Fprintln(out, "2. retry.NewTransport(nil, retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second}))")
 	fmt.Fprintln(out, "   the default policy and retry budget, and a circuit breaker")
 	withRetry := drive(ctx, e, srv, &http.Client{Transport: rt}, "retry.Transport", ts.URL+"/")
@@ -200,7 +201,7 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 		return nil, failed(fmt.Errorf("demo: %w", err))
 	}
 	rep := &demoReport{Plain: plain, Retry: withRetry}
-	rep.write(out, rt.Stats())
+	rep.write(out, r.Stats())
 	return rep, nil
 }
 

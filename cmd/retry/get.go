@@ -114,12 +114,13 @@ of 400 or more), and 1 when none did.
 			if idempotencyKey {
 				opts = append(opts, retry.WithHTTP(retry.HTTP{IdempotencyKey: true}))
 			}
-			t := retry.NewTransport(nil, opts...)
+			r := retry.New(opts...)
+			t := retry.NewTransport(nil, r)
 			defer t.CloseIdleConnections()
 			client := &http.Client{Transport: t}
 			start := time.Now()
 			resp, err := client.Do(req)
-			attempts := t.Stats().Attempts
+			attempts := r.Stats().Attempts
 			if err != nil {
 				return failed(fmt.Errorf("%s %s: %s", method, redact.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: ")))
 			}

@@ -151,7 +151,7 @@ func plotCurves(pf *policyFlags, stdin io.Reader, args []string) ([]curve, error
 		if pf.anyField(true) {
 			label += " (modified)"
 		}
-		curves = append(curves, curve{label, p.WithDefaults()})
+		curves = append(curves, curve{label, withDefaults(p)})
 	}
 	if len(curves) > len(palette) {
 		return nil, usagef("too many policies (%d): at most %d on one chart", len(curves), len(palette))
@@ -178,7 +178,7 @@ func policySpec(spec string, stdin io.Reader) (retry.Policy, string, error) {
 		if err != nil {
 			return p, "", usage(fmt.Errorf("policy %q: %w", spec, err))
 		}
-		return p.WithDefaults(), spec, nil
+		return withDefaults(p), spec, nil
 	}
 	data, label, err := readSource(spec, stdin)
 	if err != nil {
@@ -248,7 +248,7 @@ func outputDir(flag, output string) error {
 
 // summary describes a policy's curve in a few words.
 func summary(p retry.Policy) string {
-	p = p.WithDefaults()
+	p = withDefaults(p)
 	var b strings.Builder
 	b.WriteString(string(p.Backoff))
 	switch p.Backoff {
@@ -309,7 +309,7 @@ type point struct {
 // the median and the band's percentiles over samples draws of whole
 // schedules from a source seeded with seed.
 func curvePoints(p retry.Policy, limit, samples int, seed uint64, cumulative bool) []point {
-	p = p.WithDefaults()
+	p = withDefaults(p)
 	n := min(p.MaxAttempts-1, limit)
 	pts := make([]point, n)
 	if p.Jitter.Kind == retry.JitterNone {
@@ -485,7 +485,7 @@ func curveChart(curves []curve, o curveOptions) (*chart, error) {
 // retriesNote says how many retries a policy makes, and how many of them
 // are drawn when --limit cut it short.
 func retriesNote(p retry.Policy, drawn int) string {
-	n := p.WithDefaults().MaxAttempts - 1
+	n := withDefaults(p).MaxAttempts - 1
 	s := fmt.Sprintf("%d %s", n, plural(n, "retry", "retries"))
 	if drawn < n {
 		s += fmt.Sprintf(" (first %d drawn)", drawn)

@@ -101,7 +101,7 @@ func (f *policyFlags) policy(stdin io.Reader) (retry.Policy, string, error) {
 	if f.anyField(true) {
 		label += " (modified)"
 	}
-	return p.WithDefaults(), label, nil
+	return withDefaults(p), label, nil
 }
 
 // anyField reports whether a field flag was given; shape asks only about
@@ -272,7 +272,7 @@ func (f *policyFlags) jitter(p *retry.Policy) error {
 		}
 	default:
 		if !kindSet {
-			kind = string(p.WithDefaults().Jitter.Kind)
+			kind = string(withDefaults(*p).Jitter.Kind)
 		}
 		obj := map[string]any{"kind": kind}
 		if factorSet {
@@ -350,4 +350,15 @@ func describe(p retry.Policy) string {
 		return string(b)
 	}
 	return buf.String()
+}
+
+// withDefaults returns p with its zero fields set to their defaults, as a
+// Retrier resolves it; an invalid p comes back as it is, for Validate to
+// name its fault.
+func withDefaults(p retry.Policy) retry.Policy {
+	r := retry.New(retry.WithPolicy(p))
+	if r.Err() != nil {
+		return p
+	}
+	return r.Policy()
 }

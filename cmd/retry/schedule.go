@@ -42,7 +42,7 @@ const maxSamples = 100000
 // of p: exact without jitter, else min / median / max over samples draws
 // of whole schedules from a source seeded with seed.
 func computeSchedule(p retry.Policy, limit, samples int, seed uint64) schedule {
-	p = p.WithDefaults()
+	p = withDefaults(p)
 	s := schedule{policy: p, retries: p.MaxAttempts - 1, jitter: p.Jitter.Kind != retry.JitterNone}
 	n := min(s.retries, limit)
 	s.rows = make([]scheduleRow, 0, n+1)

@@ -22,7 +22,7 @@ import (
 // hedgeSim is the long-tail setup of Dean and Barroso's "The Tail at Scale"
 // (CACM 2013): most attempts take about base, a share slowP of them slowX
 // times longer. The same calls run twice through the real engine, without
-// and with hedging (retry.WithHedge, its delay the Percentile of recent
+// and with hedging (retry.Hedged, its delay the Percentile of recent
 // attempt latencies), in wall time: the engine's hedges race goroutines and
 // timers, which the virtual clock of the other simulations cannot run.
 type hedgeSim struct {
@@ -82,6 +82,8 @@ func (s *hedgeSim) once(hedge bool) (hedgeRow, error) {
 	if hedge {
 		row.Mode = fmt.Sprintf("hedging at p%g", s.pct)
 		opts = append(opts, retry.WithHedge(retry.Hedge{Percentile: s.pct, Floor: s.base / 10, Ceiling: 10 * s.base}))
+	} else {
+		opts = append(opts, retry.WithHedge(retry.Hedge{Max: 1}))
 	}
 	r := retry.New(opts...)
 	if err := r.Err(); err != nil {
@@ -102,9 +104,9 @@ func (s *hedgeSim) once(hedge bool) (hedgeRow, error) {
 						return
 					}
 					start := time.Now()
-					r.Run(context.Background(), func(ctx context.Context) error {
-						return sleepCtx(ctx, s.latency(i, retry.AttemptFrom(ctx)))
-					})
+					retry.Hedged(context.Background(), func(ctx context.Context) (struct{}, error) {
+						return struct{}{}, sleepCtx(ctx, s.latency(i, retry.AttemptFrom(ctx)))
+					}, r)
 					lat[i] = time.Since(start)
 				}
 			})

@@ -12,8 +12,8 @@ import (
 // 50 at a time, so that the race detector's load leaves the figures whole.
 // The figures are statistical and measured in wall time on a shared
 // machine, where a busy spell delays many attempts at once past the
-// delay: the bounds have room for it (tenfold where about fortyfold is
-// typical; 8% of extra attempts, where 3.5% to 6.5% were seen).
+// delay; the delay's percentile is taken so that a new latency exceeds it
+// 4.7% of the time on average, which keeps the extra attempts under 5%.
 func TestHedgeSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("wall time")
@@ -24,10 +24,10 @@ func TestHedgeSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("p99.9 falls %.1f× for %.2f%% more attempts", res.TailDrop, 100*res.ExtraLoad)
-	if res.TailDrop < 10 || res.ExtraLoad > 0.08 {
+	if res.TailDrop < 10 || res.ExtraLoad > 0.05 {
 		var b strings.Builder
 		res.writeText(&b, s)
-		t.Errorf("p99.9 falls %.1f× for %.2f%% more attempts; want ≥ 10× for ≤ 8%%\n%s", res.TailDrop, 100*res.ExtraLoad, b.String())
+		t.Errorf("p99.9 falls %.1f× for %.2f%% more attempts; want ≥ 10× for ≤ 5%%\n%s", res.TailDrop, 100*res.ExtraLoad, b.String())
 	}
 }
 

@@ -50,10 +50,10 @@ func run(w io.Writer) error {
 		retry.WithBudget(retry.Budget{Ratio: 0.1, Reserve: 1}),
 		// Trip when half of at least 8 attempts fail; probe after 300 ms;
 		// while open, fail at once rather than wait (MaxWait < 0).
-		retry.WithBreaker(retry.Breaker{MinRequests: 8, OpenTimeout: 300 * time.Millisecond, MaxWait: -1}),
-		retry.OnBreakerChange(func(_, from, to string) {
-			fmt.Fprintf(w, "  breaker %s -> %s\n", from, to)
-		}),
+		retry.WithBreaker(retry.Breaker{MinRequests: 8, OpenTimeout: 300 * time.Millisecond, MaxWait: -1,
+			OnChange: func(_, from, to string) {
+				fmt.Fprintf(w, "  breaker %s -> %s\n", from, to)
+			}}),
 	)
 	ctx := context.Background()
 	phase := func(name string, calls int) {

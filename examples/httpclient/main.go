@@ -47,12 +47,13 @@ func run(w io.Writer) error {
 	// net/http itself resends a GET whose reused connection was reset.)
 	base := srv.Client().Transport.(*http.Transport).Clone()
 	base.DisableKeepAlives = true
-	rt := retry.NewTransport(base,
+	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: 50 * time.Millisecond}),
 		retry.OnRetry(func(ev retry.Event) {
 			fmt.Fprintf(w, "attempt %d failed (%s); retrying in %v\n", ev.Attempt, ev.Type, ev.Delay.Round(time.Millisecond))
 		}),
 	)
+	rt := retry.NewTransport(base, r)
 	defer rt.CloseIdleConnections()
 	client := &http.Client{Transport: rt, Timeout: 5 * time.Second}
 
@@ -65,6 +66,6 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s after %d attempts: %s", resp.Status, rt.Stats().Attempts, body)
+	fmt.Fprintf(w, "%s after %d attempts: %s", resp.Status, r.Stats().Attempts, body)
 	return nil
 }

@@ -123,14 +123,14 @@ func run(ctx context.Context, cfg config) (Report, error) {
 	b := cfg.breaker
 	b.Store = store
 	var mu sync.Mutex
+	b.OnChange = func(_, from, to string) {
+		mu.Lock()
+		rep.Changes = append(rep.Changes, Change{From: from, To: to, At: time.Now().UnixNano()})
+		mu.Unlock()
+	}
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
 		retry.WithBreaker(b),
-		retry.OnBreakerChange(func(_, from, to string) {
-			mu.Lock()
-			rep.Changes = append(rep.Changes, Change{From: from, To: to, At: time.Now().UnixNano()})
-			mu.Unlock()
-		}),
 	)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.workers}}
 	defer client.CloseIdleConnections()
