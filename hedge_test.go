@@ -329,7 +329,8 @@ func TestHedgePanic(t *testing.T) {
 }
 
 // TestDoNeverHedges: Do and Run run every attempt on the caller's
-// goroutine, whatever their options; only Hedged hedges.
+// goroutine, whatever their options; only Hedged hedges, and not with a
+// breaker shared through a Store.
 func TestDoNeverHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond}))
@@ -352,7 +353,18 @@ func TestDoNeverHedges(t *testing.T) {
 			}, want: 1},
 			{name: "Hedged", call: func() (int, error) { return retry.Hedged(t.Context(), slow, r) }, want: 1},
 		}
+		shared := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond}),
+			retry.WithBreaker(retry.Breaker{Store: newMemStore(time.Millisecond)}))
+		calls = append(calls, struct {
+			name string
+			call func() (int, error)
+			want int
+		}{name: "Hedged, breaker in a Store", call: func() (int, error) { return retry.Hedged(t.Context(), slow, shared) }, want: 1})
 		for _, tc := range calls {
+			r := r
+			if tc.name == "Hedged, breaker in a Store" {
+				r = shared
+			}
 			before := r.Stats()
 			v, err := tc.call()
 			st := r.Stats()
@@ -360,7 +372,7 @@ func TestDoNeverHedges(t *testing.T) {
 			if err != nil || v != tc.want {
 				t.Errorf("%s = %v, %v; want %d", tc.name, v, err, tc.want)
 			}
-			if want := int64(map[bool]int{true: 1}[tc.name == "Hedged"]); hedges != want {
+			if want := int64(map[bool]int{true: 1}[tc.name == "Hedged"]); hedges != want { // a Store turns hedging off
 				t.Errorf("%s started %d hedges, want %d", tc.name, hedges, want)
 			}
 		}

@@ -28,7 +28,7 @@ import (
 type hedgeSim struct {
 	requests int           // calls
 	workers  int           // calls in flight at once
-	base     time.Duration // the latency of most attempts, spread up to +10%
+	base     time.Duration // the latency of most attempts, spread up to +50%
 	slowP    float64       // share of attempts slowed
 	slowX    float64       // by this factor
 	pct      float64       // the hedge delay's percentile
@@ -130,11 +130,11 @@ func (s *hedgeSim) once(hedge bool) (hedgeRow, error) {
 	return row, nil
 }
 
-// latency is the time attempt n of call i takes: base spread up to +10%,
+// latency is the time attempt n of call i takes: base spread up to +50%,
 // slowed slowX times with probability slowP.
 func (s *hedgeSim) latency(i, n int) time.Duration {
 	rng := rand.New(rand.NewPCG(s.seed, uint64(i)<<8|uint64(n&0xff)))
-	d := float64(s.base) * (1 + 0.1*rng.Float64())
+	d := float64(s.base) * (1 + 0.5*rng.Float64())
 	if rng.Float64() < s.slowP {
 		d *= s.slowX
 	}
@@ -155,7 +155,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // writeText prints the table of both runs.
 func (r *hedgeResult) writeText(w io.Writer, s *hedgeSim) {
-	fmt.Fprintf(w, "%d requests, %d at a time; attempts take %s (+0–10%%), %g%% of them %g× longer; seed %d\n",
+	fmt.Fprintf(w, "%d requests, %d at a time; attempts take %s (+0–50%%), %g%% of them %g× longer; seed %d\n",
 		s.requests, s.workers, human(s.base), 100*s.slowP, s.slowX, s.seed)
 	fmt.Fprintf(w, "hedge delay: the p%g of recent attempt latencies, 2 attempts in flight at most; wall time\n\n", s.pct)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
