@@ -42,7 +42,7 @@ type Stats struct {
 	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
 	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
 
-	Hedges    int64 `json:"hedges"`     // hedges started (WithHedge), counted in Attempts too
+	Hedges    int64 `json:"hedges"`     // hedges started (Hedged and the Transport), counted in Attempts too
 	HedgeWins int64 `json:"hedge_wins"` // calls whose returned success came from a hedge
 }
 

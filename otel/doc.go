@@ -25,7 +25,7 @@
 //	retry.delay               histogram  s          the wait before each retry; error.type
 //	retry.dead_letters        counter    {record}   dead-letter records; retry.outcome delivered or failed
 //	retry.denials             counter    {call}     stops by a defence; retry.defence budget, breaker or rate_limit
-//	retry.hedges              counter    {attempt}  hedged attempts started (retry.WithHedge)
+//	retry.hedges              counter    {attempt}  hedged attempts started (retry.Hedged)
 //	retry.hedge_wins          counter    {call}     calls whose returned success came from a hedge
 //	retry.budget.balance      gauge      {retry}    retries the budget would grant now; retry.key with per-key budgets
 //	retry.breaker.state       gauge      1          0 closed, 1 half-open, 2 open; retry.key with per-key breakers

@@ -52,7 +52,7 @@ attempt fails and the load is back within 10% of the offered rate. --plot draws 
 
 --hedge runs the long-tail setup of Dean and Barroso's "The Tail at Scale": 20000 requests, 200
 at a time, attempts of 10 ms (+0–50%), 1% of them 100× longer, first without hedging, then with a
-hedge after the p95 of recent attempt latencies (retry.WithHedge). It runs in wall time (the
+hedge after the p95 of recent attempt latencies (retry.Hedged). It runs in wall time (the
 engine's hedges race goroutines and timers), prints the latency percentiles and the attempts of
 both runs, and --plot draws their latency distributions. It takes only --seed, --json and --plot.
 
