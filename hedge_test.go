@@ -378,3 +378,25 @@ func TestDoNeverHedges(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgedDefault: without WithHedge, Hedged hedges with the zero Hedge,
+// whose delay is the Ceiling (1 s) until the Retrier knows 20 latencies.
+func TestHedgedDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New()
+		start := time.Now()
+		v, err := retry.Hedged(t.Context(), func(ctx context.Context) (int, error) {
+			if n := retry.AttemptFrom(ctx); n > 1 {
+				return n, nil
+			}
+			<-ctx.Done() // the first attempt hangs until the hedge wins
+			return 0, ctx.Err()
+		}, r)
+		if took := time.Since(start); err != nil || v != 2 || took != time.Second {
+			t.Errorf("Hedged = %v, %v after %v; want the hedge's 2 after 1s", v, err, took)
+		}
+		if st := r.Stats(); st.Hedges != 1 || st.HedgeWins != 1 {
+			t.Errorf("Stats: %d hedges, %d wins; want 1, 1", st.Hedges, st.HedgeWins)
+		}
+	})
+}
