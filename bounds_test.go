@@ -227,7 +227,7 @@ func TestManyKeysBounded(t *testing.T) {
 		}
 		if i%2_000 == 0 {
 			cfg := r.config()
-			for name, n := range map[string]int{"breakers": cfg.breakers.keys.len(), "budgets": cfg.keyBudgets.len(), "rate limiters": cfg.limiter.l.(*rateLimiter).keys.len()} {
+			for name, n := range map[string]int{"breakers": cfg.breakers.keys.len(), "budgets": cfg.budget.keys.len(), "rate limiters": cfg.limiter.l.(*rateLimiter).keys.len()} {
 				if n > maxKeys {
 					t.Fatalf("after %d keys: %d %s kept, cap %d", i+1, n, name, maxKeys)
 				}

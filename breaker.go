@@ -89,10 +89,6 @@ func WithBreaker(b Breaker) Option {
 			return
 		}
 		c.breakers = newBreakers(b.withDefaults())
-		c.onBreaker = nil
-		if b.OnChange != nil {
-			c.onBreaker = []func(key, from, to string){b.OnChange}
-		}
 	})
 }
 
@@ -296,14 +292,67 @@ func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(erro
 	}, 0
 }
 
+// admit raises a retry's wait to the end of an open breaker's open time,
+// when that fits MaxWait and the time left; otherwise it refuses, so that
+// the call stops with the outcome of the last attempt still in hand.
+func (bs *breakers) admit(_ context.Context, a ask) grant {
+	if a.kind != kindRetry {
+		return grant{}
+	}
+	left := bs.get(a.key, a.cfg.now()).openFor(&bs.spec)
+	if left <= a.wait {
+		return grant{}
+	}
+	if bs.spec.MaxWait < 0 || a.held+left-a.wait > bs.spec.MaxWait || left > a.room {
+		bs.denied.Add(1)
+		return grant{no: refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: left}}}
+	}
+	bs.waits.Add(1)
+	return grant{wait: left, held: left - a.wait}
+}
+
+// enter asks the breaker to let the attempt through (gobreaker's two-step
+// Allow). An open breaker is waited for, without consuming an attempt,
+// when the wait fits MaxWait and the time left; otherwise, or for a hedge,
+// which starts now or not at all, it refuses.
+func (bs *breakers) enter(ctx context.Context, a ask) grant {
+	var now time.Time
+	if bs.keys != nil {
+		now = a.cfg.now()
+	}
+	b := bs.get(a.key, now)
+	var done func(error)
+	var wait time.Duration
+	if b.shared != nil {
+		done, wait = b.allowShared(ctx, bs)
+	} else {
+		done, wait = b.allow(&bs.spec)
+	}
+	bs.flush() // a change made as the attempt was let through
+	switch {
+	case done != nil:
+		return grant{done: done}
+	case ctx.Err() != nil: // the caller's context ended while the breaker was consulted
+		return grant{no: refusal{reason: ReasonCanceled}}
+	case a.kind == kindHedge:
+		return grant{no: refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
+	case bs.spec.MaxWait < 0 || a.held+wait > bs.spec.MaxWait || wait > a.room:
+		bs.denied.Add(1)
+		return grant{no: refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
+	}
+	bs.waits.Add(1)
+	return grant{wait: wait, held: wait}
+}
+
 // recheck is how long a call waits before it looks again at a half-open
 // breaker whose probes are in flight.
 func (b *Breaker) recheck() time.Duration {
 	return min(max(b.OpenTimeout/10, 10*time.Millisecond), time.Second)
 }
 
-// flush delivers the recorded state changes to hooks, outside any lock.
-func (bs *breakers) flush(hooks []func(key, from, to string)) {
+// flush delivers the recorded state changes to Breaker.OnChange, outside
+// any lock.
+func (bs *breakers) flush() {
 	if bs.pending.Load() == 0 {
 		return
 	}
@@ -312,8 +361,8 @@ func (bs *breakers) flush(hooks []func(key, from, to string)) {
 	bs.changes = nil
 	bs.pending.Store(0)
 	bs.mu.Unlock()
-	for _, ch := range changes {
-		for _, h := range hooks {
+	if h := bs.spec.OnChange; h != nil {
+		for _, ch := range changes {
 			h(ch.key, ch.from, ch.to)
 		}
 	}

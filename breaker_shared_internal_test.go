@@ -30,13 +30,13 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bs := newBreakers(Breaker{Store: nopStore{}}.withDefaults())
-			sb := newSharedBreaker(nopStore{}, bs, "")
 			var changes []string
+			bs := newBreakers(Breaker{Store: nopStore{}, OnChange: func(_, from, to string) { changes = append(changes, from+">"+to) }}.withDefaults())
+			sb := newSharedBreaker(nopStore{}, bs, "")
 			for _, r := range tt.replies {
 				sb.update(r)
 			}
-			bs.flush([]func(key, from, to string){func(_, from, to string) { changes = append(changes, from+">"+to) }})
+			bs.flush()
 			if v := sb.view.Load(); v.state != tt.want || v.gen != tt.gen {
 				t.Errorf("view %s generation %d, want %s generation %d (changes %v)", v.state, v.gen, tt.want, tt.gen, changes)
 			}

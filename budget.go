@@ -58,11 +58,30 @@ func WithBudget(b Budget) Option {
 			c.invalid("WithBudget", b.Window, "Window must be >= 0")
 			return
 		}
-		c.budgetSpec, c.budgetSet, c.sharedBudget = b, true, b.Shared
-		if b.Off {
-			c.sharedBudget = nil
-		}
+		c.budgetSpec = &b
 	})
+}
+
+// newBudgets resolves the Budget of a configuration into its gate: nil
+// when the budget is off; calls is the Retrier's counter of first attempts.
+func newBudgets(b Budget, calls *atomic.Int64, clock Clock) *budgets {
+	now := func() time.Time {
+		if clock != nil {
+			return clock.Now()
+		}
+		return time.Now()
+	}
+	switch {
+	case b.Off:
+		return nil
+	case b.Shared != nil:
+		return &budgets{shared: b.Shared}
+	case b.PerKey:
+		return &budgets{keys: newKeyed[*budget](maxKeys), newKey: func() *budget {
+			return newBudget(b, new(atomic.Int64), now())
+		}}
+	}
+	return &budgets{one: newBudget(b, calls, now())}
 }
 
 // SharedBudget is a retry budget kept outside the Retrier, such as one
@@ -83,16 +102,54 @@ type SharedBudget interface {
 	Retry(ctx context.Context, key string, now time.Time) bool
 }
 
-// allowRetry takes a retry token from the call's budget, if it has one.
-func (c *call) allowRetry(ctx context.Context, now time.Time) bool {
-	if c.cfg.budget == nil && c.cfg.keyBudgets == nil && c.cfg.sharedBudget == nil {
-		return true
+// budgets is the retry-budget gate of a Retrier: its own budget, one per
+// key, or a SharedBudget. It never delays an attempt: a retry or a hedge
+// takes a token, or the call stops with Reason budget.
+type budgets struct {
+	one    *budget
+	keys   *keyed[*budget]
+	newKey func() *budget // makes a key's budget
+	shared SharedBudget
+}
+
+// admit takes a token for a retry or a hedge; a first attempt needs none.
+func (bs *budgets) admit(ctx context.Context, a ask) grant {
+	if a.kind == kindFirst {
+		return grant{}
 	}
-	if sb := c.cfg.sharedBudget; sb != nil {
-		return sb.Retry(ctx, c.key, now)
+	now := a.cfg.now()
+	var ok bool
+	if bs.shared != nil {
+		ok = bs.shared.Retry(ctx, a.key, now)
+	} else {
+		ok = bs.get(a.key, now).allow(now)
 	}
-	b := c.budget(now)
-	return b == nil || b.allow(now)
+	if !ok {
+		return grant{no: refusal{reason: ReasonBudget, typ: typeBudgetExhausted}}
+	}
+	return grant{}
+}
+
+// enter counts a first attempt where the Retrier's call counter does not:
+// for a budget per key, or a SharedBudget.
+func (bs *budgets) enter(_ context.Context, a ask) grant {
+	if a.kind != kindFirst || bs.one != nil {
+		return grant{}
+	}
+	if bs.shared != nil {
+		bs.shared.First(a.key)
+	} else {
+		bs.get(a.key, a.cfg.now()).calls.Add(1)
+	}
+	return grant{}
+}
+
+// get returns the budget of key: the Retrier's, or key's own.
+func (bs *budgets) get(key string, now time.Time) *budget {
+	if bs.keys != nil {
+		return bs.keys.get(key, now, bs.newKey)
+	}
+	return bs.one
 }
 
 // budgetBuckets is the number of slices of a budget's window.

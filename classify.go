@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"io"
 	"net"
@@ -166,7 +166,7 @@ func plainType(err error) string {
 		return typeCanceled
 	case dataOf(io.EOF), dataOf(io.ErrUnexpectedEOF):
 		return typeEOF
-	case dataOf(driver.ErrBadConn):
+	case dataOf(sqldriver.ErrBadConn):
 		return typeBadConn
 	case dataOf(context.DeadlineExceeded), dataOf(os.ErrDeadlineExceeded):
 		// Not errors.New values today, but sentinels may change type.
@@ -257,7 +257,7 @@ func sentinelType(err error) (string, int) {
 		return typeCanceled, prioContext
 	case context.DeadlineExceeded:
 		return typeDeadlineExceeded, prioContext
-	case driver.ErrBadConn:
+	case sqldriver.ErrBadConn:
 		return typeBadConn, prioSpecific
 	case os.ErrDeadlineExceeded:
 		return typeNetTimeout, prioDeadline

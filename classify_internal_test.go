@@ -2,7 +2,7 @@ package retry
 
 import (
 	"context"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"io"
 	"os"
@@ -20,7 +20,7 @@ func TestInspectPlainMatchesWalk(t *testing.T) {
 		{name: "io.EOF", err: io.EOF, want: typeEOF},
 		{name: "io.ErrUnexpectedEOF", err: io.ErrUnexpectedEOF, want: typeEOF},
 		{name: "context.Canceled", err: context.Canceled, want: typeCanceled},
-		{name: "driver.ErrBadConn", err: driver.ErrBadConn, want: typeBadConn},
+		{name: "sqldriver.ErrBadConn", err: sqldriver.ErrBadConn, want: typeBadConn},
 		{name: "plain", err: errors.New("flaky"), want: typeUnknown},
 		{name: "same text as EOF", err: errors.New("EOF"), want: typeUnknown},
 		{name: "same text as canceled", err: errors.New("context canceled"), want: typeUnknown},

@@ -63,15 +63,25 @@ func (c *call) event(o outcome, now time.Time) Event {
 	if key == "" {
 		key = c.cfg.key
 	}
+	method, url := c.describe()
 	return Event{
 		Attempt: c.attempt,
 		Err:     c.last,
 		Message: c.cfg.sanitize(c.last.Error()),
 		Type:    o.typ,
 		Key:     key,
-		Method:  c.http.method,
-		URL:     c.http.url,
+		Method:  method,
+		URL:     url,
 		First:   c.first,
 		Time:    now,
 	}
+}
+
+// describe returns the method and URL of the call's events, from its
+// driver.
+func (c *call) describe() (method, url string) {
+	if c.drv != nil && c.drv.describe != nil {
+		return c.drv.describe()
+	}
+	return "", ""
 }

@@ -2,17 +2,22 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
 // Hedge configures hedged attempts (WithHedge): when an attempt has not
 // returned after a delay, another is started beside it, up to Max in
-// flight. The first success wins and is returned; the others are canceled
-// through their contexts. A failed attempt does not stop the others: the
-// call goes on while any runs, and once all have failed the policy decides
-// the retry as usual. Every attempt, hedge or retry, counts against the
-// policy's MaxAttempts, and the caller's context bounds them all.
+// flight. The first success wins, whichever attempt returns it, and is
+// returned; the others are canceled through their contexts, and a success
+// that arrives after the winner is released (Release, or drained and
+// closed by the Transport), never returned. A failed attempt does not stop
+// the others: while others run, it starts the next hedge at once, and once
+// all have failed the policy decides the retry as usual. Every attempt,
+// hedge or retry, counts against the policy's MaxAttempts, and the
+// caller's context bounds them all.
 //
 // The first attempt of each round runs on the caller's goroutine, as
 // without hedging, so that a call that ends before the delay starts no
@@ -21,18 +26,21 @@ import (
 // hedge's value as soon as that attempt returns: fn must heed its context
 // for a hedge to cut the wait.
 //
-// A hedge is load: before it starts it passes the circuit breaker, takes a
-// rate-limit token that is there at once, and takes a token from the retry
-// budget, like a retry; a hedge any of them refuses is not sent (the call
-// goes on with the attempts in flight). Under a full outage hedging thus
-// adds no more attempts than the budget allows retries.
+// A hedge is load: it passes the same gates as a retry (the circuit
+// breaker, a rate-limit token that is there at once, a token from the
+// retry budget); a hedge any of them refuses is not sent (the call goes on
+// with the attempts in flight). Under a full outage hedging thus adds no
+// more attempts than the budget allows retries. Hedges are admitted and
+// started on a goroutine of the call's own, never under a lock the caller
+// waits on.
 //
 // The Transport hedges only requests it may retry whatever the failure
 // (idempotent methods, an Idempotency-Key, or HTTP.AllMethods) whose body,
 // if any, can be sent again: through GetBody, or a length known to fit
-// HTTP.MaxReplayBytes. Responses that lose are drained and closed. Attempts
-// iterators (Retrier.Attempts) never hedge, nor do calls whose breaker is
-// shared through a Breaker.Store.
+// HTTP.MaxReplayBytes. The first attempt sends the caller's own body, which
+// is closed exactly once. Responses that lose are drained and closed.
+// Attempts iterators (Retrier.Attempts) never hedge, nor do calls whose
+// breaker is shared through a Breaker.Store.
 //
 // Zero fields take the defaults given beside them.
 type Hedge struct {
@@ -52,15 +60,17 @@ type Hedge struct {
 	// Max is the number of attempts in flight at once, the first one
 	// included; 1 turns hedging off. Default 2.
 	Max int
-	// Release receives the value of a successful attempt of Do that lost
-	// to another, so that a value holding resources (a connection, a
-	// file) can be closed. It runs on the losing attempt's goroutine, or
-	// the caller's. Default: none.
+	// Release receives the value of a successful attempt of Hedged that
+	// is not returned, because another attempt won first, so that a value
+	// holding resources (a connection, a file) can be closed. It runs on
+	// the losing attempt's goroutine, once per value. Default: none.
 	Release func(any)
 	// OnEvent receives an Event when a hedge starts (Type
-	// "hedge.started", Delay the wait that preceded it) and when a hedge's
-	// success is the one returned (Type "hedge.won"); Err is nil. It runs
-	// on the calling goroutine. Default: none.
+	// "hedge.started", Delay the wait that preceded it), before the
+	// hedge runs, and when a hedge's success wins (Type "hedge.won"), as
+	// it wins; Err is nil. It runs on the goroutine that starts or wins
+	// the hedge, never under a lock, and may run after the call has
+	// returned when the first attempt won meanwhile. Default: none.
 	OnEvent func(Event)
 }
 
@@ -147,142 +157,22 @@ func (h *hedgeSpec) record(key string, d time.Duration) {
 
 func newSketch() *sketch { return new(sketch) }
 
-// hedging is a driver's part in hedged attempts (Do, Run, the Transport):
-// how a hedge runs, on its own goroutine, and, for the Transport, how the
-// outcome kept (the winner, or a turn's last failure) is taken and the
-// others dropped. The turn's first attempt is the loop's own attempt, run
-// on the caller's goroutine.
-type hedging struct {
-	cfg  *config
-	spec *hedgeSpec
-	key  string
-	http bool // the Transport's: attempts choose their breaker outcome
-
-	// Do and Run: call runs fn for a hedge, keeping its value in t.
-	fn hedgeFunc
-
-	// The Transport: attempt runs a hedge (its hedgeTry in its context);
-	// inline is the first attempt's hedgeTry; take and drop as above.
-	attempt attemptFunc
-	inline  *hedgeTry
-	take    func(*hedgeTry)
-	drop    func(*hedgeTry)
+// hedgeSpec returns the Hedge of the configuration: WithHedge's, or else
+// the zero Hedge's, whose latency sketches the Retrier's state keeps.
+func (c *config) hedgeSpec() *hedgeSpec {
+	if c.hedge != nil {
+		return c.hedge
+	}
+	st := c.state
+	st.hedgeOnce.Do(func() { st.hedge = newHedgeSpec(Hedge{}) })
+	return st.hedge
 }
 
-// run runs a hedge.
-func (hg *hedging) run(ctx context.Context, t *hedgeTry) (error, bool) {
-	if hg.attempt != nil {
-		return hg.attempt(context.WithValue(ctx, tryKey{}, t))
-	}
-	if hg.cfg.attemptTimeout <= 0 {
-		return hg.fn.run(ctx, t), false
-	}
-	return timed(ctx, hg.cfg.attemptTimeout, func(ctx context.Context) error { return hg.fn.run(ctx, t) })
-}
-
-// keep hands the driver the outcome the turn ends with.
-func (hg *hedging) keep(t *hedgeTry) {
-	if hg.take != nil {
-		hg.take(t)
-		return
-	}
-	t.cancel()
-}
-
-// discard gives up the outcome of an attempt that is not kept: the
-// Transport drains and closes its response; Do releases a losing value.
-func (hg *hedging) discard(t *hedgeTry) {
-	switch {
-	case hg.drop != nil:
-		hg.drop(t)
-	case t.failure == nil && !t.inline && hg.spec.Release != nil:
-		hg.spec.Release(t.value)
-	}
-	t.cancel()
-}
-
-// hedgeTry is one attempt of a hedged call.
-type hedgeTry struct {
-	n        int
-	inline   bool               // the turn's first attempt, run by the caller
-	cancel   context.CancelFunc // ends the attempt's context; the driver's once kept
-	failure  error
-	timedOut bool
-	panicked any   // what a hedge panicked with
-	verdict  error // the breaker outcome the attempt chose itself (the Transport's)
-	value    any   // Do's value, the Transport's response
-}
-
-// tryKey is the context key of a Transport hedge's hedgeTry.
-type tryKey struct{}
-
-// tryFrom returns the hedgeTry of a Transport hedge's context, or nil.
-func tryFrom(ctx context.Context) *hedgeTry {
-	t, _ := ctx.Value(tryKey{}).(*hedgeTry)
-	return t
-}
-
-// allowBreaker asks the call's breaker, if any, to let an attempt through;
-// see breaker.allow. Without a breaker, done reports nothing.
-func (c *call) allowBreaker() (done func(error), wait time.Duration) {
-	bs := c.cfg.breakers
-	if bs == nil {
-		return func(error) {}, 0
-	}
-	done, wait = bs.get(c.key, c.cfg.now()).allow(&bs.spec)
-	bs.flush(c.cfg.onBreaker)
-	return done, wait
-}
-
-// admitHedge runs a hedge's admission, as for a retry: the breaker, a
-// rate-limit token that is there now, and a retry-budget token. It returns
-// the breaker's done, or nil when the hedge may not start. Changes of the
-// breaker's state reach the hooks at the caller's next flush.
-func admitHedge(ctx context.Context, cfg *config, key string) func(error) {
-	if ctx.Err() != nil {
-		return nil
-	}
-	done := func(error) {}
-	if bs := cfg.breakers; bs != nil {
-		if done, _ = bs.get(key, cfg.now()).allow(&bs.spec); done == nil {
-			return nil
-		}
-	}
-	if l := cfg.limiter; l != nil {
-		if _, _, ok := l.l.Reserve(ctx, key, cfg.mono(), 0); !ok {
-			done(errBreakerExcluded)
-			return nil
-		}
-	}
-	if cfg.budgeted {
-		c := call{cfg: cfg, key: key}
-		if !c.allowRetry(ctx, cfg.now()) {
-			done(errBreakerExcluded)
-			return nil
-		}
-	}
-	return done
-}
-
-// hedgeEvents fires the events of hedges started, on the caller's
-// goroutine.
-func (c *call) hedgeEvents(events []Event) {
-	for _, ev := range events {
-		c.hedgeEvent(ev.Type, ev.Attempt, ev.Delay)
-	}
-}
-
-// hedgeEvent fires the Hedge's OnEvent hook, if set.
-func (c *call) hedgeEvent(typ string, attempt int, delay time.Duration) {
-	f := c.hedge.spec.OnEvent
-	if f == nil {
-		return
-	}
-	key := c.key
-	if key == "" {
-		key = c.cfg.key
-	}
-	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: key, Method: c.http.method, URL: c.http.url, Time: c.cfg.now()})
+// hedgeable reports whether a call on key may hedge: Max allows a second
+// attempt, and the breaker is not shared through a Breaker.Store, whose
+// probes are claimed fleet-wide one attempt at a time.
+func (c *config) hedgeable(h *hedgeSpec) bool {
+	return h.Max >= 2 && (c.breakers == nil || c.breakers.spec.Store == nil)
 }
 
 // Hedged is Do with hedged attempts: when an attempt has not returned
@@ -301,64 +191,375 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 	if len(opts) > 0 {
 		cfg = resolve(opts)
 	}
-	var v T
+	var zero T
 	switch {
 	case ctx == nil:
-		return v, errNilContext
+		return zero, errNilContext
 	case cfg.err != nil:
-		return v, cfg.err
+		return zero, cfg.err
 	case fn == nil:
-		return v, errNilFunc
+		return zero, errNilFunc
 	}
+	hc := &hedgedCall[T]{fn: fn, cfg: cfg}
+	hc.tn.init(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
 	c := call{cfg: cfg, key: cfg.key}
-	hg := hedging{cfg: cfg, spec: cfg.hedgeSpec(), key: c.key, fn: valueFunc[T]{fn}}
-	c.hedge = &hg
-	err := c.run(ctx, func(ctx context.Context) (error, bool) {
-		if cfg.attemptTimeout <= 0 {
-			var err error
-			v, err = fn(ctx) // a panic goes on to the caller
-			return err, false
+	drv := driver{verdict: func() error { return hc.tn.verdict }}
+	c.drv = &drv
+	err := c.run(ctx, func(actx context.Context) (error, bool) {
+		t := hc.tn.run(actx, &c)
+		if t.hedge && t.failure == nil {
+			hc.v, _ = t.value.(T)
 		}
-		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
-			var err error
-			v, err = fn(ctx)
-			return err
-		})
+		hc.tn.end(t)
+		return t.failure, t.timedOut
 	})
 	if err != nil {
-		var zero T
 		return zero, err
 	}
-	if t := c.won; t != nil {
-		v, _ = t.value.(T)
+	return hc.v, nil
+}
+
+// hedgedCall is Hedged's driver of its turns: the first attempt's value
+// stays in v, a hedge's in its try.
+type hedgedCall[T any] struct {
+	fn  func(context.Context) (T, error)
+	cfg *config
+	v   T
+	tn  turn
+}
+
+func (hc *hedgedCall[T]) attempt(ctx context.Context, t *try) {
+	var v T
+	if d := hc.cfg.attemptTimeout; d > 0 {
+		t.failure, t.timedOut = timed(ctx, d, func(ctx context.Context) error {
+			var err error
+			v, err = hc.fn(ctx)
+			return err
+		})
+	} else {
+		v, t.failure = hc.fn(ctx)
 	}
-	return v, nil
-}
-
-// hedgeFunc runs a hedge of Hedged and keeps its value in t.
-type hedgeFunc interface {
-	run(ctx context.Context, t *hedgeTry) error
-}
-
-// valueFunc is Hedged's fn as a hedgeFunc. Being a single func, it is
-// stored in the interface without an allocation.
-type valueFunc[T any] struct {
-	fn func(context.Context) (T, error)
-}
-
-func (f valueFunc[T]) run(ctx context.Context, t *hedgeTry) error {
-	v, err := f.fn(ctx)
-	t.value = v
-	return err
-}
-
-// hedgeSpec returns the Hedge of the configuration: WithHedge's, or else
-// the zero Hedge's, whose latency sketches the Retrier's state keeps.
-func (c *config) hedgeSpec() *hedgeSpec {
-	if c.hedge != nil {
-		return c.hedge
+	if t.hedge {
+		t.value = v
+	} else {
+		hc.v = v
 	}
-	st := c.state
-	st.hedgeOnce.Do(func() { st.hedge = newHedgeSpec(Hedge{}) })
-	return st.hedge
+	t.verdict = hc.cfg.breakerOutcome(ctx, t.failure, t.timedOut)
+}
+
+func (hc *hedgedCall[T]) discard(t *try) {
+	release := hc.tn.spec.Release
+	if t.failure != nil || t.panicked != nil || release == nil {
+		return
+	}
+	if t.hedge {
+		release(t.value)
+	} else {
+		release(hc.v)
+	}
+}
+
+// hedgeDriver is what a turn needs from its driver (Hedged's, the
+// Transport's).
+type hedgeDriver interface {
+	// attempt runs attempt t.n with ctx, on any goroutine and beside other
+	// attempts, and fills in t's outcome and verdict.
+	attempt(ctx context.Context, t *try)
+	// discard gives up what t produced when it is not returned: a value
+	// goes to Release, a response is drained and closed.
+	discard(t *try)
+}
+
+// try is one attempt of a hedged turn.
+type try struct {
+	n        int
+	hedge    bool               // false for the turn's first attempt, run by the caller
+	cancel   context.CancelFunc // ends the attempt's context
+	value    any                // a hedge's value or response
+	release  func()             // the driver's end of the attempt, if any
+	failure  error
+	timedOut bool
+	verdict  error // what the outcome means to the gates
+	panicked any
+	p        pass // a hedge's way through the gates
+}
+
+// turn is the attempts of a hedged call that run at once, from a first
+// attempt to a winner or to the failure of them all. The first runs on the
+// caller's goroutine; when the delay passes, the timer's goroutine becomes
+// the turn's coordinator: one select over the results, the next hedge's
+// time and the caller's context. The first success wins by a
+// compare-and-swap, so whichever attempt returns it, it is the one
+// returned.
+type turn struct {
+	drv   hedgeDriver
+	cfg   *config
+	spec  *hedgeSpec
+	key   string
+	desc  func() (method, url string)
+	timer *time.Timer // starts the coordinator; one per call, reset each turn
+
+	// Set by run before the timer is armed; the coordinator's afterwards.
+	ctx     context.Context
+	first   try
+	delay   time.Duration
+	n       atomic.Int64 // attempts of the call so far
+	winner  atomic.Pointer[try]
+	results chan *try // every attempt's end, once the coordinator runs
+	answer  chan *try // the coordinator's to the caller: the turn's outcome
+	verdict error     // the first attempt's, for the loop's gates
+}
+
+func (tn *turn) init(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc func() (string, string)) {
+	tn.drv, tn.cfg, tn.spec, tn.key, tn.desc = drv, cfg, spec, key, desc
+}
+
+// run runs one turn as the loop's attempt c.attempt, on ctx, and returns
+// its outcome: the winner, or the last failure.
+func (tn *turn) run(ctx context.Context, c *call) *try {
+	tn.ctx, tn.first = ctx, try{n: c.attempt}
+	first := &tn.first
+	if !tn.cfg.hedgeable(tn.spec) {
+		tn.drv.attempt(ctx, first)
+		tn.verdict = first.verdict
+		return first
+	}
+	tn.n.Store(int64(c.attempt))
+	tn.winner.Store(nil)
+	tn.results, tn.answer = make(chan *try, tn.spec.Max+1), make(chan *try, 1)
+	var actx context.Context
+	actx, first.cancel = context.WithCancel(ctx)
+	tn.delay = tn.spec.delay(tn.key)
+	if tn.timer == nil {
+		tn.timer = time.AfterFunc(tn.delay, tn.coordinate)
+	} else {
+		tn.timer.Reset(tn.delay)
+	}
+	var start time.Time
+	if tn.spec.sketches != nil {
+		start = time.Now()
+	}
+	finished := false
+	defer func() {
+		if !finished { // the attempt panicked: the turn ends, the panic goes on
+			first.cancel()
+			first.panicked = errNilPanic
+			if !tn.timer.Stop() {
+				tn.report(first)
+			}
+		}
+	}()
+	tn.drv.attempt(actx, first)
+	finished = true
+	lost := actx.Err() != nil && ctx.Err() == nil
+	if !lost && tn.spec.sketches != nil {
+		tn.spec.record(tn.key, time.Since(start))
+	}
+	tn.verdict = first.verdict
+	if lost {
+		tn.verdict = errBreakerExcluded
+	}
+	if tn.timer.Stop() { // no hedge ever started: the turn is this attempt
+		return first
+	}
+	tn.report(first)
+	if tn.winner.Load() == first {
+		return first
+	}
+	t := <-tn.answer
+	c.attempt = int(tn.n.Load())
+	switch {
+	case t == nil: // the caller's context ended
+		return &try{failure: context.Cause(ctx)}
+	case t.panicked != nil:
+		panic(t.panicked)
+	}
+	return t
+}
+
+// report hands an attempt's end to the coordinator. A success, or a
+// panic, claims the win if no attempt has; a success that comes after the
+// winner is given up at once.
+func (tn *turn) report(t *try) {
+	if t.failure == nil || t.panicked != nil {
+		switch {
+		case tn.winner.CompareAndSwap(nil, t):
+			if t.hedge && t.panicked == nil {
+				tn.cfg.state.hedgeWins.Add(1)
+				tn.event(typeHedgeWon, t.n, 0)
+			}
+		case t.panicked == nil:
+			tn.drv.discard(t)
+			tn.end(t)
+		}
+	}
+	tn.results <- t // never blocks: it holds every attempt of the turn
+}
+
+// end ends t's context and the driver's part of it.
+func (tn *turn) end(t *try) {
+	if t.release != nil {
+		t.release()
+	}
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
+
+// coordinate runs the turn once its delay has passed, on the timer's
+// goroutine: it starts hedges, each after the delay or at once after a
+// failure; it answers the caller with the winner, with the last failure
+// once every attempt has failed, or with nil once the caller's context has
+// ended; and it gives up whatever else the attempts return.
+func (tn *turn) coordinate() {
+	var (
+		running  = []*try{&tn.first}
+		inflight = 1
+		last     *try // the latest failure, kept until a later one or the answer
+		answered bool
+		next     = time.NewTimer(tn.delay)
+		ctxDone  = tn.ctx.Done()
+	)
+	defer next.Stop()
+	reply := func(t *try) {
+		if !answered {
+			answered = true
+			for _, r := range running {
+				if r != t && r != &tn.first && r.cancel != nil {
+					r.cancel()
+				}
+			}
+			if t != &tn.first {
+				tn.first.cancel()
+			}
+			tn.answer <- t
+		}
+	}
+	hedge := func() {
+		if h := tn.start(); h != nil {
+			running = append(running, h)
+			inflight++
+		}
+		if inflight < tn.spec.Max && tn.n.Load() < int64(tn.cfg.policy.MaxAttempts) {
+			next.Reset(tn.delay)
+		}
+	}
+	next.Stop()
+	hedge()
+	for inflight > 0 {
+		select {
+		case t := <-tn.results:
+			inflight--
+			switch w := tn.winner.Load(); {
+			case t == w:
+			case t.failure == nil && t.panicked == nil: // a loser, given up in report
+			case answered || w != nil:
+				tn.drv.discard(t)
+				tn.end(t)
+			default:
+				if last != nil {
+					tn.drv.discard(last)
+					tn.end(last)
+				}
+				last = t
+			}
+			switch w := tn.winner.Load(); {
+			case answered:
+			case w != nil:
+				if last != nil {
+					tn.drv.discard(last)
+					tn.end(last)
+					last = nil
+				}
+				reply(w)
+			case inflight == 0: // every attempt failed: the policy decides
+				reply(last)
+			default: // a failure while others run: the next hedge now
+				hedge()
+			}
+		case <-next.C:
+			if !answered && tn.winner.Load() == nil && inflight < tn.spec.Max {
+				hedge()
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			reply(last)
+			last = nil
+		}
+	}
+	if !answered {
+		reply(last)
+	}
+}
+
+// start starts a hedge if the policy has an attempt left for it and the
+// gates let it through now, and returns it; nil when it does not start.
+func (tn *turn) start() *try {
+	if tn.n.Load() >= int64(tn.cfg.policy.MaxAttempts) || tn.winner.Load() != nil || tn.ctx.Err() != nil {
+		return nil
+	}
+	t := &try{hedge: true}
+	t.p = pass{ask: ask{cfg: tn.cfg, kind: kindHedge, key: tn.key}}
+	if len(tn.cfg.gates) > 0 {
+		if no := tn.cfg.admit(tn.ctx, &t.p); no.reason != reasonNone {
+			return nil
+		}
+		if no, err := tn.cfg.enter(tn.ctx, &t.p, noWait); no.reason != reasonNone || err != nil {
+			return nil
+		}
+	}
+	t.n = int(tn.n.Add(1))
+	tn.cfg.state.retryAttempts.Add(1)
+	tn.cfg.state.hedges.Add(1)
+	tn.event(typeHedgeStarted, t.n, tn.delay)
+	actx, cancel := context.WithCancel(withAttempt(tn.ctx, t.n))
+	t.cancel = cancel
+	go tn.hedge(actx, t)
+	tn.delay = tn.spec.delay(tn.key)
+	return t
+}
+
+// noWait is the sleep of a hedge's gates: a hedge never waits.
+func noWait(time.Duration) error { return errHedgeWait }
+
+var errHedgeWait = errors.New("retry: a hedge does not wait")
+
+// hedge runs hedge t on its own goroutine and reports it to the turn.
+func (tn *turn) hedge(actx context.Context, t *try) {
+	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished {
+			if t.panicked = recover(); t.panicked == nil {
+				t.panicked = errNilPanic
+			}
+			t.p.learn(errBreakerFailure)
+			tn.report(t)
+		}
+	}()
+	tn.drv.attempt(actx, t)
+	finished = true
+	if actx.Err() != nil && tn.ctx.Err() == nil { // canceled as a loser
+		t.verdict = errBreakerExcluded
+	} else {
+		tn.spec.record(tn.key, time.Since(start))
+	}
+	t.p.learn(t.verdict)
+	tn.report(t)
+}
+
+// errNilPanic stands for a panic with no value in a hedge.
+var errNilPanic = errors.New("retry: hedge panicked")
+
+// event fires the Hedge's OnEvent hook, if set.
+func (tn *turn) event(typ string, attempt int, delay time.Duration) {
+	f := tn.spec.OnEvent
+	if f == nil {
+		return
+	}
+	var method, url string
+	if tn.desc != nil {
+		method, url = tn.desc()
+	}
+	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: tn.key, Method: method, URL: url, Time: tn.cfg.now()})
 }

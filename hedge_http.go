@@ -3,8 +3,6 @@ package retry
 import (
 	"context"
 	"net/http"
-
-	"github.com/steadyhq/retry/redact"
 )
 
 // mayHedge reports whether the Transport may hedge its request: it may be
@@ -14,9 +12,7 @@ import (
 func (rt *roundTrip) mayHedge() bool {
 	req, cfg := rt.req, rt.t.config()
 	switch {
-	case cfg.hedge == nil || cfg.hedge.Max < 2 || !rt.idempotent:
-		return false
-	case cfg.breakers != nil && cfg.breakers.spec.Store != nil:
+	case cfg.hedge == nil || !cfg.hedgeable(cfg.hedge) || !rt.idempotent:
 		return false
 	case req.Body == nil || req.Body == http.NoBody || req.GetBody != nil:
 		return true
@@ -24,91 +20,53 @@ func (rt *roundTrip) mayHedge() bool {
 	return req.ContentLength > 0 && req.ContentLength <= rt.t.maxReplay()
 }
 
-// hedgeResp is the response of one hedged attempt and the release of its
-// context.
-type hedgeResp struct {
-	resp   *http.Response
-	cancel context.CancelFunc
+// hedgedTrip is a hedged request: its state, and its turns, whose attempts
+// are sent through roundTrip.attempt beside each other.
+type hedgedTrip struct {
+	rt roundTrip
+	tn turn
 }
 
-// hedgedRoundTrip is RoundTrip for a request the Transport hedges (see
-// mayHedge); c is RoundTrip's call, copied so that the common path keeps
-// its call off the heap. Each attempt builds its own request, so that
-// attempts can run at once: bodies come from GetBody, the first attempt's
-// being the caller's own, or from the replay buffer, made here. The
-// response kept (the winner, or a turn's last failure) becomes the
-// response in hand, as in RoundTrip; losing responses are drained and
-// closed.
-func hedgedRoundTrip(ctx context.Context, c call) (*http.Response, error) {
-	rt := &c.http
-	defer rt.finish()
-	req := rt.req
-	if req.Body != nil && req.Body != http.NoBody {
-		rt.bodyOwned = true // the first attempt takes it over
-		if req.GetBody == nil {
-			rt.body = newReplayBody(req.Body, rt.t.maxReplay())
-		}
+// hedged is RoundTrip for a request the Transport hedges (see mayHedge).
+// The first attempt of the request sends the caller's own body; the
+// others take theirs from GetBody or from the replay buffer, made here
+// before any attempt so that attempts can read it at once. The outcome of
+// a turn (the winner, or its last failure) becomes the response in hand;
+// the other responses are drained and closed.
+func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
+	h := &hedgedTrip{rt: rt}
+	rt2 := &h.rt
+	defer rt2.finish()
+	req, cfg := rt2.req, t.config()
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		rt2.bodyOwned = true // the replay buffer closes it
+		rt2.body = newReplayBody(req.Body, t.maxReplay())
 	}
-	rt.method, rt.url = methodOf(req), redact.SanitizeURL(req.URL)
-	hg := &hedging{cfg: c.cfg, spec: c.cfg.hedge, key: c.key, http: true, inline: new(hedgeTry),
-		take: func(t *hedgeTry) {
-			hr := t.value.(*hedgeResp)
-			if hr.resp == nil {
-				release(hr.cancel)
-				t.cancel()
-				return
-			}
-			rt.resp, rt.held = hr.resp, nil
-			rt.cancel = func() {
-				release(hr.cancel)
-				t.cancel()
-			}
-		},
-		drop: func(t *hedgeTry) {
-			hr := t.value.(*hedgeResp)
-			if hr.resp != nil {
-				hold(hr.resp) // drains and closes
-			}
-			release(hr.cancel)
-		},
-	}
-	hg.attempt = func(actx context.Context) (error, bool) {
-		t := tryFrom(actx)
-		if t == nil { // the turn's first attempt
-			t = hg.inline
-		}
-		return rt.hedgeAttempt(actx, t)
-	}
-	c.hedge = hg
-	err := c.run(ctx, hg.attempt)
-	if rt.resp != nil {
-		return deliver(rt.resp, rt.cancel), nil
-	}
-	release(rt.cancel)
-	return heldOr(rt.held, err)
+	c := call{cfg: cfg, key: t.key(req)}
+	h.tn.init(h, cfg, cfg.hedge, c.key, rt2.describe)
+	drv := driver{verdict: func() error { return h.tn.verdict }, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
+	c.drv = &drv
+	err := c.run(req.Context(), func(actx context.Context) (error, bool) {
+		rt2.held = nil
+		a := h.tn.run(actx, &c)
+		rt2.resp, _ = a.value.(*http.Response)
+		rt2.cancel = func() { h.tn.end(a) }
+		return a.failure, a.timedOut
+	})
+	return rt2.answer(err)
 }
 
-// hedgeAttempt is one attempt t of a hedged request.
-func (rt *roundTrip) hedgeAttempt(actx context.Context, t *hedgeTry) (error, bool) {
-	cfg, req := rt.t.config(), rt.req
-	hr := new(hedgeResp)
-	t.value = hr
-	actx, acancel, timer := rt.attemptContext(actx)
-	hr.cancel = acancel
-	r, err := rt.send(actx, t.n)
-	if timer != nil && !timer.Stop() && err == nil {
-		r.Body.Close() // as in RoundTrip: the timeout struck as the headers came
-		<-actx.Done()
-		r, err = nil, context.Cause(actx)
+func (h *hedgedTrip) attempt(ctx context.Context, t *try) {
+	var resp *http.Response
+	resp, t.release, t.failure, t.timedOut, t.verdict = h.rt.attempt(ctx, t.n)
+	if resp != nil {
+		t.value = resp
 	}
-	hr.resp = r
-	timedOut := err != nil && context.Cause(actx) == errAttemptTimeout
-	failure := err
-	if err == nil {
-		failure = cfg.statusFailure(r)
+}
+
+// discard drains and closes a response that is not returned.
+func (h *hedgedTrip) discard(t *try) {
+	if resp, _ := t.value.(*http.Response); resp != nil {
+		hold(resp)
 	}
-	if cfg.breakers != nil {
-		t.verdict = httpVerdict(req.Context(), cfg, r, err, timedOut)
-	}
-	return failure, timedOut
 }

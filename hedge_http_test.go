@@ -119,9 +119,9 @@ func TestHedgeTransport(t *testing.T) {
 			status: 200, answer: "answer 2 to order", seen: []string{"POST order", "POST order"}, hedges: 1, canceled: 1},
 		{name: "PUT without GetBody: the body from the replay buffer", method: "PUT", body: "row", opaque: true, delays: []time.Duration{500 * ms, 0},
 			status: 200, answer: "answer 2 to row", seen: []string{"PUT row", "PUT row"}, hedges: 1, canceled: 1},
-		{name: "a failed hedge's response is drained and the first wins", method: "GET",
-			delays: []time.Duration{80 * ms, 0}, statuses: []int{0, 503},
-			status: 200, answer: "answer 1 to ", seen: []string{"GET ", "GET "}, hedges: 1},
+		{name: "a failed hedge's response is drained, the next hedge starts at once, and the first wins", method: "GET",
+			delays: []time.Duration{80 * ms, 0, time.Second}, statuses: []int{0, 503},
+			status: 200, answer: "answer 1 to ", seen: []string{"GET ", "GET ", "GET "}, hedges: 2, canceled: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,9 +88,12 @@ func TestHedgeDo(t *testing.T) {
 			hedge: retry.Hedge{Delay: 10 * ms, Max: 3}, want: 3, took: 25 * ms, stats: retry.Stats{Attempts: 3, Hedges: 2, HedgeWins: 1}, canceled: 2},
 		{name: "MaxAttempts bounds the total", script: hedgePlan{lat: []time.Duration{100 * ms}},
 			hedge: retry.Hedge{Delay: 10 * ms, Max: 5}, attempts: 2, want: 1, took: 100 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, canceled: 1},
-		{name: "all fail: the policy retries after its wait", script: hedgePlan{lat: []time.Duration{20 * ms, 12 * ms, 5 * ms}, errs: []error{errDown, errDown}},
-			hedge: retry.Hedge{Delay: 10 * ms}, want: 3, took: 29 * ms, // 22 ms, then the wait before a third attempt
-			stats: retry.Stats{Attempts: 3, Hedges: 1}},
+		{name: "a failure while a hedge runs starts the next at once", script: hedgePlan{lat: []time.Duration{20 * ms, 12 * ms, 5 * ms}, errs: []error{errDown, errDown}},
+			hedge: retry.Hedge{Delay: 10 * ms}, want: 3, took: 25 * ms, // the third starts at 20 ms, as the first fails
+			stats: retry.Stats{Attempts: 3, Hedges: 2, HedgeWins: 1}},
+		{name: "all fail: the policy decides", script: hedgePlan{lat: []time.Duration{20 * ms, 12 * ms}, errs: []error{errDown, errDown}},
+			hedge: retry.Hedge{Delay: 10 * ms}, attempts: 2, reason: retry.ReasonExhausted, took: 22 * ms,
+			stats: retry.Stats{Attempts: 2, Hedges: 1}},
 		{name: "the caller's deadline bounds everything", script: hedgePlan{lat: []time.Duration{100 * ms}},
 			hedge: retry.Hedge{Delay: 10 * ms}, timeout: 50 * ms, reason: retry.ReasonCanceled, took: 50 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, canceled: 2},
 		{name: "a losing value is released", script: hedgePlan{lat: []time.Duration{20 * ms, 15 * ms}, stubborn: true},

@@ -155,44 +155,32 @@ type limiter struct {
 	denied atomic.Int64 // calls stopped because the wait could not fit
 }
 
-// wait takes a token for one attempt, sleeping until it is due. It reports
-// false when the wait cannot fit ctx's deadline or the call's MaxElapsed;
-// a context ended during the wait gives its error.
-func (l *limiter) wait(ctx context.Context, c *call, key string) (bool, error) {
-	now := c.cfg.mono()
-	d, cancel, ok := l.l.Reserve(ctx, key, now, c.room(ctx, now))
-	if !ok {
-		if ctx.Err() != nil {
-			return false, c.canceled(ctx)
+// admit takes a token for the attempt, raising its wait to the token's
+// time; a hedge takes only a token that is there now. When the wait
+// cannot fit the time left it refuses, and the call stops with Reason
+// rate_limited. undo gives the token back if the attempt never runs.
+func (l *limiter) admit(ctx context.Context, a ask) grant {
+	room := max(a.room, 0)
+	if a.kind == kindHedge {
+		room = 0
+	}
+	w, undo, ok := l.l.Reserve(ctx, a.key, a.cfg.mono(), room)
+	switch {
+	case ok:
+		if w > a.wait {
+			l.waits.Add(1)
 		}
+		return grant{wait: w, undo: undo}
+	case ctx.Err() != nil:
+		return grant{no: refusal{reason: ReasonCanceled}}
+	case a.kind != kindHedge:
 		l.denied.Add(1)
-		return false, nil
 	}
-	if d <= 0 {
-		return true, nil
-	}
-	l.waits.Add(1)
-	if err := c.sleep(ctx, d); err != nil {
-		if cancel != nil {
-			cancel(c.cfg.mono())
-		}
-		return false, err
-	}
-	return true, nil
+	return grant{no: refusal{reason: ReasonRateLimited, typ: typeRateLimited, err: rateLimitError{}}}
 }
 
-// room returns the longest wait from now that fits ctx's deadline and the
-// call's MaxElapsed (see call.fits), at least zero.
-func (c *call) room(ctx context.Context, now time.Time) time.Duration {
-	room := time.Duration(maxDuration)
-	if m := c.cfg.maxElapsed; m > 0 {
-		room = min(room, m-now.Sub(c.start))
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		room = min(room, maxDuration/2-1, dl.Sub(now)-1)
-	}
-	return max(room, 0)
-}
+// enter lets every attempt run: the token was taken in admit.
+func (l *limiter) enter(context.Context, ask) grant { return grant{} }
 
 // rateLimitError is the failure of a call whose rate-limit wait cannot fit.
 type rateLimitError struct{}

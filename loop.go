@@ -7,13 +7,32 @@ import (
 
 // attemptFunc runs one attempt with the attempt's context and reports its
 // failure (nil for a success) and whether the attempt's own timeout cut it
-// off. Do, Attempts and the Transport each supply one to the loop.
+// off. Do, Run and Attempts supply a function of theirs; the Transport and
+// Hedged supply theirs with a driver.
 type attemptFunc func(ctx context.Context) (failure error, timedOut bool)
+
+// driver is what a driver other than a plain function (the Transport, a
+// hedged call) tells the loop; any func may be nil. It is a struct of
+// funcs, not an interface, so that a driver kept on its caller's stack
+// stays there.
+type driver struct {
+	// verdict returns what the attempt that has just run means to the
+	// gates (see pass.learn), in place of the rule for errors.
+	verdict func() error
+	// giveUp gives up the outcome in hand once a retry is admitted: the
+	// Transport drains and closes the response.
+	giveUp func()
+	// describe returns the method and URL of events and records.
+	describe func() (method, url string)
+	// record returns the payload of a dead-letter record.
+	record func() any
+}
 
 // call is the state of one logical call across its attempts.
 type call struct {
 	cfg     *config
-	key     string        // the dependency's key: breakers, limiters, budgets, events
+	drv     *driver       // nil for Do, Run and Attempts
+	key     string        // the dependency's key: gates, events
 	attempt int           // attempts run so far
 	start   time.Time     // start of the call, read only when MaxElapsed is set
 	first   time.Time     // time of the first failure
@@ -21,196 +40,108 @@ type call struct {
 	timer   *time.Timer   // one reusable timer per call
 	last    error         // the last attempt's error
 	lastTyp string        // its type, as the engine classified it
-	nested  bool          // the caller's context already carried an attempt number
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
-	verdict error         // the breaker outcome the attempt chose itself, if any (the Transport's)
-	hedge   *hedging      // the driver's part in hedged attempts; nil without a Hedge
-	won     *hedgeTry     // the hedge whose success ended the call
-
-	tokened     bool            // the limiter already gave the next attempt its token
-	untoken     func(time.Time) // gives that token back if the attempt never runs
-	breakerWait time.Duration   // time waited, in all, for open breakers
-	dl          time.Time       // the caller's deadline
-	dlKnown     uint8           // 0: not looked up yet; 1: none; 2: dl
-
-	// The Transport's request and its state across attempts: kept in the
-	// call itself, so that a request costs no allocation of its own.
-	http roundTrip
+	p       pass          // the next attempt's way through the gates
 }
 
-// run is the one attempt loop that Do, Run, Attempts and the Transport
-// drive. Each turn: admission (the context, the rate limiter, the circuit
-// breaker), the attempt, its outcome, the decision, the retry budget, the
-// events, and the wait. It returns nil on success and otherwise the error
-// that ends the call.
+// run is the one attempt loop that Do, Run, Attempts, Hedged and the
+// Transport drive. Each turn: the gates (for a retry, already passed as
+// it was decided), the wait, the attempt and its outcome; after a failure
+// the decision, then the gates of the retry. It returns nil on success and
+// otherwise the error that ends the call.
 func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 	defer c.end()
+	c.p = pass{ask: ask{cfg: c.cfg, kind: kindFirst, key: c.key}}
 	for {
-		// The context, then the rate limiter: a wait for a token is not
-		// an attempt.
-		if err := c.begin(ctx); err != nil {
+		// The caller's context, then the gates of a first attempt.
+		if c.p.kind == kindFirst {
+			if err := c.admitFirst(ctx); err != nil {
+				return err
+			}
+		}
+		// The wait: the policy's, or what the gates asked for.
+		if err := c.sleep(ctx, c.p.wait); err != nil {
 			return err
 		}
-		// The breaker admits the attempt, which runs and reports its
-		// outcome; an open breaker is waited for without consuming it.
-		failure, timedOut, ran, err := c.guarded(ctx, attempt)
-		if err != nil {
-			return err
+		// The gates let the attempt run now; an open breaker is waited
+		// for without consuming an attempt.
+		if len(c.cfg.gates) > 0 {
+			if err := c.enter(ctx); err != nil {
+				return err
+			}
 		}
-		if !ran {
-			continue
-		}
+		failure, timedOut := c.try(ctx, attempt)
 		if failure == nil || c.halt {
 			return nil
 		}
-		// The decision, the budget and the events; then the wait.
-		d, err := c.fail(ctx, failure, timedOut)
-		if err != nil {
-			return err
-		}
-		if c.http.req != nil {
-			c.http.discard()
-		}
-		if err := c.sleep(ctx, d); err != nil {
+		// The decision, the gates of the retry, the events.
+		if err := c.fail(ctx, failure, timedOut); err != nil {
 			return err
 		}
 	}
 }
 
-// begin runs the admission steps before an attempt that do not involve the
-// breaker: the caller's context, then the rate limiter.
-func (c *call) begin(ctx context.Context) error {
-	if ctx.Err() == nil && c.cfg.maxElapsed <= 0 && c.cfg.limiter == nil && !c.tokened && c.untoken == nil {
-		return nil // nothing to admit: the common case, kept small enough to inline
-	}
-	return c.admit(ctx)
-}
-
-// admit is begin's work when there is some.
-func (c *call) admit(ctx context.Context) error {
-	tokened := c.tokened
-	c.tokened, c.untoken = false, nil
+// admitFirst checks the caller's context and passes the first attempt
+// through the gates.
+func (c *call) admitFirst(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return c.canceled(ctx)
 	}
-	if c.cfg.maxElapsed > 0 && c.start.IsZero() {
+	if c.cfg.maxElapsed > 0 {
 		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
 	}
-	if l := c.cfg.limiter; l != nil && !tokened {
-		ok, err := l.wait(ctx, c, c.key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return c.refuse(ctx, ReasonRateLimited, typeRateLimited, rateLimitError{})
-		}
+	if len(c.cfg.gates) == 0 {
+		return nil
 	}
-	return nil
+	c.p.room = c.room(ctx)
+	return c.refused(ctx, c.cfg.admit(ctx, &c.p))
 }
 
-// guarded runs one attempt through the circuit breaker, if there is one:
-// Allow, the attempt, then the outcome (gobreaker's two-step form). When
-// the breaker is open the attempt is neither run nor counted: guarded waits
-// until the breaker may let a probe through and returns ran == false, or
-// returns the error that stops the call when that wait cannot fit. A panic
-// in the attempt is recorded as a failure and goes on.
-func (c *call) guarded(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	if c.hedge != nil && c.hedgeable() {
-		return c.hedged(ctx, attempt)
+// enter lets the attempt through the gates, waiting where they ask.
+func (c *call) enter(ctx context.Context) error {
+	c.p.room = c.room(ctx)
+	no, err := c.cfg.enter(ctx, &c.p, func(d time.Duration) error { return c.sleep(ctx, d) })
+	if err != nil {
+		return err
 	}
-	if c.cfg.breakers == nil {
-		c.started()
-		failure, timedOut = attempt(c.numbered(ctx))
-		return failure, timedOut, true, nil
-	}
-	return c.breakered(ctx, attempt)
+	return c.refused(ctx, no)
 }
 
-// breakered is guarded with a circuit breaker.
-func (c *call) breakered(ctx context.Context, attempt attemptFunc) (failure error, timedOut, ran bool, stop error) {
-	bs := c.cfg.breakers
-	var now time.Time
-	if bs.keys != nil {
-		now = c.cfg.now()
-	}
-	b := bs.get(c.key, now)
-	var done func(error)
-	var wait time.Duration
-	if b.shared != nil {
-		done, wait = b.allowShared(ctx, bs)
-	} else {
-		done, wait = b.allow(&bs.spec)
-	}
-	bs.flush(c.cfg.onBreaker) // a change made as the attempt was let through
-	if done == nil {
-		return nil, false, false, c.breakerOpen(ctx, wait)
-	}
+// try runs one attempt and reports its outcome to the gates. A panic in
+// the attempt is reported as a failure and goes on.
+func (c *call) try(ctx context.Context, attempt attemptFunc) (failure error, timedOut bool) {
 	c.started()
+	if !c.p.heard { // no gate asked for the outcome
+		return attempt(c.numbered(ctx))
+	}
 	finished := false
 	defer func() {
-		if !finished { // the attempt panicked
-			done(errBreakerFailure)
-			bs.flush(c.cfg.onBreaker)
+		if !finished {
+			c.p.learn(errBreakerFailure)
 		}
 	}()
 	failure, timedOut = attempt(c.numbered(ctx))
 	finished = true
-	done(c.outcome(ctx, failure, timedOut))
-	bs.flush(c.cfg.onBreaker)
-	return failure, timedOut, true, nil
+	c.p.learn(c.verdict(ctx, failure, timedOut))
+	return failure, timedOut
 }
 
-// outcome is what the attempt that has just run means to the breaker.
-func (c *call) outcome(ctx context.Context, failure error, timedOut bool) error {
-	if v := c.verdict; v != nil || c.http.req != nil {
-		c.verdict = nil
-		return v
+// verdict is what the attempt that has just run means to the gates.
+func (c *call) verdict(ctx context.Context, failure error, timedOut bool) error {
+	if c.drv != nil && c.drv.verdict != nil {
+		return c.drv.verdict()
 	}
 	return c.cfg.breakerOutcome(ctx, failure, timedOut)
 }
 
-// breakerOpen waits for an open breaker to let a probe through when that
-// fits the caller's deadline and MaxWait, and otherwise stops the call.
-func (c *call) breakerOpen(ctx context.Context, wait time.Duration) error {
-	bs := c.cfg.breakers
-	if ctx.Err() != nil { // the caller's deadline ended while the breaker was consulted
-		return c.canceled(ctx)
-	}
-	c.breakerWait += wait
-	if bs.spec.MaxWait < 0 || c.breakerWait > bs.spec.MaxWait || wait > c.left(ctx, c.cfg.now()) {
-		bs.denied.Add(1)
-		return c.refuse(ctx, ReasonBreakerOpen, typeBreakerOpen, &breakerError{wait: wait})
-	}
-	bs.waits.Add(1)
-	return c.sleep(ctx, wait)
-}
-
 // started counts the attempt about to run.
 func (c *call) started() {
-	if cfg := c.cfg; c.attempt == 0 && cfg.keyBudgets == nil && cfg.sharedBudget == nil {
-		c.attempt = 1
-		cfg.state.calls.Add(1) // the common case, kept small enough to inline
-		return
-	}
-	c.count()
-}
-
-// count is started's work for a retry, or for a call whose budget counts
-// first attempts per key or outside the Retrier.
-func (c *call) count() {
 	c.attempt++
-	cfg := c.cfg
-	if c.attempt > 1 {
-		cfg.state.retryAttempts.Add(1)
+	if c.attempt == 1 {
+		c.cfg.state.calls.Add(1)
 		return
 	}
-	cfg.state.calls.Add(1)
-	if cfg.keyBudgets != nil {
-		c.budget(cfg.now()).calls.Add(1)
-	}
-	if sb := cfg.sharedBudget; sb != nil {
-		sb.First(c.key)
-	}
+	c.cfg.state.retryAttempts.Add(1)
 }
 
 // attemptKey is the context key of the attempt number.
@@ -230,13 +161,16 @@ func AttemptFrom(ctx context.Context) int {
 // numbered returns ctx carrying the current attempt number, or ctx itself
 // for the first attempt of a call whose context carries none.
 func (c *call) numbered(ctx context.Context) context.Context {
-	if c.attempt == 1 && ctx.Value(attemptKey{}) == nil {
-		return ctx // the first attempt runs with the caller's own context
+	return withAttempt(ctx, c.attempt)
+}
+
+// withAttempt returns ctx carrying attempt number n, or ctx itself for a
+// first attempt whose context carries no number.
+func withAttempt(ctx context.Context, n int) context.Context {
+	if n == 1 && ctx.Value(attemptKey{}) == nil {
+		return ctx
 	}
-	if c.attempt == 1 {
-		c.nested = true
-	}
-	return context.WithValue(ctx, attemptKey{}, c.attempt)
+	return context.WithValue(ctx, attemptKey{}, n)
 }
 
 // timed runs f with a per-attempt timeout of d > 0, and reports whether
@@ -258,17 +192,18 @@ func timed(ctx context.Context, d time.Duration, f func(context.Context) error) 
 	return err, actx.Err() != nil || !time.Now().Before(adl)
 }
 
-// fail handles a failed attempt: classify, decide, take a budget token,
-// report. It returns the wait before the next attempt, or the error that
-// ends the call.
-func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duration, error) {
+// fail handles a failed attempt: classify, decide, pass the retry through
+// the gates, report, and have the driver give up what it holds. It sets
+// the wait before the next attempt, or returns the error that ends the
+// call.
+func (c *call) fail(ctx context.Context, err error, timedOut bool) error {
 	cfg := c.cfg
 	cfg.state.failed.Add(1)
 	c.last = err
 	o := attemptOutcome(ctx, err, timedOut)
 	c.lastTyp = o.typ
 	var now time.Time
-	if c.clocked(ctx) {
+	if cfg.clockAlways || c.hasDeadline(ctx) {
 		now = cfg.now()
 		if c.first.IsZero() {
 			c.first = now
@@ -283,95 +218,53 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) (time.Duratio
 	}
 	dec, sampled := decide(cfg, f)
 	if !dec.Retry {
-		return 0, c.terminal(ctx, o, dec.Reason, now, true)
+		return c.terminal(ctx, o, dec.Reason, now, true)
 	}
-	d := dec.Delay
 	if sampled {
-		c.prev = d
+		c.prev = dec.Delay
 	}
-	if cfg.breakers != nil || cfg.limiter != nil {
-		var reason Reason
-		if d, reason = c.admitNext(ctx, d, now); reason != reasonNone {
-			if reason == ReasonCanceled {
-				return 0, c.canceled(ctx)
+	c.p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: c.p.held}}
+	if len(cfg.gates) > 0 {
+		if no := cfg.admit(ctx, &c.p); no.reason != reasonNone {
+			if no.reason == ReasonCanceled {
+				return c.canceled(ctx)
 			}
-			o.typ = typeBreakerOpen
-			if reason == ReasonRateLimited {
-				o.typ = typeRateLimited
-			}
-			return 0, c.terminal(ctx, o, reason, now, true)
+			o.typ = no.typ
+			return c.terminal(ctx, o, no.reason, now, true)
 		}
-	}
-	if cfg.budgeted && !c.allowRetry(ctx, now) {
-		o.typ = typeBudgetExhausted
-		return 0, c.terminal(ctx, o, ReasonBudget, now, true)
 	}
 	cfg.state.retried.Add(1)
 	if cfg.hooks() {
 		ev := c.event(o, now)
-		ev.Delay = d
+		ev.Delay = c.p.wait
 		cfg.fire(cfg.onFailure, ev)
 		cfg.fire(cfg.onRetry, ev)
 	}
-	return d, nil
+	if c.drv != nil && c.drv.giveUp != nil {
+		c.drv.giveUp()
+	}
+	return nil
 }
 
-// admitNext decides, before the outcome in hand is given up (for the
-// Transport, before the response is drained), whether the next attempt may
-// run after the wait d: an open breaker whose open time outlasts d must
-// fit MaxWait and the deadline, and the rate limiter's token for the next
-// attempt is taken now. It returns the wait before the next attempt, at
-// least d, or the reason that stops the call.
-func (c *call) admitNext(ctx context.Context, d time.Duration, now time.Time) (time.Duration, Reason) {
-	cfg := c.cfg
-	if bs := cfg.breakers; bs != nil {
-		if now.IsZero() {
-			now = cfg.now()
-		}
-		if left := bs.get(c.key, now).openFor(&bs.spec); left > d {
-			c.breakerWait += left - d
-			if bs.spec.MaxWait < 0 || c.breakerWait > bs.spec.MaxWait || left > c.left(ctx, now) {
-				bs.denied.Add(1)
-				return 0, ReasonBreakerOpen
-			}
-			bs.waits.Add(1)
-			d = left
-		}
-	}
-	if l := cfg.limiter; l != nil {
-		mono := cfg.mono()
-		w, cancel, ok := l.l.Reserve(ctx, c.key, mono, c.room(ctx, mono))
-		if !ok {
-			if ctx.Err() != nil {
-				return 0, ReasonCanceled
-			}
-			l.denied.Add(1)
-			return 0, ReasonRateLimited
-		}
-		c.tokened, c.untoken = true, cancel
-		if w > d {
-			l.waits.Add(1)
-			d = w
-		}
-	}
-	return d, reasonNone
-}
-
-// clocked says whether a failure must read the clock: for events and
-// records, MaxElapsed, the caller's deadline or the retry budget.
-// Otherwise the failure path reads no clock at all.
-func (c *call) clocked(ctx context.Context) bool {
-	if c.cfg.clockAlways {
-		return true
-	}
-	_, ok := c.deadline(ctx)
+// hasDeadline reports whether ctx has a deadline.
+func (c *call) hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
 	return ok
+}
+
+// room returns the longest wait from now that fits the caller's deadline
+// and MaxElapsed, reading the clock only when there is one of them.
+func (c *call) room(ctx context.Context) time.Duration {
+	if c.cfg.maxElapsed <= 0 && !c.hasDeadline(ctx) {
+		return maxDuration
+	}
+	return c.left(ctx, c.cfg.now())
 }
 
 // left returns the longest wait from now that ends before the caller's
 // deadline and within MaxElapsed of the call's start; it may be negative.
 func (c *call) left(ctx context.Context, now time.Time) time.Duration {
-	dl, ok := c.deadline(ctx)
+	dl, ok := ctx.Deadline()
 	var elapsed time.Duration
 	if c.cfg.maxElapsed > 0 {
 		elapsed = now.Sub(c.start)
@@ -391,20 +284,6 @@ func waitRoom(now, dl time.Time, hasDL bool, maxElapsed, elapsed time.Duration) 
 		left = min(left, maxDuration/2-1, dl.Sub(now)-1)
 	}
 	return left
-}
-
-// deadline returns ctx's deadline, looked up once per call: a context's
-// deadline never changes.
-func (c *call) deadline(ctx context.Context) (time.Time, bool) {
-	if c.dlKnown == 0 {
-		var ok bool
-		c.dl, ok = ctx.Deadline()
-		c.dlKnown = 1
-		if ok {
-			c.dlKnown = 2
-		}
-	}
-	return c.dl, c.dlKnown == 2
 }
 
 // sleep waits d with the call's reusable timer; a zero delay takes no timer.
@@ -433,31 +312,11 @@ func (c *call) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// budget returns the retry budget of the call: the Retrier's, its key's,
-// or nil when the budget is off.
-func (c *call) budget(now time.Time) *budget {
-	if kb := c.cfg.keyBudgets; kb != nil {
-		return kb.get(c.key, now, c.cfg.newKeyBudget)
-	}
-	return c.cfg.budget
-}
-
-// end releases what the call holds: its timer, and a rate-limit token
-// taken for an attempt that never ran.
-func (c *call) end() {
-	if c.timer != nil || c.untoken != nil {
-		c.release()
-	}
-}
-
-// release stops the call's timer and gives back a token taken for an
+// end releases what the call holds: its timer, and what gates took for an
 // attempt that never ran.
-func (c *call) release() {
+func (c *call) end() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.untoken != nil {
-		c.untoken(c.cfg.mono())
-		c.untoken = nil
-	}
+	c.p.giveBack(c.cfg)
 }

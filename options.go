@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/steadyhq/retry/redact"
@@ -70,22 +69,14 @@ type config struct {
 	http           HTTP // the Transport's own settings
 	limiter        *limiter
 	breakers       *breakers
-	onBreaker      []func(key, from, to string)
-	budget         *budget         // the Retrier's retry budget
-	keyBudgets     *keyed[*budget] // or one per key
-	newKeyBudget   func() *budget  // makes a key's budget
-	budgetSpec     Budget
-	budgetSet      bool
-	sharedBudget   SharedBudget // in place of the budgets above
-	hedge          *hedgeSpec   // nil: no hedging
+	budget         *budgets   // the retry budget; nil when off
+	budgetSpec     *Budget    // WithBudget's, resolved into budget by build
+	hedge          *hedgeSpec // nil: no hedging
+	gates          []gate     // the gates every attempt passes, in order (assemble)
 	optErrs        []error
-	// timed says events or records are observed, so failures record times.
-	timed bool
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.
 	clockAlways bool
-	// budgeted says a retry asks a budget for a token.
-	budgeted bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -113,30 +104,14 @@ func (c *config) build(opts []Option) {
 		c.state = newState()
 	}
 	switch {
-	case c.sharedBudget != nil:
-		c.budget, c.keyBudgets = nil, nil
-	case c.budgetSet && c.budgetSpec.Off:
-		c.budget, c.keyBudgets = nil, nil
-	case c.budgetSet && c.budgetSpec.PerKey:
-		spec := c.budgetSpec
-		c.budget, c.keyBudgets = nil, newKeyed[*budget](maxKeys)
-		clock := c.clock
-		c.newKeyBudget = func() *budget {
-			now := time.Now()
-			if clock != nil {
-				now = clock.Now()
-			}
-			return newBudget(spec, new(atomic.Int64), now)
-		}
-	case c.budgetSet:
-		c.budget, c.keyBudgets = newBudget(c.budgetSpec, &c.state.calls, c.now()), nil
+	case c.budgetSpec != nil:
+		c.budget = newBudgets(*c.budgetSpec, &c.state.calls, c.clock)
 	case !shared:
-		c.budget = newBudget(defaultBudget, &c.state.calls, c.now())
+		c.budget = newBudgets(defaultBudget, &c.state.calls, c.clock)
 	}
 	c.finish()
-	c.timed = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil
-	c.budgeted = c.budget != nil || c.keyBudgets != nil || c.sharedBudget != nil
-	c.clockAlways = c.timed || c.maxElapsed > 0 || c.budgeted
+	c.assemble()
+	c.clockAlways = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil || c.maxElapsed > 0 || c.budget != nil
 }
 
 // clone copies c so that appending hooks to the copy never changes c.
@@ -146,8 +121,7 @@ func (c *config) clone() config {
 	d.onFailure = slices.Clip(d.onFailure)
 	d.onDeadLetter = slices.Clip(d.onDeadLetter)
 	d.onGiveUp = slices.Clip(d.onGiveUp)
-	d.onBreaker = slices.Clip(d.onBreaker)
-	d.budgetSet = false
+	d.budgetSpec = nil
 	d.optErrs = slices.Clip(d.optErrs)
 	return d
 }

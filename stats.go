@@ -72,14 +72,14 @@ func (c *config) stats() Stats {
 		s.BreakerDenied = bs.denied.Load()
 		s.BreakerFallbacks = bs.fallbacks.Load()
 	}
-	if b := c.budget; b != nil {
-		s.BudgetBalance = b.available(c.now())
-		s.BudgetDenied = b.denied.Load()
+	if b := c.budget; b != nil && b.one != nil {
+		s.BudgetBalance = b.one.available(c.now())
+		s.BudgetDenied = b.one.denied.Load()
 	}
-	if kb := c.keyBudgets; kb != nil {
+	if kb := c.budget; kb != nil && kb.keys != nil {
 		now := c.now()
 		s.Budgets = make(map[string]float64)
-		kb.each(func(key string, b *budget) {
+		kb.keys.each(func(key string, b *budget) {
 			s.Budgets[key] = b.available(now)
 			s.BudgetDenied += b.denied.Load()
 		})

@@ -149,57 +149,83 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, cfg.err
 	}
-	ctx := req.Context()
-	c := call{cfg: cfg, key: t.key(req)}
-	rt := &c.http
-	*rt = roundTrip{t: t, req: req, idempotent: cfg.http.AllMethods || idempotent(req)}
+	rt := roundTrip{t: t, req: req, idempotent: cfg.http.AllMethods || idempotent(req)}
 	if cfg.http.IdempotencyKey && !hasIdempotencyKey(req.Header) {
 		rt.idemKey = newIdempotencyKey()
 		rt.idempotent = true
 	}
 	if rt.mayHedge() {
-		return hedgedRoundTrip(ctx, c)
+		return t.hedged(rt)
 	}
 	defer rt.finish()
+	ctx := req.Context()
+	c := call{cfg: cfg, key: t.key(req)}
+	drv := driver{verdict: rt.verdictOf, giveUp: rt.discard, describe: rt.describe, record: rt.record}
+	c.drv = &drv
 	err := c.run(ctx, func(actx context.Context) (error, bool) {
+		var failure error
+		var timedOut bool
 		rt.held = nil
-		var timer *time.Timer
-		actx, rt.cancel, timer = rt.attemptContext(actx)
-		resp, err := rt.send(actx, c.attempt)
-		if timer != nil && !timer.Stop() && err == nil {
-			// The timeout struck as the headers arrived: the body is cut.
-			// The timer's cancel may still be on its way: wait for it.
-			resp.Body.Close()
-			<-actx.Done()
-			resp, err = nil, context.Cause(actx)
-		}
-		rt.resp = resp
-		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
-		failure := err
-		if err == nil {
-			failure = cfg.statusFailure(resp)
-		}
-		if cfg.breakers != nil {
-			c.verdict = httpVerdict(ctx, cfg, resp, err, timedOut)
-		}
+		rt.resp, rt.cancel, failure, timedOut, rt.verdict = rt.attempt(actx, c.attempt)
 		if failure == nil {
 			return nil, false
-		}
-		if rt.url == "" {
-			rt.method, rt.url = methodOf(req), redact.SanitizeURL(req.URL)
 		}
 		if b := rt.blocked(ctx, failure, c.attempt < cfg.policy.MaxAttempts); b != nil {
 			failure = b
 		}
 		return failure, timedOut
 	})
+	return rt.answer(err)
+}
+
+// answer is RoundTrip's result once the loop has ended with err: the
+// response in hand, whether a success or a stop decided with it in hand,
+// or else the response held from a retry that was then refused, or err.
+func (rt *roundTrip) answer(err error) (*http.Response, error) {
 	if rt.resp != nil {
-		// A success, or a stop decided with this response in hand: the
-		// response itself is the answer.
 		return deliver(rt.resp, rt.cancel), nil
 	}
 	release(rt.cancel)
 	return heldOr(rt.held, err)
+}
+
+// attempt sends attempt n of the request on actx, a child of the caller's
+// context, and returns the response, the release of the attempt's context,
+// its failure (nil when the response is final), whether the attempt's own
+// timeout cut it off, and what it means to a circuit breaker. Plain and
+// hedged requests alike send their attempts through it.
+func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, cancel context.CancelFunc, failure error, timedOut bool, verdict error) {
+	cfg := rt.t.config()
+	actx, cancel, timer := rt.attemptContext(actx)
+	resp, err := rt.send(actx, n)
+	if timer != nil && !timer.Stop() && err == nil {
+		// The timeout struck as the headers arrived: the body is cut.
+		// The timer's cancel may still be on its way: wait for it.
+		resp.Body.Close()
+		<-actx.Done()
+		resp, err = nil, context.Cause(actx)
+	}
+	timedOut = err != nil && context.Cause(actx) == errAttemptTimeout
+	failure = err
+	if err == nil {
+		failure = cfg.statusFailure(resp)
+	}
+	if cfg.breakers != nil {
+		verdict = httpVerdict(rt.req.Context(), cfg, resp, err, timedOut)
+	}
+	return resp, cancel, failure, timedOut, verdict
+}
+
+// verdictOf is what the attempt in hand means to the gates.
+func (rt *roundTrip) verdictOf() error { return rt.verdict }
+
+// describe returns the request's method and its URL without credentials,
+// for events and records.
+func (rt *roundTrip) describe() (method, url string) {
+	if rt.url == "" {
+		rt.method, rt.url = methodOf(rt.req), redact.SanitizeURL(rt.req.URL)
+	}
+	return rt.method, rt.url
 }
 
 // httpVerdict is what an attempt's outcome means to a circuit breaker:
@@ -267,12 +293,13 @@ type roundTrip struct {
 	next       io.ReadCloser // the next attempt's body, from GetBody
 	bodyOwned  bool          // the caller's body was handed on; someone else closes it
 
-	method string // for events and records, set at the first failure
+	method string // for events and records, set when first asked
 	url    string // the request's URL without credentials, likewise
 
-	resp   *http.Response     // the response of the attempt in hand
-	cancel context.CancelFunc // releases that attempt's context
-	held   *http.Response     // a response given up for a retry, kept in memory
+	resp    *http.Response     // the response of the attempt in hand
+	cancel  context.CancelFunc // releases that attempt's context
+	verdict error              // what that attempt means to the gates
+	held    *http.Response     // a response given up for a retry, kept in memory
 }
 
 // discard gives up the response in hand once a retry is decided, after its
@@ -348,9 +375,7 @@ func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) 
 	}
 	switch {
 	case req.GetBody != nil && n == 1:
-		if !rt.bodyOwned { // set beforehand for hedged attempts, which run at once
-			rt.bodyOwned = true
-		}
+		rt.bodyOwned = true // the first attempt sends the caller's own body
 		out.Body = req.Body
 	case req.GetBody != nil:
 		b := rt.next

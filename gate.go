@@ -1,0 +1,183 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// A gate is a defence that every attempt passes: the circuit breaker, the
+// rate limiter, the retry budget. Each lives in its own file behind this
+// interface, and the loop asks every gate of the call, in the order
+// config.assemble gives, through config.admit and config.enter, for first
+// attempts, retries and hedges alike. Gates take the ask by value and
+// answer with a grant, so that a call's state stays on its caller's stack.
+type gate interface {
+	// admit is asked when an attempt is planned: a first attempt or a
+	// hedge just before it would run, a retry as soon as it is decided,
+	// before its wait, so that a driver still holds what the last attempt
+	// returned when the retry is refused. The grant lets the attempt
+	// through after g.wait (at least a.wait, at most a.room), or refuses
+	// it; its undo, when not nil, gives back what the gate took should
+	// the attempt never run.
+	admit(ctx context.Context, a ask) grant
+	// enter is asked just before the attempt runs, after every wait. The
+	// grant lets it run, with a done that learns its outcome (nil when the
+	// gate need not know), or asks for a wait (g.wait) after which the
+	// gate is asked again, or refuses.
+	enter(ctx context.Context, a ask) grant
+}
+
+// kind is what an attempt is to the gates.
+type kind uint8
+
+const (
+	kindFirst kind = iota // the first attempt of a call
+	kindRetry             // an attempt after a failure
+	kindHedge             // an attempt beside one in flight: it starts now or not at all
+)
+
+// ask is what a gate is asked about an attempt.
+type ask struct {
+	cfg  *config
+	kind kind
+	key  string
+	// room is the longest wait that fits the caller's deadline and
+	// MaxElapsed; zero for a hedge.
+	room time.Duration
+	// wait is the wait before the attempt so far: the policy's, raised by
+	// the gates asked before.
+	wait time.Duration
+	// held is how long gates have held the call beyond the policy's
+	// waits, in all (Breaker.MaxWait bounds it).
+	held time.Duration
+}
+
+// grant is a gate's answer.
+type grant struct {
+	wait time.Duration   // see gate.admit and gate.enter
+	held time.Duration   // what this wait adds to ask.held
+	undo func(time.Time) // gives back what admit took
+	done func(error)     // learns the outcome, after enter
+	no   refusal         // a refusal, when no.reason is set
+}
+
+// maxGates is the most gates a call passes.
+const maxGates = 4
+
+// pass is one attempt's way through the gates: the ask, and what the gates
+// granted.
+type pass struct {
+	ask
+	undo  [maxGates]func(time.Time) // what gates took, given back if the attempt never runs
+	done  [maxGates]func(error)     // what learns the attempt's outcome
+	taken bool                      // some undo is set
+	heard bool                      // some done is set
+}
+
+// refusal is a gate's no: the reason the call stops, the type of its
+// error, and the error a call refused before any attempt returns.
+type refusal struct {
+	reason Reason
+	typ    string
+	err    error
+}
+
+// assemble puts the configuration's gates in the order they are asked:
+// the breaker raises a retry's wait to the end of its open time, the rate
+// limiter takes its token for that wait, and the budget, last, takes a
+// retry token only once the others let the attempt through.
+func (c *config) assemble() {
+	c.gates = nil
+	if c.breakers != nil {
+		c.gates = append(c.gates, c.breakers)
+	}
+	if c.limiter != nil {
+		c.gates = append(c.gates, c.limiter)
+	}
+	if c.budget != nil {
+		c.gates = append(c.gates, c.budget)
+	}
+}
+
+// admit asks every gate to let the attempt of p through (see gate.admit),
+// raising p.wait. On a refusal it gives back what the gates before took.
+func (c *config) admit(ctx context.Context, p *pass) refusal {
+	for i, g := range c.gates {
+		gr := g.admit(ctx, p.ask)
+		if gr.no.reason != reasonNone {
+			p.giveBack(c)
+			return gr.no
+		}
+		p.wait, p.held = max(p.wait, gr.wait), p.held+gr.held
+		if gr.undo != nil {
+			p.undo[i], p.taken = gr.undo, true
+		}
+	}
+	return refusal{}
+}
+
+// enter asks every gate to let the attempt of p run now (see gate.enter),
+// sleeping through the waits they ask for with sleep. On a refusal, or an
+// error from sleep, it reports to the gates already entered that the
+// attempt did not run, and gives back what the gates took in admit.
+func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) error) (no refusal, err error) {
+	for i := 0; i < len(c.gates); {
+		gr := c.gates[i].enter(ctx, p.ask)
+		if gr.no.reason == reasonNone && gr.wait > 0 {
+			p.held += gr.held
+			if err := sleep(gr.wait); err != nil {
+				p.learn(errBreakerExcluded)
+				p.giveBack(c)
+				return refusal{}, err
+			}
+			p.room -= gr.wait
+			continue
+		}
+		if gr.no.reason != reasonNone {
+			p.learn(errBreakerExcluded)
+			p.giveBack(c)
+			return gr.no, nil
+		}
+		if gr.done != nil {
+			p.done[i], p.heard = gr.done, true
+		}
+		i++
+	}
+	if p.taken { // the attempt runs: what was taken is spent
+		p.undo, p.taken = [maxGates]func(time.Time){}, false
+	}
+	return refusal{}, nil
+}
+
+// learn reports the attempt's outcome to the gates that asked for it: nil
+// for a success, errBreakerExcluded for an outcome that counts neither way,
+// errBreakerFailure for a failure.
+func (p *pass) learn(outcome error) {
+	if !p.heard {
+		return
+	}
+	p.heard = false
+	for i, done := range p.done {
+		if done != nil {
+			done(outcome)
+			p.done[i] = nil
+		}
+	}
+	if bs := p.cfg.breakers; bs != nil {
+		bs.flush()
+	}
+}
+
+// giveBack gives back what the gates took for an attempt that never runs.
+func (p *pass) giveBack(c *config) {
+	if !p.taken {
+		return
+	}
+	p.taken = false
+	for i, undo := range p.undo {
+		if undo != nil {
+			undo(c.mono())
+			p.undo[i] = nil
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// refused ends the call a gate refused (see refusal), or returns nil when
+// no gate did.
+func (c *call) refused(ctx context.Context, no refusal) error {
+	switch no.reason {
+	case reasonNone:
+		return nil
+	case ReasonCanceled:
+		return c.canceled(ctx)
+	}
+	return c.refuse(ctx, no.reason, no.typ, no.err)
+}
+
+// newError returns the error of a call that stops for reason. A call stopped
+// by the caller's context keeps the context's error and its cause, so that
+// errors.Is matches both; a call stopped because its next wait could not fit
+// (ReasonDeadline) matches context.DeadlineExceeded.
+func (c *call) newError(ctx context.Context, reason Reason) *Error {
+	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last}
+	switch reason {
+	case ReasonCanceled:
+		cerr, cause := ctx.Err(), context.Cause(ctx)
+		if e.Err == nil {
+			e.Err, cause = cause, nil
+		}
+		if cause != nil && cause != e.Err {
+			e.cause = cause
+		}
+		if cerr != nil && cerr != e.Err && cerr != e.cause {
+			e.ctxErr = cerr
+		}
+	case ReasonDeadline:
+		e.ctxErr = context.DeadlineExceeded
+	}
+	return e
+}
+
+// terminal ends the call with reason: counters, events and dead-letter
+// routing. failed says the call's last attempt has just failed, so that
+// OnFailure reports it. The record goes to the sink before any hook runs,
+// so that a panicking hook cannot lose it.
+func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.Time, failed bool) error {
+	cfg := c.cfg
+	route := routed(reason, &cfg.policy)
+	cfg.state.failedPermanently.Add(1)
+	e := c.newError(ctx, reason)
+	switch {
+	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
+		e.typ = o.typ
+	case o.typ == typeAttemptTimeout, o.typ == typeTimeout:
+		// Err wraps context.DeadlineExceeded: without this, TypeOf would
+		// report the caller's own deadline as the cause.
+		e.typ = o.typ
+	}
+	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
+		return e
+	}
+	if now.IsZero() { // the failure path did not need the clock
+		now = cfg.now()
+	}
+	ev := c.event(o, now)
+	ev.Reason = reason
+	if route {
+		if ev.Payload == nil && c.drv != nil && c.drv.record != nil {
+			ev.Payload = c.drv.record()
+		}
+		e.sink = c.deadLetter(ctx, ev)
+	}
+	if failed {
+		cfg.fire(cfg.onFailure, ev)
+	}
+	if route {
+		c.alert(ev)
+	}
+	cfg.fire(cfg.onGiveUp, ev)
+	return e
+}
+
+// refuse stops the call before an attempt: the breaker, the rate limiter or
+// the budget said no. The error keeps the last attempt's error, if any, and
+// is typed by what refused.
+//
+// A refusal is not a failed attempt: it fires no OnFailure. Before any
+// attempt ran it is only the returned error (counted in Stats as a breaker
+// or limiter denial); after one, it ends the call like exhaustion, routed by
+// the policy's on_exhaustion with the last failure.
+func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
+	if c.attempt == 0 {
+		c.cfg.state.unstarted.Add(1)
+		e := &Error{Reason: reason, Err: err, typ: typ}
+		c.gaveUp(e, typ)
+		return e
+	}
+	o := inspect(c.last)
+	o.typ = typ
+	return c.terminal(ctx, o, reason, c.cfg.now(), false)
+}
+
+// canceled ends the call because the caller's context is done.
+func (c *call) canceled(ctx context.Context) error {
+	if c.attempt > 0 {
+		c.cfg.state.failedPermanently.Add(1)
+	} else {
+		c.cfg.state.unstarted.Add(1)
+	}
+	e := c.newError(ctx, ReasonCanceled)
+	if c.lastTyp == typeAttemptTimeout {
+		e.typ = c.lastTyp // see terminal
+	}
+	c.gaveUp(e, "")
+	return e
+}
+
+// gaveUp fires OnGiveUp for a call that stops with e outside terminal: a
+// refusal before any attempt, or the caller's context ending between
+// attempts. typ overrides the type of the error.
+func (c *call) gaveUp(e *Error, typ string) {
+	hooks := c.cfg.onGiveUp
+	if len(hooks) == 0 {
+		return
+	}
+	var ev Event
+	if c.last != nil {
+		o := inspect(c.last)
+		if c.lastTyp != "" {
+			o.typ = c.lastTyp
+		}
+		ev = c.event(o, c.cfg.now())
+	} else {
+		method, url := c.describe()
+		ev = Event{Err: e.Err, Key: c.key, Method: method, URL: url, Time: c.cfg.now()}
+		if ev.Key == "" {
+			ev.Key = c.cfg.key
+		}
+		if e.Err != nil {
+			ev.Message = c.cfg.sanitize(e.Err.Error())
+			ev.Type = TypeOf(e.Err)
+		}
+	}
+	if typ != "" {
+		ev.Type = typ
+	}
+	ev.Reason = e.Reason
+	c.cfg.fire(hooks, ev)
+}
