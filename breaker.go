@@ -255,8 +255,7 @@ func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
 	case nil:
 		return done, 0
 	case gobreaker.ErrOpenState:
-		left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
-		return nil, max(left+1, time.Nanosecond) // see openWait
+		return nil, b.openLeft(spec)
 	}
 	return nil, spec.recheck() // half-open, its probes in flight
 }
@@ -397,8 +396,15 @@ func (b *breaker) openFor(spec *Breaker) time.Duration {
 	if b.cb.State() != gobreaker.StateOpen {
 		return 0
 	}
+	return b.openLeft(spec)
+}
+
+// openLeft returns how long the local breaker stays open from now, plus a
+// nanosecond: gobreaker turns half-open only once its timeout has passed,
+// so a wait that ended exactly at it would find the breaker still open.
+func (b *breaker) openLeft(spec *Breaker) time.Duration {
 	left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
-	return max(left+1, time.Nanosecond) // see run
+	return max(left+1, time.Nanosecond)
 }
 
 // breakerError is the failure of a call stopped by an open breaker.

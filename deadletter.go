@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,21 +46,16 @@ func WithDeadLetter(d DeadLetters) Option {
 			c.invalid("WithDeadLetter", d.Timeout, "Timeout must be >= 0 (0 means 10 s)")
 			return
 		}
-		c.sink, c.sinkTimeout, c.dedupWindow = d.Sink, d.Timeout, d.DedupWindow
-		if d.Timeout == 0 {
-			c.sinkTimeout = defaultDeadLetterLimit
-		}
-		switch {
-		case d.DedupWindow == 0:
-			c.dedupWindow = defaultDedupWindow
-		case d.DedupWindow < 0:
-			c.dedupWindow = 0
-		}
-		c.onDeadLetter = nil
-		if d.Alert != nil {
-			c.onDeadLetter = []func(Event){d.Alert}
-		}
+		c.deadLetters = d.withDefaults()
 	})
+}
+
+// withDefaults returns d with its zero fields set to their defaults, and
+// a negative DedupWindow set to zero: none.
+func (d DeadLetters) withDefaults() DeadLetters {
+	d.Timeout = cmp.Or(d.Timeout, defaultDeadLetterLimit)
+	d.DedupWindow = max(cmp.Or(d.DedupWindow, defaultDedupWindow), 0)
+	return d
 }
 
 // errNoDeadLetterSink is joined into a call's error when a failure is routed
@@ -71,11 +67,11 @@ var errNoDeadLetterSink = errors.New("retry: no dead-letter sink configured")
 func (c *call) deadLetter(ctx context.Context, ev Event) error {
 	cfg, st := c.cfg, c.cfg.state
 	var err error
-	if cfg.sink == nil {
+	if dl := cfg.deadLetters; dl.Sink == nil {
 		err = errNoDeadLetterSink
 	} else {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.sinkTimeout)
-		err = callSink(sctx, cfg.sink, ev)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dl.Timeout)
+		err = callSink(sctx, dl.Sink, ev)
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("retry: dead-letter sink: %w", err)
@@ -93,11 +89,12 @@ func (c *call) deadLetter(ctx context.Context, ev Event) error {
 // raised within the dedup window.
 func (c *call) alert(ev Event) {
 	cfg, st := c.cfg, c.cfg.state
-	if len(cfg.onDeadLetter) == 0 {
+	dl := cfg.deadLetters
+	if dl.Alert == nil {
 		return
 	}
-	if st.alerts.admit(ev.Key, ev.Type, ev.Message, ev.Time, cfg.dedupWindow) {
-		cfg.fire(cfg.onDeadLetter, ev)
+	if st.alerts.admit(ev.Key, ev.Type, ev.Message, ev.Time, dl.DedupWindow) {
+		dl.Alert(ev)
 	} else {
 		st.alertsSuppressed.Add(1)
 	}

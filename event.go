@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"slices"
 	"time"
 )
 
@@ -29,7 +30,7 @@ type Event struct {
 func OnRetry(f func(Event)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
-			c.onRetry = append(c.onRetry, f)
+			c.hooks.retry = append(c.hooks.retry, f)
 		}
 	})
 }
@@ -39,7 +40,7 @@ func OnRetry(f func(Event)) Option {
 func OnFailure(f func(Event)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
-			c.onFailure = append(c.onFailure, f)
+			c.hooks.failure = append(c.hooks.failure, f)
 		}
 	})
 }
@@ -52,9 +53,31 @@ func OnFailure(f func(Event)) Option {
 func OnGiveUp(f func(Event)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
-			c.onGiveUp = append(c.onGiveUp, f)
+			c.hooks.giveUp = append(c.hooks.giveUp, f)
 		}
 	})
+}
+
+// hooks are the event hooks of a configuration, in the order given.
+type hooks struct {
+	retry, failure, giveUp []func(Event)
+}
+
+// any reports whether any hook is set.
+func (h *hooks) any() bool {
+	return len(h.retry) > 0 || len(h.failure) > 0 || len(h.giveUp) > 0
+}
+
+// clip returns h whose lists a later append copies rather than shares.
+func (h hooks) clip() hooks {
+	return hooks{slices.Clip(h.retry), slices.Clip(h.failure), slices.Clip(h.giveUp)}
+}
+
+// fire calls each hook of list with ev.
+func fire(list []func(Event), ev Event) {
+	for _, h := range list {
+		h(ev)
+	}
 }
 
 // event builds the Event of the current failure.

@@ -234,11 +234,11 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) error {
 		}
 	}
 	cfg.state.retried.Add(1)
-	if cfg.hooks() {
+	if h := &cfg.hooks; len(h.failure) > 0 || len(h.retry) > 0 {
 		ev := c.event(o, now)
 		ev.Delay = c.p.wait
-		cfg.fire(cfg.onFailure, ev)
-		cfg.fire(cfg.onRetry, ev)
+		fire(h.failure, ev)
+		fire(h.retry, ev)
 	}
 	if c.drv != nil && c.drv.giveUp != nil {
 		c.drv.giveUp()

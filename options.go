@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -54,13 +53,8 @@ type config struct {
 	attemptTimeout time.Duration
 	maxElapsed     time.Duration
 	maxServerDelay time.Duration
-	onRetry        []func(Event)
-	onFailure      []func(Event)
-	onDeadLetter   []func(Event)
-	onGiveUp       []func(Event)
-	sink           func(context.Context, Event) error
-	sinkTimeout    time.Duration
-	dedupWindow    time.Duration
+	hooks          hooks       // OnRetry, OnFailure, OnGiveUp
+	deadLetters    DeadLetters // WithDeadLetter's, with its defaults
 	sanitize       func(string) string
 	random         func() float64
 	key            string
@@ -84,8 +78,7 @@ type config struct {
 func (c *config) build(opts []Option) {
 	*c = config{
 		maxServerDelay: defaultMaxServerDelay,
-		sinkTimeout:    defaultDeadLetterLimit,
-		dedupWindow:    defaultDedupWindow,
+		deadLetters:    DeadLetters{}.withDefaults(),
 		sanitize:       redact.Sanitize,
 		random:         rand.Float64,
 	}
@@ -111,16 +104,13 @@ func (c *config) build(opts []Option) {
 	}
 	c.finish()
 	c.assemble()
-	c.clockAlways = c.hooks() || len(c.onGiveUp) > 0 || c.sink != nil || c.maxElapsed > 0 || c.budget != nil
+	c.clockAlways = c.hooks.any() || c.deadLetters.Sink != nil || c.deadLetters.Alert != nil || c.maxElapsed > 0 || c.budget != nil
 }
 
 // clone copies c so that appending hooks to the copy never changes c.
 func (c *config) clone() config {
 	d := *c
-	d.onRetry = slices.Clip(d.onRetry)
-	d.onFailure = slices.Clip(d.onFailure)
-	d.onDeadLetter = slices.Clip(d.onDeadLetter)
-	d.onGiveUp = slices.Clip(d.onGiveUp)
+	d.hooks = d.hooks.clip()
 	d.budgetSpec = nil
 	d.optErrs = slices.Clip(d.optErrs)
 	return d
@@ -151,15 +141,6 @@ func (c *config) finish() {
 	}
 }
 
-func (c *config) hooks() bool {
-	return len(c.onFailure) > 0 || len(c.onRetry) > 0 || len(c.onDeadLetter) > 0
-}
-
-func (c *config) fire(hooks []func(Event), ev Event) {
-	for _, h := range hooks {
-		h(ev)
-	}
-}
 
 func (c *config) invalid(option string, value any, rule string) {
 	c.optErrs = append(c.optErrs, fmt.Errorf("retry: option %s: value %v: %s", option, value, rule))

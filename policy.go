@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,34 @@ const (
 	JitterEqual        JitterKind = "equal"        // d/2 + d/2·u, AWS "equal jitter"
 	JitterDecorrelated JitterKind = "decorrelated" // I + (3·prev − I)·u, AWS "decorrelated jitter"
 )
+
+// jitterKinds is every JitterKind, in the order above: the one list that
+// validation, policy JSON and the CLI read.
+var jitterKinds = [...]JitterKind{JitterNone, JitterProportional, JitterPercent, JitterAdditive, JitterFull, JitterEqual, JitterDecorrelated}
+
+// JitterKinds returns every jitter kind, from JitterNone to
+// JitterDecorrelated, as policy JSON names them.
+func JitterKinds() []JitterKind { return slices.Clone(jitterKinds[:]) }
+
+// jitterKindList names the kinds for an error: "a, b or c", each quoted
+// when quote is set.
+func jitterKindList(quote bool) string {
+	var b strings.Builder
+	for i, k := range jitterKinds {
+		switch {
+		case i == len(jitterKinds)-1:
+			b.WriteString(" or ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		if quote {
+			b.WriteString(strconv.Quote(string(k)))
+		} else {
+			b.WriteString(string(k))
+		}
+	}
+	return b.String()
+}
 
 // Jitter says how a policy randomises its delays. The zero Jitter is the OJS
 // default, proportional with factor 0.5 (a delay d becomes one in
@@ -241,8 +270,8 @@ func (p Policy) Validate() error {
 }
 
 func (j Jitter) validate() error {
-	if j.Kind != "" && !slices.Contains([]JitterKind{JitterNone, JitterProportional, JitterPercent, JitterAdditive, JitterFull, JitterEqual, JitterDecorrelated}, j.Kind) {
-		return policyErr("jitter.kind", j.Kind, "must be none, proportional, percent, additive, full, equal or decorrelated")
+	if j.Kind != "" && !slices.Contains(jitterKinds[:], j.Kind) {
+		return policyErr("jitter.kind", j.Kind, "must be "+jitterKindList(false))
 	}
 	switch j.Kind {
 	case "", JitterProportional, JitterPercent:

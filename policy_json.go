@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -253,7 +254,7 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 			}
 			k, ok := jitterByName(s)
 			if !ok {
-				return Jitter{}, bad(`must be "none", "proportional", "percent", "additive", "full", "equal" or "decorrelated"`)
+				return Jitter{}, bad("must be " + jitterKindList(true))
 			}
 			j.Kind = k
 		case "factor":
@@ -279,11 +280,8 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 }
 
 func jitterByName(s string) (JitterKind, bool) {
-	switch k := JitterKind(s); k {
-	case JitterNone, JitterProportional, JitterPercent, JitterAdditive, JitterFull, JitterEqual, JitterDecorrelated:
-		return k, true
-	}
-	return "", false
+	k := JitterKind(s)
+	return k, slices.Contains(jitterKinds[:], k)
 }
 
 // jsonWhole reads a JSON number whose value is an integer, whatever its

@@ -556,3 +556,28 @@ func roundTrip(t *testing.T, p retry.Policy) {
 // withDefaults returns p with its zero fields set to their defaults, as a
 // Retrier resolves it.
 func withDefaults(p retry.Policy) retry.Policy { return retry.New(retry.WithPolicy(p)).Policy() }
+
+// TestJitterKinds: every kind JitterKinds returns is one policy JSON reads
+// and Validate accepts, and the error for an unknown kind names them all.
+func TestJitterKinds(t *testing.T) {
+	kinds := retry.JitterKinds()
+	if len(kinds) != 7 || kinds[0] != retry.JitterNone || kinds[len(kinds)-1] != retry.JitterDecorrelated {
+		t.Fatalf("JitterKinds() = %v, want none first and decorrelated last, 7 in all", kinds)
+	}
+	for _, k := range kinds {
+		extra := ""
+		if k == retry.JitterAdditive {
+			extra = `, "amount": "PT1S"`
+		}
+		p, err := retry.ParsePolicy([]byte(`{"jitter": {"kind": "` + string(k) + `"` + extra + `}}`))
+		if err != nil || p.Jitter.Kind != k {
+			t.Errorf("kind %q: %v, kind %q", k, err, p.Jitter.Kind)
+		}
+	}
+	err := retry.Policy{Jitter: retry.Jitter{Kind: "gaussian"}}.Validate()
+	for _, k := range kinds {
+		if err == nil || !strings.Contains(err.Error(), string(k)) {
+			t.Errorf("Validate of an unknown kind: %v, want it to name %q", err, k)
+		}
+	}
+}

@@ -58,7 +58,7 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.
 		// report the caller's own deadline as the cause.
 		e.typ = o.typ
 	}
-	if !route && (!failed || len(cfg.onFailure) == 0) && len(cfg.onGiveUp) == 0 {
+	if !route && (!failed || len(cfg.hooks.failure) == 0) && len(cfg.hooks.giveUp) == 0 {
 		return e
 	}
 	if now.IsZero() { // the failure path did not need the clock
@@ -73,12 +73,12 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.
 		e.sink = c.deadLetter(ctx, ev)
 	}
 	if failed {
-		cfg.fire(cfg.onFailure, ev)
+		fire(cfg.hooks.failure, ev)
 	}
 	if route {
 		c.alert(ev)
 	}
-	cfg.fire(cfg.onGiveUp, ev)
+	fire(cfg.hooks.giveUp, ev)
 	return e
 }
 
@@ -121,7 +121,7 @@ func (c *call) canceled(ctx context.Context) error {
 // refusal before any attempt, or the caller's context ending between
 // attempts. typ overrides the type of the error.
 func (c *call) gaveUp(e *Error, typ string) {
-	hooks := c.cfg.onGiveUp
+	hooks := c.cfg.hooks.giveUp
 	if len(hooks) == 0 {
 		return
 	}
@@ -147,5 +147,5 @@ func (c *call) gaveUp(e *Error, typ string) {
 		ev.Type = typ
 	}
 	ev.Reason = e.Reason
-	c.cfg.fire(hooks, ev)
+	fire(hooks, ev)
 }

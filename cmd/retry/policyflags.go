@@ -40,7 +40,7 @@ var fieldFlags = []struct{ name, usage string }{
 	{"offset", "delay offset added to every raw delay"},
 	{"coefficient", "backoff coefficient (>= 1)"},
 	{"strategy", "backoff strategy: constant, linear, exponential, polynomial or immediate"},
-	{"jitter", "jitter: none, true (proportional 0.5), proportional, percent, additive, full, equal or decorrelated"},
+	{"jitter", "jitter: true (proportional 0.5) or a kind: " + jitterKinds()},
 	{"jitter-factor", "factor of proportional and percent jitter, in (0, 1]"},
 	{"jitter-amount", "amount J of additive jitter"},
 	{"on-exhaustion", "discard or dead_letter"},
@@ -361,4 +361,14 @@ func withDefaults(p retry.Policy) retry.Policy {
 		return p
 	}
 	return r.Policy()
+}
+
+// jitterKinds names the library's jitter kinds, as policy JSON does.
+func jitterKinds() string {
+	kinds := retry.JitterKinds()
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

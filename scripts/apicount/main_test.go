@@ -3,7 +3,7 @@ package main
 import "testing"
 
 // maxRootAPI is the most exported identifiers the root package may have.
-const maxRootAPI = 110
+const maxRootAPI = 111
 
 // TestRootAPI keeps the root package's API within maxRootAPI identifiers.
 func TestRootAPI(t *testing.T) {
