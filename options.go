@@ -141,7 +141,6 @@ func (c *config) finish() {
 	}
 }
 
-
 func (c *config) invalid(option string, value any, rule string) {
 	c.optErrs = append(c.optErrs, fmt.Errorf("retry: option %s: value %v: %s", option, value, rule))
 }
