@@ -291,6 +291,10 @@ func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(erro
 	}, 0
 }
 
+// acts: the breaker admits retries, which may wait for its open time, and
+// every attempt enters it.
+func (bs *breakers) acts() (admits, enters uint8) { return onRetry, onAll }
+
 // admit raises a retry's wait to the end of an open breaker's open time,
 // when that fits MaxWait and the time left; otherwise it refuses, so that
 // the call stops with the outcome of the last attempt still in hand.
@@ -304,7 +308,7 @@ func (bs *breakers) admit(_ context.Context, a ask) grant {
 	}
 	if bs.spec.MaxWait < 0 || a.held+left-a.wait > bs.spec.MaxWait || left > a.room {
 		bs.denied.Add(1)
-		return grant{no: refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: left}}}
+		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: left}}}
 	}
 	bs.waits.Add(1)
 	return grant{wait: left, held: left - a.wait}
@@ -332,12 +336,12 @@ func (bs *breakers) enter(ctx context.Context, a ask) grant {
 	case done != nil:
 		return grant{done: done}
 	case ctx.Err() != nil: // the caller's context ended while the breaker was consulted
-		return grant{no: refusal{reason: ReasonCanceled}}
+		return grant{no: &refusal{reason: ReasonCanceled}}
 	case a.kind == kindHedge:
-		return grant{no: refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
+		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
 	case bs.spec.MaxWait < 0 || a.held+wait > bs.spec.MaxWait || wait > a.room:
 		bs.denied.Add(1)
-		return grant{no: refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
+		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
 	}
 	bs.waits.Add(1)
 	return grant{wait: wait, held: wait}

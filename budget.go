@@ -112,11 +112,18 @@ type budgets struct {
 	shared SharedBudget
 }
 
+// acts: retries and hedges take a token; first attempts are counted by
+// a budget per key or a SharedBudget as they enter, and by the Retrier's
+// call counter for its own budget.
+func (bs *budgets) acts() (admits, enters uint8) {
+	if bs.one != nil {
+		return onRetry | onHedge, 0
+	}
+	return onRetry | onHedge, onFirst
+}
+
 // admit takes a token for a retry or a hedge; a first attempt needs none.
 func (bs *budgets) admit(ctx context.Context, a ask) grant {
-	if a.kind == kindFirst {
-		return grant{}
-	}
 	now := a.cfg.now()
 	var ok bool
 	if bs.shared != nil {
@@ -125,7 +132,7 @@ func (bs *budgets) admit(ctx context.Context, a ask) grant {
 		ok = bs.get(a.key, now).allow(now)
 	}
 	if !ok {
-		return grant{no: refusal{reason: ReasonBudget, typ: typeBudgetExhausted}}
+		return grant{no: &refusal{reason: ReasonBudget, typ: typeBudgetExhausted}}
 	}
 	return grant{}
 }
@@ -133,9 +140,6 @@ func (bs *budgets) admit(ctx context.Context, a ask) grant {
 // enter counts a first attempt where the Retrier's call counter does not:
 // for a budget per key, or a SharedBudget.
 func (bs *budgets) enter(_ context.Context, a ask) grant {
-	if a.kind != kindFirst || bs.one != nil {
-		return grant{}
-	}
 	if bs.shared != nil {
 		bs.shared.First(a.key)
 	} else {

@@ -12,6 +12,9 @@ import (
 // attempts, retries and hedges alike. Gates take the ask by value and
 // answer with a grant, so that a call's state stays on its caller's stack.
 type gate interface {
+	// acts returns the kinds of attempt (bit 1<<kind) that admit and
+	// enter act on; the loop asks the gate only about those.
+	acts() (admits, enters uint8)
 	// admit is asked when an attempt is planned: a first attempt or a
 	// hedge just before it would run, a retry as soon as it is decided,
 	// before its wait, so that a driver still holds what the last attempt
@@ -58,7 +61,7 @@ type grant struct {
 	held time.Duration   // what this wait adds to ask.held
 	undo func(time.Time) // gives back what admit took
 	done func(error)     // learns the outcome, after enter
-	no   refusal         // a refusal, when no.reason is set
+	no   *refusal        // a refusal; nil when the gate lets the attempt through
 }
 
 // maxGates is the most gates a call passes.
@@ -82,29 +85,61 @@ type refusal struct {
 	err    error
 }
 
+// Bits of the kinds of attempt, for gate.acts.
+const (
+	onFirst = 1 << kindFirst
+	onRetry = 1 << kindRetry
+	onHedge = 1 << kindHedge
+	onAll   = onFirst | onRetry | onHedge
+)
+
+// gates are a configuration's gates, by kind of attempt, in the order they
+// are asked: those that admit it, and those it enters.
+type gates struct {
+	admits, enters [3][]gate
+}
+
 // assemble puts the configuration's gates in the order they are asked:
 // the breaker raises a retry's wait to the end of its open time, the rate
 // limiter takes its token for that wait, and the budget, last, takes a
-// retry token only once the others let the attempt through.
+// retry token only once the others let the attempt through. Adding a gate
+// is adding it here.
 func (c *config) assemble() {
-	c.gates = nil
+	var all []gate
 	if c.breakers != nil {
-		c.gates = append(c.gates, c.breakers)
+		all = append(all, c.breakers)
 	}
 	if c.limiter != nil {
-		c.gates = append(c.gates, c.limiter)
+		all = append(all, c.limiter)
 	}
 	if c.budget != nil {
-		c.gates = append(c.gates, c.budget)
+		all = append(all, c.budget)
 	}
+	c.gates = gates{}
+	for _, g := range all {
+		admits, enters := g.acts()
+		for k := range c.gates.admits {
+			if admits&(1<<k) != 0 {
+				c.gates.admits[k] = append(c.gates.admits[k], g)
+			}
+			if enters&(1<<k) != 0 {
+				c.gates.enters[k] = append(c.gates.enters[k], g)
+			}
+		}
+	}
+}
+
+// gated reports whether any gate acts on an attempt of kind k.
+func (c *config) gated(k kind) bool {
+	return len(c.gates.admits[k]) > 0 || len(c.gates.enters[k]) > 0
 }
 
 // admit asks every gate to let the attempt of p through (see gate.admit),
 // raising p.wait. On a refusal it gives back what the gates before took.
-func (c *config) admit(ctx context.Context, p *pass) refusal {
-	for i, g := range c.gates {
+func (c *config) admit(ctx context.Context, p *pass) *refusal {
+	for i, g := range c.gates.admits[p.kind] {
 		gr := g.admit(ctx, p.ask)
-		if gr.no.reason != reasonNone {
+		if gr.no != nil {
 			p.giveBack(c)
 			return gr.no
 		}
@@ -113,27 +148,28 @@ func (c *config) admit(ctx context.Context, p *pass) refusal {
 			p.undo[i], p.taken = gr.undo, true
 		}
 	}
-	return refusal{}
+	return nil
 }
 
 // enter asks every gate to let the attempt of p run now (see gate.enter),
 // sleeping through the waits they ask for with sleep. On a refusal, or an
 // error from sleep, it reports to the gates already entered that the
 // attempt did not run, and gives back what the gates took in admit.
-func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) error) (no refusal, err error) {
-	for i := 0; i < len(c.gates); {
-		gr := c.gates[i].enter(ctx, p.ask)
-		if gr.no.reason == reasonNone && gr.wait > 0 {
+func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) error) (*refusal, error) {
+	list := c.gates.enters[p.kind]
+	for i := 0; i < len(list); {
+		gr := list[i].enter(ctx, p.ask)
+		if gr.no == nil && gr.wait > 0 {
 			p.held += gr.held
 			if err := sleep(gr.wait); err != nil {
 				p.learn(errBreakerExcluded)
 				p.giveBack(c)
-				return refusal{}, err
+				return nil, err
 			}
 			p.room -= gr.wait
 			continue
 		}
-		if gr.no.reason != reasonNone {
+		if gr.no != nil {
 			p.learn(errBreakerExcluded)
 			p.giveBack(c)
 			return gr.no, nil
@@ -146,7 +182,7 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 	if p.taken { // the attempt runs: what was taken is spent
 		p.undo, p.taken = [maxGates]func(time.Time){}, false
 	}
-	return refusal{}, nil
+	return nil, nil
 }
 
 // learn reports the attempt's outcome to the gates that asked for it: nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -201,12 +202,13 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 		return zero, errNilFunc
 	}
 	hc := &hedgedCall[T]{fn: fn, cfg: cfg}
-	hc.tn.init(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
-	c := call{cfg: cfg, key: cfg.key}
-	drv := driver{verdict: func() error { return hc.tn.verdict }}
-	c.drv = &drv
+	hc.tn = takeTurn(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
+	defer hc.tn.done()
+	hc.drv.verdict = &hc.tn.verdict
+	c := &hc.c
+	*c = call{cfg: cfg, key: cfg.key, drv: &hc.drv}
 	err := c.run(ctx, func(actx context.Context) (error, bool) {
-		t := hc.tn.run(actx, &c)
+		t := hc.tn.run(actx, c)
 		if t.hedge && t.failure == nil {
 			hc.v, _ = t.value.(T)
 		}
@@ -225,7 +227,9 @@ type hedgedCall[T any] struct {
 	fn  func(context.Context) (T, error)
 	cfg *config
 	v   T
-	tn  turn
+	c   call
+	drv driver
+	tn  *turn
 }
 
 func (hc *hedgedCall[T]) attempt(ctx context.Context, t *try) {
@@ -292,12 +296,14 @@ type try struct {
 // compare-and-swap, so whichever attempt returns it, it is the one
 // returned.
 type turn struct {
-	drv   hedgeDriver
+	fire  func()      // coordinate, made once per turn value
+	drv   hedgeDriver // set by takeTurn, for one call
 	cfg   *config
 	spec  *hedgeSpec
 	key   string
 	desc  func() (method, url string)
 	timer *time.Timer // starts the coordinator; one per call, reset each turn
+	mu    sync.Mutex  // makes the channels, once, for the caller or the coordinator
 
 	// Set by run before the timer is armed; the coordinator's afterwards.
 	ctx     context.Context
@@ -310,8 +316,40 @@ type turn struct {
 	verdict error     // the first attempt's, for the loop's gates
 }
 
-func (tn *turn) init(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc func() (string, string)) {
+// turns keeps turns whose calls never started a hedge: they hold no
+// channel, timer or goroutine of a synctest bubble, and take one
+// allocation off the next call.
+var turns = sync.Pool{New: func() any {
+	tn := new(turn)
+	tn.fire = tn.coordinate
+	return tn
+}}
+
+// takeTurn returns a turn for one call of drv.
+func takeTurn(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc func() (string, string)) *turn {
+	tn := turns.Get().(*turn)
 	tn.drv, tn.cfg, tn.spec, tn.key, tn.desc = drv, cfg, spec, key, desc
+	return tn
+}
+
+// done ends the turn's call: a turn that never started a hedge goes back
+// to the pool.
+func (tn *turn) done() {
+	if tn.results == nil {
+		*tn = turn{fire: tn.fire}
+		turns.Put(tn)
+	}
+}
+
+// channels makes the turn's channels, the first time any turn of the call
+// hands over to its coordinator; they are empty again when a turn ends,
+// and serve the next.
+func (tn *turn) channels() {
+	tn.mu.Lock()
+	if tn.results == nil {
+		tn.results, tn.answer = make(chan *try, tn.spec.Max+1), make(chan *try, 1)
+	}
+	tn.mu.Unlock()
 }
 
 // run runs one turn as the loop's attempt c.attempt, on ctx, and returns
@@ -326,12 +364,11 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	}
 	tn.n.Store(int64(c.attempt))
 	tn.winner.Store(nil)
-	tn.results, tn.answer = make(chan *try, tn.spec.Max+1), make(chan *try, 1)
 	var actx context.Context
 	actx, first.cancel = context.WithCancel(ctx)
 	tn.delay = tn.spec.delay(tn.key)
 	if tn.timer == nil {
-		tn.timer = time.AfterFunc(tn.delay, tn.coordinate)
+		tn.timer = time.AfterFunc(tn.delay, tn.fire)
 	} else {
 		tn.timer.Reset(tn.delay)
 	}
@@ -345,6 +382,7 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 			first.cancel()
 			first.panicked = errNilPanic
 			if !tn.timer.Stop() {
+				tn.channels()
 				tn.report(first)
 			}
 		}
@@ -362,6 +400,7 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	if tn.timer.Stop() { // no hedge ever started: the turn is this attempt
 		return first
 	}
+	tn.channels()
 	tn.report(first)
 	if tn.winner.Load() == first {
 		return first
@@ -412,6 +451,7 @@ func (tn *turn) end(t *try) {
 // once every attempt has failed, or with nil once the caller's context has
 // ended; and it gives up whatever else the attempts return.
 func (tn *turn) coordinate() {
+	tn.channels()
 	var (
 		running  = []*try{&tn.first}
 		inflight = 1
@@ -500,11 +540,11 @@ func (tn *turn) start() *try {
 	}
 	t := &try{hedge: true}
 	t.p = pass{ask: ask{cfg: tn.cfg, kind: kindHedge, key: tn.key}}
-	if len(tn.cfg.gates) > 0 {
-		if no := tn.cfg.admit(tn.ctx, &t.p); no.reason != reasonNone {
+	if tn.cfg.gated(kindHedge) {
+		if no := tn.cfg.admit(tn.ctx, &t.p); no != nil {
 			return nil
 		}
-		if no, err := tn.cfg.enter(tn.ctx, &t.p, noWait); no.reason != reasonNone || err != nil {
+		if no, err := tn.cfg.enter(tn.ctx, &t.p, noWait); no != nil || err != nil {
 			return nil
 		}
 	}

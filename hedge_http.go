@@ -23,8 +23,10 @@ func (rt *roundTrip) mayHedge() bool {
 // hedgedTrip is a hedged request: its state, and its turns, whose attempts
 // are sent through roundTrip.attempt beside each other.
 type hedgedTrip struct {
-	rt roundTrip
-	tn turn
+	rt  roundTrip
+	c   call
+	drv driver
+	tn  *turn
 }
 
 // hedged is RoundTrip for a request the Transport hedges (see mayHedge).
@@ -42,13 +44,14 @@ func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
 		rt2.bodyOwned = true // the replay buffer closes it
 		rt2.body = newReplayBody(req.Body, t.maxReplay())
 	}
-	c := call{cfg: cfg, key: t.key(req)}
-	h.tn.init(h, cfg, cfg.hedge, c.key, rt2.describe)
-	drv := driver{verdict: func() error { return h.tn.verdict }, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
-	c.drv = &drv
+	c := &h.c
+	*c = call{cfg: cfg, key: t.key(req), drv: &h.drv}
+	h.tn = takeTurn(h, cfg, cfg.hedge, c.key, rt2.describe)
+	defer h.tn.done()
+	h.drv = driver{verdict: &h.tn.verdict, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
 	err := c.run(req.Context(), func(actx context.Context) (error, bool) {
 		rt2.held = nil
-		a := h.tn.run(actx, &c)
+		a := h.tn.run(actx, c)
 		rt2.resp, _ = a.value.(*http.Response)
 		rt2.cancel = func() { h.tn.end(a) }
 		return a.failure, a.timedOut

@@ -155,6 +155,9 @@ type limiter struct {
 	denied atomic.Int64 // calls stopped because the wait could not fit
 }
 
+// acts: every attempt takes a token as it is admitted.
+func (l *limiter) acts() (admits, enters uint8) { return onAll, 0 }
+
 // admit takes a token for the attempt, raising its wait to the token's
 // time; a hedge takes only a token that is there now. When the wait
 // cannot fit the time left it refuses, and the call stops with Reason
@@ -172,14 +175,14 @@ func (l *limiter) admit(ctx context.Context, a ask) grant {
 		}
 		return grant{wait: w, undo: undo}
 	case ctx.Err() != nil:
-		return grant{no: refusal{reason: ReasonCanceled}}
+		return grant{no: &refusal{reason: ReasonCanceled}}
 	case a.kind != kindHedge:
 		l.denied.Add(1)
 	}
-	return grant{no: refusal{reason: ReasonRateLimited, typ: typeRateLimited, err: rateLimitError{}}}
+	return grant{no: &refusal{reason: ReasonRateLimited, typ: typeRateLimited, err: rateLimitError{}}}
 }
 
-// enter lets every attempt run: the token was taken in admit.
+// enter is never asked: the token was taken in admit.
 func (l *limiter) enter(context.Context, ask) grant { return grant{} }
 
 // rateLimitError is the failure of a call whose rate-limit wait cannot fit.

@@ -16,9 +16,10 @@ type attemptFunc func(ctx context.Context) (failure error, timedOut bool)
 // funcs, not an interface, so that a driver kept on its caller's stack
 // stays there.
 type driver struct {
-	// verdict returns what the attempt that has just run means to the
-	// gates (see pass.learn), in place of the rule for errors.
-	verdict func() error
+	// verdict is where the driver puts what the attempt that has just run
+	// means to the gates (see pass.learn), in place of the rule for
+	// errors.
+	verdict *error
 	// giveUp gives up the outcome in hand once a retry is admitted: the
 	// Transport drains and closes the response.
 	giveUp func()
@@ -65,7 +66,7 @@ func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 		}
 		// The gates let the attempt run now; an open breaker is waited
 		// for without consuming an attempt.
-		if len(c.cfg.gates) > 0 {
+		if c.cfg.gated(c.p.kind) {
 			if err := c.enter(ctx); err != nil {
 				return err
 			}
@@ -90,7 +91,7 @@ func (c *call) admitFirst(ctx context.Context) error {
 	if c.cfg.maxElapsed > 0 {
 		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
 	}
-	if len(c.cfg.gates) == 0 {
+	if !c.cfg.gated(kindFirst) {
 		return nil
 	}
 	c.p.room = c.room(ctx)
@@ -129,7 +130,7 @@ func (c *call) try(ctx context.Context, attempt attemptFunc) (failure error, tim
 // verdict is what the attempt that has just run means to the gates.
 func (c *call) verdict(ctx context.Context, failure error, timedOut bool) error {
 	if c.drv != nil && c.drv.verdict != nil {
-		return c.drv.verdict()
+		return *c.drv.verdict
 	}
 	return c.cfg.breakerOutcome(ctx, failure, timedOut)
 }
@@ -224,8 +225,8 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) error {
 		c.prev = dec.Delay
 	}
 	c.p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: c.p.held}}
-	if len(cfg.gates) > 0 {
-		if no := cfg.admit(ctx, &c.p); no.reason != reasonNone {
+	if cfg.gated(kindRetry) {
+		if no := cfg.admit(ctx, &c.p); no != nil {
 			if no.reason == ReasonCanceled {
 				return c.canceled(ctx)
 			}

@@ -66,7 +66,8 @@ type config struct {
 	budget         *budgets   // the retry budget; nil when off
 	budgetSpec     *Budget    // WithBudget's, resolved into budget by build
 	hedge          *hedgeSpec // nil: no hedging
-	gates          []gate     // the gates every attempt passes, in order (assemble)
+	gates          gates      // the gates attempts pass, in order (assemble)
+	gateFirst      bool       // some gate acts on a first attempt
 	optErrs        []error
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.

@@ -7,11 +7,11 @@ import (
 
 // refused ends the call a gate refused (see refusal), or returns nil when
 // no gate did.
-func (c *call) refused(ctx context.Context, no refusal) error {
-	switch no.reason {
-	case reasonNone:
+func (c *call) refused(ctx context.Context, no *refusal) error {
+	switch {
+	case no == nil:
 		return nil
-	case ReasonCanceled:
+	case no.reason == ReasonCanceled:
 		return c.canceled(ctx)
 	}
 	return c.refuse(ctx, no.reason, no.typ, no.err)
