@@ -306,12 +306,7 @@ func (bs *breakers) admit(_ context.Context, a ask) grant {
 	if left <= a.wait {
 		return grant{}
 	}
-	if bs.spec.MaxWait < 0 || a.held+left-a.wait > bs.spec.MaxWait || left > a.room {
-		bs.denied.Add(1)
-		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: left}}}
-	}
-	bs.waits.Add(1)
-	return grant{wait: left, held: left - a.wait}
+	return bs.wait(a, left, left-a.wait)
 }
 
 // enter asks the breaker to let the attempt through (gobreaker's two-step
@@ -339,12 +334,20 @@ func (bs *breakers) enter(ctx context.Context, a ask) grant {
 		return grant{no: &refusal{reason: ReasonCanceled}}
 	case a.kind == kindHedge:
 		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
-	case bs.spec.MaxWait < 0 || a.held+wait > bs.spec.MaxWait || wait > a.room:
+	}
+	return bs.wait(a, wait, wait)
+}
+
+// wait grants a wait for an open breaker, of which held is beyond the
+// policy's, when the call's waits for open breakers stay within MaxWait and
+// the wait fits the time left; otherwise it refuses.
+func (bs *breakers) wait(a ask, wait, held time.Duration) grant {
+	if bs.spec.MaxWait < 0 || a.held+held > bs.spec.MaxWait || wait > a.room {
 		bs.denied.Add(1)
 		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
 	}
 	bs.waits.Add(1)
-	return grant{wait: wait, held: wait}
+	return grant{wait: wait, held: held}
 }
 
 // recheck is how long a call waits before it looks again at a half-open
