@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"sync/atomic"
@@ -67,5 +68,45 @@ func TestSuccessAllocs(t *testing.T) {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
 			t.Errorf("%s: %v allocs per call, want 0", name, a)
 		}
+	}
+}
+
+// cannedRT answers every request at once with the same empty 200, so that
+// it allocates nothing itself.
+type cannedRT struct{ resp *http.Response }
+
+func (c cannedRT) RoundTrip(*http.Request) (*http.Response, error) { return c.resp, nil }
+
+// TestTransportAllocs: a request that succeeds at once costs the Transport
+// no allocation beyond its base's, hedging set or not.
+func TestTransportAllocs(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", nil)
+	base := cannedRT{&http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}}
+	for name, tr := range map[string]http.RoundTripper{
+		"plain":                   retry.NewTransport(base),
+		"a POST with hedging set": retry.NewTransport(base, retry.WithHedge(retry.Hedge{Delay: time.Second})),
+		"with a breaker":          retry.NewTransport(base, retry.WithBreaker(retry.Breaker{})),
+	} {
+		a := testing.AllocsPerRun(200, func() { _, _ = tr.RoundTrip(req) })
+		want := 0.0
+		if name == "with a breaker" {
+			want = 1 // gobreaker's two-step done
+		}
+		if a > want {
+			t.Errorf("%s: %v allocs per request, want at most %v", name, a, want)
+		}
+	}
+}
+
+// TestHedgedAllocs: a hedged call that ends before its delay costs at most
+// four allocations more than Do.
+func TestHedgedAllocs(t *testing.T) {
+	r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Second}))
+	ctx := context.Background()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	do := testing.AllocsPerRun(200, func() { _, _ = retry.Do(ctx, fn, r) })
+	hedged := testing.AllocsPerRun(200, func() { _, _ = retry.Hedged(ctx, fn, r) })
+	if hedged-do > 4 {
+		t.Errorf("Hedged: %v allocs per call, Do %v: want at most 4 more", hedged, do)
 	}
 }

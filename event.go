@@ -81,12 +81,12 @@ func fire(list []func(Event), ev Event) {
 }
 
 // event builds the Event of the current failure.
-func (c *call) event(o outcome, now time.Time) Event {
+func (c *call) event(drv *driver, o outcome, now time.Time) Event {
 	key := c.key
 	if key == "" {
 		key = c.cfg.key
 	}
-	method, url := c.describe()
+	method, url := drv.describeOr()
 	return Event{
 		Attempt: c.attempt,
 		Err:     c.last,
@@ -100,11 +100,11 @@ func (c *call) event(o outcome, now time.Time) Event {
 	}
 }
 
-// describe returns the method and URL of the call's events, from its
-// driver.
-func (c *call) describe() (method, url string) {
-	if c.drv != nil && c.drv.describe != nil {
-		return c.drv.describe()
+// describeOr returns the method and URL of events from the driver, or
+// nothing without one.
+func (drv *driver) describeOr() (method, url string) {
+	if drv != nil && drv.describe != nil {
+		return drv.describe()
 	}
 	return "", ""
 }

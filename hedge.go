@@ -204,10 +204,10 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 	hc := &hedgedCall[T]{fn: fn, cfg: cfg}
 	hc.tn = takeTurn(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
 	defer hc.tn.done()
-	hc.drv.verdict = &hc.tn.verdict
+	hc.drv.verdict = hc.tn.verdictFn
 	c := &hc.c
-	*c = call{cfg: cfg, key: cfg.key, drv: &hc.drv}
-	err := c.run(ctx, func(actx context.Context) (error, bool) {
+	*c = call{cfg: cfg, key: cfg.key}
+	err := c.run(ctx, &hc.drv, func(actx context.Context) (error, bool) {
 		t := hc.tn.run(actx, c)
 		if t.hedge && t.failure == nil {
 			hc.v, _ = t.value.(T)
@@ -296,14 +296,15 @@ type try struct {
 // compare-and-swap, so whichever attempt returns it, it is the one
 // returned.
 type turn struct {
-	fire  func()      // coordinate, made once per turn value
-	drv   hedgeDriver // set by takeTurn, for one call
-	cfg   *config
-	spec  *hedgeSpec
-	key   string
-	desc  func() (method, url string)
-	timer *time.Timer // starts the coordinator; one per call, reset each turn
-	mu    sync.Mutex  // makes the channels, once, for the caller or the coordinator
+	fire      func()       // coordinate, made once per turn value
+	verdictFn func() error // verdictOf, likewise
+	drv       hedgeDriver  // set by takeTurn, for one call
+	cfg       *config
+	spec      *hedgeSpec
+	key       string
+	desc      func() (method, url string)
+	timer     *time.Timer // starts the coordinator; one per call, reset each turn
+	mu        sync.Mutex  // makes the channels, once, for the caller or the coordinator
 
 	// Set by run before the timer is armed; the coordinator's afterwards.
 	ctx     context.Context
@@ -316,12 +317,15 @@ type turn struct {
 	verdict error     // the first attempt's, for the loop's gates
 }
 
+// verdictOf is what the first attempt of the last turn means to the gates.
+func (tn *turn) verdictOf() error { return tn.verdict }
+
 // turns keeps turns whose calls never started a hedge: they hold no
 // channel, timer or goroutine of a synctest bubble, and take one
 // allocation off the next call.
 var turns = sync.Pool{New: func() any {
 	tn := new(turn)
-	tn.fire = tn.coordinate
+	tn.fire, tn.verdictFn = tn.coordinate, tn.verdictOf
 	return tn
 }}
 
@@ -336,7 +340,7 @@ func takeTurn(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc fu
 // to the pool.
 func (tn *turn) done() {
 	if tn.results == nil {
-		*tn = turn{fire: tn.fire}
+		*tn = turn{fire: tn.fire, verdictFn: tn.verdictFn}
 		turns.Put(tn)
 	}
 }

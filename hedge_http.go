@@ -45,11 +45,11 @@ func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
 		rt2.body = newReplayBody(req.Body, t.maxReplay())
 	}
 	c := &h.c
-	*c = call{cfg: cfg, key: t.key(req), drv: &h.drv}
+	*c = call{cfg: cfg, key: t.key(req)}
 	h.tn = takeTurn(h, cfg, cfg.hedge, c.key, rt2.describe)
 	defer h.tn.done()
-	h.drv = driver{verdict: &h.tn.verdict, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
-	err := c.run(req.Context(), func(actx context.Context) (error, bool) {
+	h.drv = driver{verdict: h.tn.verdictFn, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
+	err := c.run(req.Context(), &h.drv, func(actx context.Context) (error, bool) {
 		rt2.held = nil
 		a := h.tn.run(actx, c)
 		rt2.resp, _ = a.value.(*http.Response)

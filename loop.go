@@ -16,10 +16,9 @@ type attemptFunc func(ctx context.Context) (failure error, timedOut bool)
 // funcs, not an interface, so that a driver kept on its caller's stack
 // stays there.
 type driver struct {
-	// verdict is where the driver puts what the attempt that has just run
-	// means to the gates (see pass.learn), in place of the rule for
-	// errors.
-	verdict *error
+	// verdict returns what the attempt that has just run means to the
+	// gates (see pass.learn), in place of the rule for errors.
+	verdict func() error
 	// giveUp gives up the outcome in hand once a retry is admitted: the
 	// Transport drains and closes the response.
 	giveUp func()
@@ -32,17 +31,14 @@ type driver struct {
 // call is the state of one logical call across its attempts.
 type call struct {
 	cfg     *config
-	drv     *driver       // nil for Do, Run and Attempts
 	key     string        // the dependency's key: gates, events
 	attempt int           // attempts run so far
 	start   time.Time     // start of the call, read only when MaxElapsed is set
 	first   time.Time     // time of the first failure
 	prev    time.Duration // previous sampled wait, for decorrelated jitter
-	timer   *time.Timer   // one reusable timer per call
 	last    error         // the last attempt's error
 	lastTyp string        // its type, as the engine classified it
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
-	p       pass          // the next attempt's way through the gates
 }
 
 // run is the one attempt loop that Do, Run, Attempts, Hedged and the
@@ -50,33 +46,41 @@ type call struct {
 // it was decided), the wait, the attempt and its outcome; after a failure
 // the decision, then the gates of the retry. It returns nil on success and
 // otherwise the error that ends the call.
-func (c *call) run(ctx context.Context, attempt attemptFunc) error {
-	defer c.end()
-	c.p = pass{ask: ask{cfg: c.cfg, kind: kindFirst, key: c.key}}
+//
+// drv is nil for Do, Run and Attempts. It, the next attempt's way through
+// the gates (p) and the call's one reusable timer are kept apart from the
+// call and passed down: escape analysis does not tell a struct's fields
+// apart, so anything the call points to would go to the heap with what
+// the gates are told or a stopped timer, and with it whatever a driver
+// keeps on its caller's stack.
+func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error {
+	p := pass{ask: ask{cfg: c.cfg, kind: kindFirst, key: c.key}}
+	var timer *time.Timer
+	defer c.end(&p, &timer)
 	for {
 		// The caller's context, then the gates of a first attempt.
-		if c.p.kind == kindFirst {
-			if err := c.admitFirst(ctx); err != nil {
+		if p.kind == kindFirst {
+			if err := c.admitFirst(ctx, drv, &p); err != nil {
 				return err
 			}
 		}
 		// The wait: the policy's, or what the gates asked for.
-		if err := c.sleep(ctx, c.p.wait); err != nil {
+		if err := c.sleep(ctx, drv, &timer, p.wait); err != nil {
 			return err
 		}
 		// The gates let the attempt run now; an open breaker is waited
 		// for without consuming an attempt.
-		if c.cfg.gated(c.p.kind) {
-			if err := c.enter(ctx); err != nil {
+		if c.cfg.gated(p.kind) {
+			if err := c.enter(ctx, drv, &p, &timer); err != nil {
 				return err
 			}
 		}
-		failure, timedOut := c.try(ctx, attempt)
+		failure, timedOut := c.try(ctx, drv, &p, attempt)
 		if failure == nil || c.halt {
 			return nil
 		}
 		// The decision, the gates of the retry, the events.
-		if err := c.fail(ctx, failure, timedOut); err != nil {
+		if err := c.fail(ctx, drv, &p, failure, timedOut); err != nil {
 			return err
 		}
 	}
@@ -84,9 +88,9 @@ func (c *call) run(ctx context.Context, attempt attemptFunc) error {
 
 // admitFirst checks the caller's context and passes the first attempt
 // through the gates.
-func (c *call) admitFirst(ctx context.Context) error {
+func (c *call) admitFirst(ctx context.Context, drv *driver, p *pass) error {
 	if ctx.Err() != nil {
-		return c.canceled(ctx)
+		return c.canceled(ctx, drv)
 	}
 	if c.cfg.maxElapsed > 0 {
 		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
@@ -94,43 +98,43 @@ func (c *call) admitFirst(ctx context.Context) error {
 	if !c.cfg.gated(kindFirst) {
 		return nil
 	}
-	c.p.room = c.room(ctx)
-	return c.refused(ctx, c.cfg.admit(ctx, &c.p))
+	p.room = c.room(ctx)
+	return c.refused(ctx, drv, c.cfg.admit(ctx, p))
 }
 
 // enter lets the attempt through the gates, waiting where they ask.
-func (c *call) enter(ctx context.Context) error {
-	c.p.room = c.room(ctx)
-	no, err := c.cfg.enter(ctx, &c.p, func(d time.Duration) error { return c.sleep(ctx, d) })
+func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Timer) error {
+	p.room = c.room(ctx)
+	no, err := c.cfg.enter(ctx, p, func(d time.Duration) error { return c.sleep(ctx, drv, timer, d) })
 	if err != nil {
 		return err
 	}
-	return c.refused(ctx, no)
+	return c.refused(ctx, drv, no)
 }
 
 // try runs one attempt and reports its outcome to the gates. A panic in
 // the attempt is reported as a failure and goes on.
-func (c *call) try(ctx context.Context, attempt attemptFunc) (failure error, timedOut bool) {
+func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (failure error, timedOut bool) {
 	c.started()
-	if !c.p.heard { // no gate asked for the outcome
+	if !p.heard { // no gate asked for the outcome
 		return attempt(c.numbered(ctx))
 	}
 	finished := false
 	defer func() {
 		if !finished {
-			c.p.learn(errBreakerFailure)
+			p.learn(errBreakerFailure)
 		}
 	}()
 	failure, timedOut = attempt(c.numbered(ctx))
 	finished = true
-	c.p.learn(c.verdict(ctx, failure, timedOut))
+	p.learn(c.verdict(ctx, drv, failure, timedOut))
 	return failure, timedOut
 }
 
 // verdict is what the attempt that has just run means to the gates.
-func (c *call) verdict(ctx context.Context, failure error, timedOut bool) error {
-	if c.drv != nil && c.drv.verdict != nil {
-		return *c.drv.verdict
+func (c *call) verdict(ctx context.Context, drv *driver, failure error, timedOut bool) error {
+	if drv != nil && drv.verdict != nil {
+		return drv.verdict()
 	}
 	return c.cfg.breakerOutcome(ctx, failure, timedOut)
 }
@@ -197,7 +201,7 @@ func timed(ctx context.Context, d time.Duration, f func(context.Context) error) 
 // the gates, report, and have the driver give up what it holds. It sets
 // the wait before the next attempt, or returns the error that ends the
 // call.
-func (c *call) fail(ctx context.Context, err error, timedOut bool) error {
+func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedOut bool) error {
 	cfg := c.cfg
 	cfg.state.failed.Add(1)
 	c.last = err
@@ -219,30 +223,30 @@ func (c *call) fail(ctx context.Context, err error, timedOut bool) error {
 	}
 	dec, sampled := decide(cfg, f)
 	if !dec.Retry {
-		return c.terminal(ctx, o, dec.Reason, now, true)
+		return c.terminal(ctx, drv, o, dec.Reason, now, true)
 	}
 	if sampled {
 		c.prev = dec.Delay
 	}
-	c.p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: c.p.held}}
+	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: p.held}}
 	if cfg.gated(kindRetry) {
-		if no := cfg.admit(ctx, &c.p); no != nil {
+		if no := cfg.admit(ctx, p); no != nil {
 			if no.reason == ReasonCanceled {
-				return c.canceled(ctx)
+				return c.canceled(ctx, drv)
 			}
 			o.typ = no.typ
-			return c.terminal(ctx, o, no.reason, now, true)
+			return c.terminal(ctx, drv, o, no.reason, now, true)
 		}
 	}
 	cfg.state.retried.Add(1)
 	if h := &cfg.hooks; len(h.failure) > 0 || len(h.retry) > 0 {
-		ev := c.event(o, now)
-		ev.Delay = c.p.wait
+		ev := c.event(drv, o, now)
+		ev.Delay = p.wait
 		fire(h.failure, ev)
 		fire(h.retry, ev)
 	}
-	if c.drv != nil && c.drv.giveUp != nil {
-		c.drv.giveUp()
+	if drv != nil && drv.giveUp != nil {
+		drv.giveUp()
 	}
 	return nil
 }
@@ -287,37 +291,39 @@ func waitRoom(now, dl time.Time, hasDL bool, maxElapsed, elapsed time.Duration) 
 	return left
 }
 
-// sleep waits d with the call's reusable timer; a zero delay takes no timer.
-// The caller's context interrupts the wait.
-func (c *call) sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d with the call's reusable timer, made on first use; a zero
+// delay takes no timer. The caller's context interrupts the wait.
+func (c *call) sleep(ctx context.Context, drv *driver, timer **time.Timer, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
 	if clk := c.cfg.clock; clk != nil {
 		if clk.Sleep(ctx, d) != nil {
-			return c.canceled(ctx)
+			return c.canceled(ctx, drv)
 		}
 		return nil
 	}
-	if c.timer == nil {
-		c.timer = time.NewTimer(d)
+	t := *timer
+	if t == nil {
+		t = time.NewTimer(d)
+		*timer = t
 	} else {
-		c.timer.Reset(d)
+		t.Reset(d)
 	}
 	select {
-	case <-c.timer.C:
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		c.timer.Stop()
-		return c.canceled(ctx)
+		t.Stop()
+		return c.canceled(ctx, drv)
 	}
 }
 
 // end releases what the call holds: its timer, and what gates took for an
 // attempt that never ran.
-func (c *call) end() {
-	if c.timer != nil {
-		c.timer.Stop()
+func (c *call) end(p *pass, timer **time.Timer) {
+	if *timer != nil {
+		(*timer).Stop()
 	}
-	c.p.giveBack(c.cfg)
+	p.giveBack(c.cfg)
 }

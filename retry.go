@@ -124,7 +124,7 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		return v, errNilFunc
 	}
 	c := call{cfg: cfg, key: cfg.key}
-	err := c.run(ctx, func(ctx context.Context) (error, bool) {
+	err := c.run(ctx, nil, func(ctx context.Context) (error, bool) {
 		if cfg.attemptTimeout <= 0 {
 			var err error
 			v, err = fn(ctx) // a panic goes on to the caller
@@ -153,7 +153,7 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		return errNilFunc
 	}
 	c := call{cfg: cfg, key: cfg.key}
-	return c.run(ctx, func(ctx context.Context) (error, bool) {
+	return c.run(ctx, nil, func(ctx context.Context) (error, bool) {
 		if cfg.attemptTimeout <= 0 {
 			return fn(ctx), false
 		}
@@ -174,7 +174,7 @@ func attempts(ctx context.Context, cfg *config, errp *error) iter.Seq[int] {
 			return
 		}
 		c := call{cfg: cfg, key: cfg.key}
-		err := c.run(ctx, func(actx context.Context) (error, bool) {
+		err := c.run(ctx, nil, func(actx context.Context) (error, bool) {
 			*errp = nil
 			c.halt = !yield(AttemptFrom(actx)) // the body broke out: no retry
 			return *errp, false

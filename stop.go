@@ -7,14 +7,14 @@ import (
 
 // refused ends the call a gate refused (see refusal), or returns nil when
 // no gate did.
-func (c *call) refused(ctx context.Context, no *refusal) error {
+func (c *call) refused(ctx context.Context, drv *driver, no *refusal) error {
 	switch {
 	case no == nil:
 		return nil
 	case no.reason == ReasonCanceled:
-		return c.canceled(ctx)
+		return c.canceled(ctx, drv)
 	}
-	return c.refuse(ctx, no.reason, no.typ, no.err)
+	return c.refuse(ctx, drv, no.reason, no.typ, no.err)
 }
 
 // newError returns the error of a call that stops for reason. A call stopped
@@ -45,7 +45,7 @@ func (c *call) newError(ctx context.Context, reason Reason) *Error {
 // routing. failed says the call's last attempt has just failed, so that
 // OnFailure reports it. The record goes to the sink before any hook runs,
 // so that a panicking hook cannot lose it.
-func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.Time, failed bool) error {
+func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reason, now time.Time, failed bool) error {
 	cfg := c.cfg
 	route := routed(reason, &cfg.policy)
 	cfg.state.failedPermanently.Add(1)
@@ -64,11 +64,11 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.
 	if now.IsZero() { // the failure path did not need the clock
 		now = cfg.now()
 	}
-	ev := c.event(o, now)
+	ev := c.event(drv, o, now)
 	ev.Reason = reason
 	if route {
-		if ev.Payload == nil && c.drv != nil && c.drv.record != nil {
-			ev.Payload = c.drv.record()
+		if ev.Payload == nil && drv != nil && drv.record != nil {
+			ev.Payload = drv.record()
 		}
 		e.sink = c.deadLetter(ctx, ev)
 	}
@@ -90,20 +90,20 @@ func (c *call) terminal(ctx context.Context, o outcome, reason Reason, now time.
 // attempt ran it is only the returned error (counted in Stats as a breaker
 // or limiter denial); after one, it ends the call like exhaustion, routed by
 // the policy's on_exhaustion with the last failure.
-func (c *call) refuse(ctx context.Context, reason Reason, typ string, err error) error {
+func (c *call) refuse(ctx context.Context, drv *driver, reason Reason, typ string, err error) error {
 	if c.attempt == 0 {
 		c.cfg.state.unstarted.Add(1)
 		e := &Error{Reason: reason, Err: err, typ: typ}
-		c.gaveUp(e, typ)
+		c.gaveUp(drv, e, typ)
 		return e
 	}
 	o := inspect(c.last)
 	o.typ = typ
-	return c.terminal(ctx, o, reason, c.cfg.now(), false)
+	return c.terminal(ctx, drv, o, reason, c.cfg.now(), false)
 }
 
 // canceled ends the call because the caller's context is done.
-func (c *call) canceled(ctx context.Context) error {
+func (c *call) canceled(ctx context.Context, drv *driver) error {
 	if c.attempt > 0 {
 		c.cfg.state.failedPermanently.Add(1)
 	} else {
@@ -113,14 +113,14 @@ func (c *call) canceled(ctx context.Context) error {
 	if c.lastTyp == typeAttemptTimeout {
 		e.typ = c.lastTyp // see terminal
 	}
-	c.gaveUp(e, "")
+	c.gaveUp(drv, e, "")
 	return e
 }
 
 // gaveUp fires OnGiveUp for a call that stops with e outside terminal: a
 // refusal before any attempt, or the caller's context ending between
 // attempts. typ overrides the type of the error.
-func (c *call) gaveUp(e *Error, typ string) {
+func (c *call) gaveUp(drv *driver, e *Error, typ string) {
 	hooks := c.cfg.hooks.giveUp
 	if len(hooks) == 0 {
 		return
@@ -131,9 +131,9 @@ func (c *call) gaveUp(e *Error, typ string) {
 		if c.lastTyp != "" {
 			o.typ = c.lastTyp
 		}
-		ev = c.event(o, c.cfg.now())
+		ev = c.event(drv, o, c.cfg.now())
 	} else {
-		method, url := c.describe()
+		method, url := drv.describeOr()
 		ev = Event{Err: e.Err, Key: c.key, Method: method, URL: url, Time: c.cfg.now()}
 		if ev.Key == "" {
 			ev.Key = c.cfg.key

@@ -160,9 +160,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer rt.finish()
 	ctx := req.Context()
 	c := call{cfg: cfg, key: t.key(req)}
-	drv := driver{verdict: &rt.verdict, giveUp: rt.discard, describe: rt.describe, record: rt.record}
-	c.drv = &drv
-	err := c.run(ctx, func(actx context.Context) (error, bool) {
+	drv := driver{verdict: rt.verdictOf, giveUp: rt.discard, describe: rt.describe, record: rt.record}
+	err := c.run(ctx, &drv, func(actx context.Context) (error, bool) {
 		var failure error
 		var timedOut bool
 		rt.held = nil
@@ -215,6 +214,9 @@ func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, 
 	}
 	return resp, cancel, failure, timedOut, verdict
 }
+
+// verdictOf is what the attempt in hand means to the gates.
+func (rt *roundTrip) verdictOf() error { return rt.verdict }
 
 // describe returns the request's method and its URL without credentials,
 // for events and records.
