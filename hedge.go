@@ -460,24 +460,28 @@ func (tn *turn) coordinate() {
 		running  = []*try{&tn.first}
 		inflight = 1
 		last     *try // the latest failure, kept until a later one or the answer
+		answer   *try // what the caller was answered: the caller's from then on
 		answered bool
 		next     = time.NewTimer(tn.delay)
 		ctxDone  = tn.ctx.Done()
 	)
 	defer next.Stop()
+	drop := func(t *try) {
+		tn.drv.discard(t)
+		tn.end(t)
+	}
 	reply := func(t *try) {
-		if !answered {
-			answered = true
-			for _, r := range running {
-				if r != t && r != &tn.first && r.cancel != nil {
-					r.cancel()
-				}
+		answer, answered = t, true
+		for _, r := range running {
+			if r != t && r.cancel != nil {
+				r.cancel()
 			}
-			if t != &tn.first {
-				tn.first.cancel()
-			}
-			tn.answer <- t
 		}
+		if last != nil && last != t {
+			drop(last)
+		}
+		last = nil
+		tn.answer <- t
 	}
 	hedge := func() {
 		if h := tn.start(); h != nil {
@@ -495,26 +499,20 @@ func (tn *turn) coordinate() {
 		case t := <-tn.results:
 			inflight--
 			switch w := tn.winner.Load(); {
-			case t == w:
-			case t.failure == nil && t.panicked == nil: // a loser, given up in report
-			case answered || w != nil:
-				tn.drv.discard(t)
-				tn.end(t)
-			default:
+			case answered && t == answer: // the caller's
+			case t == w && !answered: // the winner: answered below
+			case t.failure == nil && t.panicked == nil && t != w: // a loser, given up in report
+			case !answered && w == nil: // a failure: the latest
 				if last != nil {
-					tn.drv.discard(last)
-					tn.end(last)
+					drop(last)
 				}
 				last = t
+			default: // anything that arrives after the answer
+				drop(t)
 			}
 			switch w := tn.winner.Load(); {
 			case answered:
 			case w != nil:
-				if last != nil {
-					tn.drv.discard(last)
-					tn.end(last)
-					last = nil
-				}
 				reply(w)
 			case inflight == 0: // every attempt failed: the policy decides
 				reply(last)
@@ -527,12 +525,14 @@ func (tn *turn) coordinate() {
 			}
 		case <-ctxDone:
 			ctxDone = nil
-			reply(last)
-			last = nil
+			if !answered {
+				if w := tn.winner.Load(); w != nil {
+					reply(w)
+				} else {
+					reply(last)
+				}
+			}
 		}
-	}
-	if !answered {
-		reply(last)
 	}
 }
 
