@@ -203,17 +203,17 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 	}
 	hc := &hedgedCall[T]{fn: fn, cfg: cfg}
 	hc.tn = takeTurn(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
-	defer hc.tn.done()
+	defer hc.tn.recycle()
 	hc.drv.verdict = hc.tn.verdictFn
 	c := &hc.c
 	*c = call{cfg: cfg, key: cfg.key}
-	err := c.run(ctx, &hc.drv, func(actx context.Context) (error, bool) {
+	err := c.run(ctx, &hc.drv, func(actx context.Context) (bool, error) {
 		t := hc.tn.run(actx, c)
 		if t.hedge && t.failure == nil {
 			hc.v, _ = t.value.(T)
 		}
-		hc.tn.end(t)
-		return t.failure, t.timedOut
+		hc.tn.release(t)
+		return t.timedOut, t.failure
 	})
 	if err != nil {
 		return zero, err
@@ -235,7 +235,7 @@ type hedgedCall[T any] struct {
 func (hc *hedgedCall[T]) attempt(ctx context.Context, t *try) {
 	var v T
 	if d := hc.cfg.attemptTimeout; d > 0 {
-		t.failure, t.timedOut = timed(ctx, d, func(ctx context.Context) error {
+		t.timedOut, t.failure = timed(ctx, d, func(ctx context.Context) error {
 			var err error
 			v, err = hc.fn(ctx)
 			return err
@@ -336,9 +336,9 @@ func takeTurn(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc fu
 	return tn
 }
 
-// done ends the turn's call: a turn that never started a hedge goes back
+// recycle ends the turn's call: a turn that never started a hedge goes back
 // to the pool.
-func (tn *turn) done() {
+func (tn *turn) recycle() {
 	if tn.results == nil {
 		*tn = turn{fire: tn.fire, verdictFn: tn.verdictFn}
 		turns.Put(tn)
@@ -433,14 +433,14 @@ func (tn *turn) report(t *try) {
 			}
 		case t.panicked == nil:
 			tn.drv.discard(t)
-			tn.end(t)
+			tn.release(t)
 		}
 	}
 	tn.results <- t // never blocks: it holds every attempt of the turn
 }
 
-// end ends t's context and the driver's part of it.
-func (tn *turn) end(t *try) {
+// release ends t's context and the driver's part of it.
+func (tn *turn) release(t *try) {
 	if t.release != nil {
 		t.release()
 	}
@@ -468,7 +468,7 @@ func (tn *turn) coordinate() {
 	defer next.Stop()
 	drop := func(t *try) {
 		tn.drv.discard(t)
-		tn.end(t)
+		tn.release(t)
 	}
 	reply := func(t *try) {
 		answer, answered = t, true

@@ -47,21 +47,21 @@ func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
 	c := &h.c
 	*c = call{cfg: cfg, key: t.key(req)}
 	h.tn = takeTurn(h, cfg, cfg.hedge, c.key, rt2.describe)
-	defer h.tn.done()
+	defer h.tn.recycle()
 	h.drv = driver{verdict: h.tn.verdictFn, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
-	err := c.run(req.Context(), &h.drv, func(actx context.Context) (error, bool) {
+	err := c.run(req.Context(), &h.drv, func(actx context.Context) (bool, error) {
 		rt2.held = nil
 		a := h.tn.run(actx, c)
 		rt2.resp, _ = a.value.(*http.Response)
-		rt2.cancel = func() { h.tn.end(a) }
-		return a.failure, a.timedOut
+		rt2.cancel = func() { h.tn.release(a) }
+		return a.timedOut, a.failure
 	})
 	return rt2.answer(err)
 }
 
 func (h *hedgedTrip) attempt(ctx context.Context, t *try) {
 	var resp *http.Response
-	resp, t.release, t.failure, t.timedOut, t.verdict = h.rt.attempt(ctx, t.n)
+	resp, t.release, t.timedOut, t.verdict, t.failure = h.rt.attempt(ctx, t.n)
 	if resp != nil {
 		t.value = resp
 	}

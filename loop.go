@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// attemptFunc runs one attempt with the attempt's context and reports its
-// failure (nil for a success) and whether the attempt's own timeout cut it
-// off. Do, Run and Attempts supply a function of theirs; the Transport and
+// attemptFunc runs one attempt with the attempt's context and reports
+// whether the attempt's own timeout cut it off, and its failure (nil for a
+// success). Do, Run and Attempts supply a function of theirs; the Transport and
 // Hedged supply theirs with a driver.
-type attemptFunc func(ctx context.Context) (failure error, timedOut bool)
+type attemptFunc func(ctx context.Context) (timedOut bool, failure error)
 
 // driver is what a driver other than a plain function (the Transport, a
 // hedged call) tells the loop; any func may be nil. It is a struct of
@@ -56,7 +56,7 @@ type call struct {
 func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error {
 	p := pass{ask: ask{cfg: c.cfg, kind: kindFirst, key: c.key}}
 	var timer *time.Timer
-	defer c.end(&p, &timer)
+	defer c.release(&p, &timer)
 	for {
 		// The caller's context, then the gates of a first attempt.
 		if p.kind == kindFirst {
@@ -75,7 +75,7 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 				return err
 			}
 		}
-		failure, timedOut := c.try(ctx, drv, &p, attempt)
+		timedOut, failure := c.try(ctx, drv, &p, attempt)
 		if failure == nil || c.halt {
 			return nil
 		}
@@ -114,7 +114,7 @@ func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Tim
 
 // try runs one attempt and reports its outcome to the gates. A panic in
 // the attempt is reported as a failure and goes on.
-func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (failure error, timedOut bool) {
+func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (timedOut bool, failure error) {
 	c.started()
 	if !p.heard { // no gate asked for the outcome
 		return attempt(c.numbered(ctx))
@@ -125,10 +125,10 @@ func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFun
 			p.learn(errBreakerFailure)
 		}
 	}()
-	failure, timedOut = attempt(c.numbered(ctx))
+	timedOut, failure = attempt(c.numbered(ctx))
 	finished = true
 	p.learn(c.verdict(ctx, drv, failure, timedOut))
-	return failure, timedOut
+	return timedOut, failure
 }
 
 // verdict is what the attempt that has just run means to the gates.
@@ -183,18 +183,18 @@ func withAttempt(ctx context.Context, n int) context.Context {
 // once the attempt's own deadline has passed counts as cut off even before
 // the context's timer fires: a dependency that was given the deadline (gRPC
 // sends it along) may give up first.
-func timed(ctx context.Context, d time.Duration, f func(context.Context) error) (error, bool) {
+func timed(ctx context.Context, d time.Duration, f func(context.Context) error) (bool, error) {
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel() // also when f panics
 	err := f(actx)
 	if err == nil || ctx.Err() != nil {
-		return err, false
+		return false, err
 	}
 	adl, _ := actx.Deadline()
 	if dl, ok := ctx.Deadline(); ok && !dl.After(adl) {
-		return err, false // the caller's deadline, not the attempt's
+		return false, err // the caller's deadline, not the attempt's
 	}
-	return err, actx.Err() != nil || !time.Now().Before(adl)
+	return actx.Err() != nil || !time.Now().Before(adl), err
 }
 
 // fail handles a failed attempt: classify, decide, pass the retry through
@@ -319,9 +319,9 @@ func (c *call) sleep(ctx context.Context, drv *driver, timer **time.Timer, d tim
 	}
 }
 
-// end releases what the call holds: its timer, and what gates took for an
+// release frees what the call holds: its timer, and what gates took for an
 // attempt that never ran.
-func (c *call) end(p *pass, timer **time.Timer) {
+func (c *call) release(p *pass, timer **time.Timer) {
 	if *timer != nil {
 		(*timer).Stop()
 	}

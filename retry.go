@@ -124,11 +124,11 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 		return v, errNilFunc
 	}
 	c := call{cfg: cfg, key: cfg.key}
-	err := c.run(ctx, nil, func(ctx context.Context) (error, bool) {
+	err := c.run(ctx, nil, func(ctx context.Context) (bool, error) {
 		if cfg.attemptTimeout <= 0 {
 			var err error
 			v, err = fn(ctx) // a panic goes on to the caller
-			return err, false
+			return false, err
 		}
 		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
 			var err error
@@ -153,9 +153,9 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		return errNilFunc
 	}
 	c := call{cfg: cfg, key: cfg.key}
-	return c.run(ctx, nil, func(ctx context.Context) (error, bool) {
+	return c.run(ctx, nil, func(ctx context.Context) (bool, error) {
 		if cfg.attemptTimeout <= 0 {
-			return fn(ctx), false
+			return false, fn(ctx)
 		}
 		return timed(ctx, cfg.attemptTimeout, fn)
 	})
@@ -174,10 +174,10 @@ func attempts(ctx context.Context, cfg *config, errp *error) iter.Seq[int] {
 			return
 		}
 		c := call{cfg: cfg, key: cfg.key}
-		err := c.run(ctx, nil, func(actx context.Context) (error, bool) {
+		err := c.run(ctx, nil, func(actx context.Context) (bool, error) {
 			*errp = nil
 			c.halt = !yield(AttemptFrom(actx)) // the body broke out: no retry
-			return *errp, false
+			return false, *errp
 		})
 		if !c.halt && err != nil {
 			*errp = err

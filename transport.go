@@ -161,18 +161,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	c := call{cfg: cfg, key: t.key(req)}
 	drv := driver{verdict: rt.verdictOf, giveUp: rt.discard, describe: rt.describe, record: rt.record}
-	err := c.run(ctx, &drv, func(actx context.Context) (error, bool) {
+	err := c.run(ctx, &drv, func(actx context.Context) (bool, error) {
 		var failure error
 		var timedOut bool
 		rt.held = nil
-		rt.resp, rt.cancel, failure, timedOut, rt.verdict = rt.attempt(actx, c.attempt)
+		rt.resp, rt.cancel, timedOut, rt.verdict, failure = rt.attempt(actx, c.attempt)
 		if failure == nil {
-			return nil, false
+			return false, nil
 		}
 		if b := rt.blocked(ctx, failure, c.attempt < cfg.policy.MaxAttempts); b != nil {
 			failure = b
 		}
-		return failure, timedOut
+		return timedOut, failure
 	})
 	return rt.answer(err)
 }
@@ -190,10 +190,10 @@ func (rt *roundTrip) answer(err error) (*http.Response, error) {
 
 // attempt sends attempt n of the request on actx, a child of the caller's
 // context, and returns the response, the release of the attempt's context,
-// its failure (nil when the response is final), whether the attempt's own
-// timeout cut it off, and what it means to a circuit breaker. Plain and
+// whether the attempt's own timeout cut it off, what it means to a circuit
+// breaker, and its failure (nil when the response is final). Plain and
 // hedged requests alike send their attempts through it.
-func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, cancel context.CancelFunc, failure error, timedOut bool, verdict error) {
+func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, cancel context.CancelFunc, timedOut bool, verdict, failure error) {
 	cfg := rt.t.config()
 	actx, cancel, timer := rt.attemptContext(actx)
 	resp, err := rt.send(actx, n)
@@ -212,7 +212,7 @@ func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, 
 	if cfg.breakers != nil {
 		verdict = httpVerdict(rt.req.Context(), cfg, resp, err, timedOut)
 	}
-	return resp, cancel, failure, timedOut, verdict
+	return resp, cancel, timedOut, verdict, failure
 }
 
 // verdictOf is what the attempt in hand means to the gates.
