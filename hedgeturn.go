@@ -1,0 +1,354 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// hedgeDriver is what a turn needs from its driver (Hedged's, the
+// Transport's).
+type hedgeDriver interface {
+	// attempt runs attempt t.n with ctx, on any goroutine and beside other
+	// attempts, and fills in t's outcome and verdict.
+	attempt(ctx context.Context, t *try)
+	// discard gives up what t produced when it is not returned: a value
+	// goes to Release, a response is drained and closed.
+	discard(t *try)
+}
+
+// try is one attempt of a hedged turn.
+type try struct {
+	n        int
+	hedge    bool               // false for the turn's first attempt, run by the caller
+	cancel   context.CancelFunc // ends the attempt's context
+	value    any                // a hedge's value or response
+	release  func()             // the driver's end of the attempt, if any
+	failure  error
+	timedOut bool
+	verdict  error // what the outcome means to the gates
+	panicked any
+	p        pass // a hedge's way through the gates
+}
+
+// turn is the attempts of a hedged call that run at once, from a first
+// attempt to a winner or to the failure of them all. The first runs on the
+// caller's goroutine; when the delay passes, the timer's goroutine becomes
+// the turn's coordinator: one select over the results, the next hedge's
+// time and the caller's context. The first success wins by a
+// compare-and-swap, so whichever attempt returns it, it is the one
+// returned.
+type turn struct {
+	fire      func()       // coordinate, made once per turn value
+	verdictFn func() error // verdictOf, likewise
+	drv       hedgeDriver  // set by takeTurn, for one call
+	cfg       *config
+	spec      *hedgeSpec
+	key       string
+	desc      func() (method, url string)
+	timer     *time.Timer // starts the coordinator; one per call, reset each turn
+	mu        sync.Mutex  // makes the channels, once, for the caller or the coordinator
+
+	// Set by run before the timer is armed; the coordinator's afterwards.
+	ctx     context.Context
+	first   try
+	delay   time.Duration
+	n       atomic.Int64 // attempts of the call so far
+	winner  atomic.Pointer[try]
+	results chan *try // every attempt's end, once the coordinator runs
+	answer  chan *try // the coordinator's to the caller: the turn's outcome
+	verdict error     // the first attempt's, for the loop's gates
+}
+
+// verdictOf is what the first attempt of the last turn means to the gates.
+func (tn *turn) verdictOf() error { return tn.verdict }
+
+// turns keeps turns whose calls never started a hedge: they hold no
+// channel, timer or goroutine of a synctest bubble, and take one
+// allocation off the next call.
+var turns = sync.Pool{New: func() any {
+	tn := new(turn)
+	tn.fire, tn.verdictFn = tn.coordinate, tn.verdictOf
+	return tn
+}}
+
+// takeTurn returns a turn for one call of drv.
+func takeTurn(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc func() (string, string)) *turn {
+	tn := turns.Get().(*turn)
+	tn.drv, tn.cfg, tn.spec, tn.key, tn.desc = drv, cfg, spec, key, desc
+	return tn
+}
+
+// recycle ends the turn's call: a turn that never started a hedge goes back
+// to the pool.
+func (tn *turn) recycle() {
+	if tn.results == nil {
+		*tn = turn{fire: tn.fire, verdictFn: tn.verdictFn}
+		turns.Put(tn)
+	}
+}
+
+// channels makes the turn's channels, the first time any turn of the call
+// hands over to its coordinator; they are empty again when a turn ends,
+// and serve the next.
+func (tn *turn) channels() {
+	tn.mu.Lock()
+	if tn.results == nil {
+		tn.results, tn.answer = make(chan *try, tn.spec.Max+1), make(chan *try, 1)
+	}
+	tn.mu.Unlock()
+}
+
+// run runs one turn as the loop's attempt c.attempt, on ctx, and returns
+// its outcome: the winner, or the last failure.
+func (tn *turn) run(ctx context.Context, c *call) *try {
+	tn.ctx, tn.first = ctx, try{n: c.attempt}
+	first := &tn.first
+	if !tn.cfg.hedgeable(tn.spec) {
+		tn.drv.attempt(ctx, first)
+		tn.verdict = first.verdict
+		return first
+	}
+	tn.n.Store(int64(c.attempt))
+	tn.winner.Store(nil)
+	var actx context.Context
+	actx, first.cancel = context.WithCancel(ctx)
+	tn.delay = tn.spec.delay(tn.key)
+	if tn.timer == nil {
+		tn.timer = time.AfterFunc(tn.delay, tn.fire)
+	} else {
+		tn.timer.Reset(tn.delay)
+	}
+	var start time.Time
+	if tn.spec.sketches != nil {
+		start = time.Now()
+	}
+	finished := false
+	defer func() {
+		if !finished { // the attempt panicked: the turn ends, the panic goes on
+			first.cancel()
+			first.panicked = errNilPanic
+			if !tn.timer.Stop() {
+				tn.channels()
+				tn.report(first)
+			}
+		}
+	}()
+	tn.drv.attempt(actx, first)
+	finished = true
+	lost := actx.Err() != nil && ctx.Err() == nil
+	if !lost && tn.spec.sketches != nil {
+		tn.spec.record(tn.key, time.Since(start))
+	}
+	tn.verdict = first.verdict
+	if lost {
+		tn.verdict = errBreakerExcluded
+	}
+	if tn.timer.Stop() { // no hedge ever started: the turn is this attempt
+		return first
+	}
+	tn.channels()
+	tn.report(first)
+	if tn.winner.Load() == first {
+		return first
+	}
+	t := <-tn.answer
+	c.attempt = int(tn.n.Load())
+	switch {
+	case t == nil: // the caller's context ended
+		return &try{failure: context.Cause(ctx)}
+	case t.panicked != nil:
+		panic(t.panicked)
+	}
+	return t
+}
+
+// report hands an attempt's end to the coordinator. A success, or a
+// panic, claims the win if no attempt has; a success that comes after the
+// winner is given up at once.
+func (tn *turn) report(t *try) {
+	if t.failure == nil || t.panicked != nil {
+		switch {
+		case tn.winner.CompareAndSwap(nil, t):
+			if t.hedge && t.panicked == nil {
+				tn.cfg.state.hedgeWins.Add(1)
+				tn.event(typeHedgeWon, t.n, 0)
+			}
+		case t.panicked == nil:
+			tn.drv.discard(t)
+			tn.release(t)
+		}
+	}
+	tn.results <- t // never blocks: it holds every attempt of the turn
+}
+
+// release ends t's context and the driver's part of it.
+func (tn *turn) release(t *try) {
+	if t.release != nil {
+		t.release()
+	}
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
+
+// coordinate runs the turn once its delay has passed, on the timer's
+// goroutine: it starts hedges, each after the delay or at once after a
+// failure; it answers the caller with the winner, with the last failure
+// once every attempt has failed, or with nil once the caller's context has
+// ended; and it gives up whatever else the attempts return.
+func (tn *turn) coordinate() {
+	tn.channels()
+	var (
+		running  = []*try{&tn.first}
+		inflight = 1
+		last     *try // the latest failure, kept until a later one or the answer
+		answer   *try // what the caller was answered: the caller's from then on
+		answered bool
+		next     = time.NewTimer(tn.delay)
+		ctxDone  = tn.ctx.Done()
+	)
+	defer next.Stop()
+	drop := func(t *try) {
+		tn.drv.discard(t)
+		tn.release(t)
+	}
+	reply := func(t *try) {
+		answer, answered = t, true
+		for _, r := range running {
+			if r != t && r.cancel != nil {
+				r.cancel()
+			}
+		}
+		if last != nil && last != t {
+			drop(last)
+		}
+		last = nil
+		tn.answer <- t
+	}
+	hedge := func() {
+		if h := tn.start(); h != nil {
+			running = append(running, h)
+			inflight++
+		}
+		if inflight < tn.spec.Max && tn.n.Load() < int64(tn.cfg.policy.MaxAttempts) {
+			next.Reset(tn.delay)
+		}
+	}
+	next.Stop()
+	hedge()
+	for inflight > 0 {
+		select {
+		case t := <-tn.results:
+			inflight--
+			switch w := tn.winner.Load(); {
+			case answered && t == answer: // the caller's
+			case t == w && !answered: // the winner: answered below
+			case t.failure == nil && t.panicked == nil && t != w: // a loser, given up in report
+			case !answered && w == nil: // a failure: the latest
+				if last != nil {
+					drop(last)
+				}
+				last = t
+			default: // anything that arrives after the answer
+				drop(t)
+			}
+			switch w := tn.winner.Load(); {
+			case answered:
+			case w != nil:
+				reply(w)
+			case inflight == 0: // every attempt failed: the policy decides
+				reply(last)
+			default: // a failure while others run: the next hedge now
+				hedge()
+			}
+		case <-next.C:
+			if !answered && tn.winner.Load() == nil && inflight < tn.spec.Max {
+				hedge()
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			if !answered {
+				if w := tn.winner.Load(); w != nil {
+					reply(w)
+				} else {
+					reply(last)
+				}
+			}
+		}
+	}
+}
+
+// start starts a hedge if the policy has an attempt left for it and the
+// gates let it through now, and returns it; nil when it does not start.
+func (tn *turn) start() *try {
+	if tn.n.Load() >= int64(tn.cfg.policy.MaxAttempts) || tn.winner.Load() != nil || tn.ctx.Err() != nil {
+		return nil
+	}
+	t := &try{hedge: true}
+	t.p = pass{ask: ask{cfg: tn.cfg, kind: kindHedge, key: tn.key}}
+	if tn.cfg.gated(kindHedge) {
+		if no := tn.cfg.admit(tn.ctx, &t.p); no != nil {
+			return nil
+		}
+		if no, err := tn.cfg.enter(tn.ctx, &t.p, noWait); no != nil || err != nil {
+			return nil
+		}
+	}
+	t.n = int(tn.n.Add(1))
+	tn.cfg.state.retryAttempts.Add(1)
+	tn.cfg.state.hedges.Add(1)
+	tn.event(typeHedgeStarted, t.n, tn.delay)
+	actx, cancel := context.WithCancel(withAttempt(tn.ctx, t.n))
+	t.cancel = cancel
+	go tn.hedge(actx, t)
+	tn.delay = tn.spec.delay(tn.key)
+	return t
+}
+
+// noWait is the sleep of a hedge's gates: a hedge never waits.
+func noWait(time.Duration) error { return errHedgeWait }
+
+var errHedgeWait = errors.New("retry: a hedge does not wait")
+
+// hedge runs hedge t on its own goroutine and reports it to the turn.
+func (tn *turn) hedge(actx context.Context, t *try) {
+	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished {
+			if t.panicked = recover(); t.panicked == nil {
+				t.panicked = errNilPanic
+			}
+			t.p.learn(errBreakerFailure)
+			tn.report(t)
+		}
+	}()
+	tn.drv.attempt(actx, t)
+	finished = true
+	if actx.Err() != nil && tn.ctx.Err() == nil { // canceled as a loser
+		t.verdict = errBreakerExcluded
+	} else {
+		tn.spec.record(tn.key, time.Since(start))
+	}
+	t.p.learn(t.verdict)
+	tn.report(t)
+}
+
+// errNilPanic stands for a panic with no value in a hedge.
+var errNilPanic = errors.New("retry: hedge panicked")
+
+// event fires the Hedge's OnEvent hook, if set.
+func (tn *turn) event(typ string, attempt int, delay time.Duration) {
+	f := tn.spec.OnEvent
+	if f == nil {
+		return
+	}
+	var method, url string
+	if tn.desc != nil {
+		method, url = tn.desc()
+	}
+	f(Event{Attempt: attempt, Type: typ, Delay: delay, Key: tn.key, Method: method, URL: url, Time: tn.cfg.now()})
+}
