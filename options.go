@@ -67,7 +67,6 @@ type config struct {
 	budgetSpec     *Budget    // WithBudget's, resolved into budget by build
 	hedge          *hedgeSpec // nil: no hedging
 	gates          gates      // the gates attempts pass, in order (assemble)
-	gateFirst      bool       // some gate acts on a first attempt
 	optErrs        []error
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.
