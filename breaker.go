@@ -62,8 +62,9 @@ type Breaker struct {
 	// OnChange, when set, is called on every change of a breaker's state,
 	// with the breaker's key (empty for a single breaker) and the states
 	// it left and entered: "closed", "half_open" or "open". It runs on the
-	// goroutine of the call that saw the change, after the breaker's lock
-	// is released, so it may use the Retrier.
+	// goroutine of the attempt that saw the change (a hedge's own, for a
+	// hedge), after the breaker's lock is released, so it may use the
+	// Retrier.
 	OnChange func(key, from, to string) `json:"-"`
 }
 
