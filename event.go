@@ -49,7 +49,7 @@ func OnFailure(f func(Event)) Option {
 // Event.Reason saying why. Event.Err is the last attempt's error, or what
 // stopped the call when no attempt ran (Event.Attempt is then 0): the
 // breaker's, the limiter's or the context's error. It runs after OnFailure
-// and OnDeadLetter.
+// and after the dead-letter sink and alert (DeadLetters).
 func OnGiveUp(f func(Event)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
