@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,27 +113,13 @@ func (b Breaker) validate() error {
 
 func (b Breaker) withDefaults() Breaker {
 	d := defaultBreaker
-	if b.FailureRatio == 0 {
-		b.FailureRatio = d.FailureRatio
-	}
-	if b.MinRequests == 0 {
-		b.MinRequests = d.MinRequests
-	}
-	if b.Window == 0 {
-		b.Window = d.Window
-	}
-	if b.OpenTimeout == 0 {
-		b.OpenTimeout = d.OpenTimeout
-	}
-	if b.Probes == 0 {
-		b.Probes = d.Probes
-	}
-	if b.MaxWait == 0 {
-		b.MaxWait = d.MaxWait
-	}
-	if b.StoreWait == 0 {
-		b.StoreWait = d.StoreWait
-	}
+	b.FailureRatio = cmp.Or(b.FailureRatio, d.FailureRatio)
+	b.MinRequests = cmp.Or(b.MinRequests, d.MinRequests)
+	b.Window = cmp.Or(b.Window, d.Window)
+	b.OpenTimeout = cmp.Or(b.OpenTimeout, d.OpenTimeout)
+	b.Probes = cmp.Or(b.Probes, d.Probes)
+	b.MaxWait = cmp.Or(b.MaxWait, d.MaxWait)
+	b.StoreWait = cmp.Or(b.StoreWait, d.StoreWait)
 	return b
 }
 

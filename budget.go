@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -188,21 +189,9 @@ type budgetBucket struct {
 // by one, and a negative Ratio or Reserve set to zero: none.
 func (b Budget) WithDefaults() Budget {
 	d := defaultBudget
-	switch {
-	case b.Ratio == 0:
-		b.Ratio = d.Ratio
-	case b.Ratio < 0:
-		b.Ratio = 0
-	}
-	switch {
-	case b.Reserve == 0:
-		b.Reserve = d.Reserve
-	case b.Reserve < 0:
-		b.Reserve = 0
-	}
-	if b.Window == 0 {
-		b.Window = d.Window
-	}
+	b.Ratio = max(cmp.Or(b.Ratio, d.Ratio), 0)
+	b.Reserve = max(cmp.Or(b.Reserve, d.Reserve), 0)
+	b.Window = cmp.Or(b.Window, d.Window)
 	return b
 }
 

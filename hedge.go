@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -113,18 +114,10 @@ func WithHedge(h Hedge) Option {
 // newHedgeSpec returns h with its zero fields set to their defaults, and
 // the latency sketches of an adaptive delay.
 func newHedgeSpec(h Hedge) *hedgeSpec {
-	if h.Percentile == 0 {
-		h.Percentile = defaultHedgePercentile
-	}
-	if h.Floor == 0 {
-		h.Floor = defaultHedgeFloor
-	}
-	if h.Ceiling == 0 {
-		h.Ceiling = max(defaultHedgeCeiling, h.Floor)
-	}
-	if h.Max == 0 {
-		h.Max = defaultHedgeMax
-	}
+	h.Percentile = cmp.Or(h.Percentile, defaultHedgePercentile)
+	h.Floor = cmp.Or(h.Floor, defaultHedgeFloor)
+	h.Ceiling = cmp.Or(h.Ceiling, max(defaultHedgeCeiling, h.Floor))
+	h.Max = cmp.Or(h.Max, defaultHedgeMax)
 	s := &hedgeSpec{Hedge: h}
 	if h.Delay == 0 {
 		s.sketches = newKeyed[*sketch](maxKeys)
