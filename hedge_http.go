@@ -53,7 +53,18 @@ func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
 		rt2.held = nil
 		a := h.tn.run(actx, c)
 		rt2.resp, _ = a.value.(*http.Response)
-		rt2.cancel = func() { h.tn.release(a) }
+		// The first attempt's try lives in the turn, which the next
+		// request may take from the pool before this response is closed:
+		// keep its releases, not the try.
+		release, cancel := a.release, a.cancel
+		rt2.cancel = func() {
+			if release != nil {
+				release()
+			}
+			if cancel != nil {
+				cancel()
+			}
+		}
 		return a.timedOut, a.failure
 	})
 	return rt2.answer(err)

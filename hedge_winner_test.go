@@ -338,3 +338,52 @@ func (r *stringReader) Read(p []byte) (int, error) {
 	r.s = r.s[n:]
 	return n, nil
 }
+
+// closeDuring is a base transport that, on its second request, closes the
+// body of a response held from the first before it sends the request.
+type closeDuring struct {
+	base http.RoundTripper
+	n    atomic.Int32
+	held chan *http.Response
+}
+
+func (c *closeDuring) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.n.Add(1) == 2 {
+		(<-c.held).Body.Close()
+	}
+	return c.base.RoundTrip(req)
+}
+
+// TestHedgeTransportBodiesApart: closing the body of a hedged request's
+// response, while the next request runs on the same Transport, ends that
+// response's own request and never the next one's, whose body arrives
+// whole.
+func TestHedgeTransportBodiesApart(t *testing.T) {
+	body := make([]byte, 64<<10)
+	for _, proto := range hedgeProtos {
+		t.Run(proto.name, func(t *testing.T) {
+			srv, base := proto.start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Write(body)
+			}))
+			defer srv.Close()
+			defer base.CloseIdleConnections()
+			cd := &closeDuring{base: base, held: make(chan *http.Response, 1)}
+			client := &http.Client{Transport: retry.NewTransport(cd, retry.WithHedge(retry.Hedge{Delay: time.Second}))}
+			first, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(first.Body)
+			cd.held <- first // closed while the second request runs
+			second, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(second.Body)
+			second.Body.Close()
+			if err != nil || len(got) != len(body) {
+				t.Errorf("the second response: %d of %d bytes, %v; want it whole", len(got), len(body), err)
+			}
+		})
+	}
+}
