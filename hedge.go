@@ -68,8 +68,9 @@ type Hedge struct {
 	// "hedge.started", Delay the wait that preceded it), before the
 	// hedge runs, and when a hedge's success wins (Type "hedge.won"), as
 	// it wins; Err is nil. It runs on the goroutine that starts or wins
-	// the hedge, never under a lock, and may run after the call has
-	// returned when the first attempt won meanwhile. Default: none.
+	// the hedge, never under a lock, so it must be safe for concurrent
+	// use; a hedge.started may come after the call has returned, when the
+	// first attempt won meanwhile. Default: none.
 	OnEvent func(Event)
 }
 

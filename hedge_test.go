@@ -253,10 +253,13 @@ func TestHedgeEvents(t *testing.T) {
 func TestHedgeAdaptive(t *testing.T) {
 	ms := time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex // OnEvent may run after Hedged returned
 		var delays []time.Duration
 		r := retry.New(retry.WithHedge(retry.Hedge{Percentile: 90, Floor: 2 * ms, Ceiling: 50 * ms, OnEvent: func(ev retry.Event) {
 			if ev.Type == "hedge.started" {
+				mu.Lock()
 				delays = append(delays, ev.Delay)
+				mu.Unlock()
 			}
 		}}))
 		// 100 calls: 90 of 10 ms and 10 of 200 ms.
@@ -268,6 +271,9 @@ func TestHedgeAdaptive(t *testing.T) {
 			s := &hedgeScript{lat: []time.Duration{lat, ms}}
 			retry.Hedged(context.Background(), s.fn, r)
 		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
 		if len(delays) == 0 || delays[0] != 50*ms {
 			t.Fatalf("delays %v: want the Ceiling first", delays)
 		}

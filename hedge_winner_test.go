@@ -387,3 +387,44 @@ func TestHedgeTransportBodiesApart(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeCanceledWithCause: the caller's context canceled with a cause
+// while a hedge runs ends the call at once with Reason canceled, the cause
+// and context.Canceled both reachable, and a hedge that ignores its
+// context neither holds the caller nor outlives its own return.
+func TestHedgeCanceledWithCause(t *testing.T) {
+	cause := errors.New("operator stopped the job")
+	stubborn := make(chan struct{})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond}))
+	hedging := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := retry.Hedged(ctx, func(ctx context.Context) (int, error) {
+			if retry.AttemptFrom(ctx) == 2 {
+				close(hedging)
+				<-stubborn // ignores its context
+				return 2, nil
+			}
+			<-ctx.Done()
+			return 0, context.Cause(ctx)
+		}, r)
+		errc <- err
+	}()
+	<-hedging
+	cancel(cause)
+	select {
+	case err := <-errc:
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonCanceled || !errors.Is(err, cause) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Hedged: %v; want Reason canceled with the cause and context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the caller waited for a hedge that ignores its context")
+	}
+	close(stubborn)
+	goleak.VerifyNone(t)
+	if st := r.Stats(); st.Hedges != 1 || st.HedgeWins != 0 {
+		t.Errorf("%d hedges, %d won; want 1, and no win for a success that came after the call ended", st.Hedges, st.HedgeWins)
+	}
+}

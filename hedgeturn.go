@@ -196,9 +196,10 @@ func (tn *turn) release(t *try) {
 
 // coordinate runs the turn once its delay has passed, on the timer's
 // goroutine: it starts hedges, each after the delay or at once after a
-// failure; it answers the caller with the winner, with the last failure
-// once every attempt has failed, or with nil once the caller's context has
-// ended; and it gives up whatever else the attempts return.
+// failure while others run; it answers the caller with the winner, or,
+// once every attempt has failed or the caller's context has ended and the
+// first attempt is in, with the last failure (nil if none), after which no
+// success can win; and it gives up whatever else the attempts return.
 func (tn *turn) coordinate() {
 	tn.channels()
 	var (
@@ -207,6 +208,8 @@ func (tn *turn) coordinate() {
 		last     *try // the latest failure, kept until a later one or the answer
 		answer   *try // what the caller was answered: the caller's from then on
 		answered bool
+		firstIn  bool // the caller's first attempt has reported
+		ended    bool // the caller's context has ended
 		next     = time.NewTimer(tn.delay)
 		ctxDone  = tn.ctx.Done()
 	)
@@ -228,6 +231,14 @@ func (tn *turn) coordinate() {
 		last = nil
 		tn.answer <- t
 	}
+	// settle answers t, a failure or nil, unless a success has won by
+	// then; it closes the race, so that a success arriving later loses.
+	settle := func(t *try) {
+		if !tn.winner.CompareAndSwap(nil, &settled) {
+			t = tn.winner.Load()
+		}
+		reply(t)
+	}
 	hedge := func() {
 		if h := tn.start(); h != nil {
 			running = append(running, h)
@@ -243,6 +254,7 @@ func (tn *turn) coordinate() {
 		select {
 		case t := <-tn.results:
 			inflight--
+			firstIn = firstIn || t == &tn.first
 			switch w := tn.winner.Load(); {
 			case answered && t == answer: // the caller's
 			case t == w && !answered: // the winner: answered below
@@ -260,7 +272,11 @@ func (tn *turn) coordinate() {
 			case w != nil:
 				reply(w)
 			case inflight == 0: // every attempt failed: the policy decides
-				reply(last)
+				settle(last)
+			case ended:
+				if firstIn {
+					settle(last)
+				}
 			default: // a failure while others run: the next hedge now
 				hedge()
 			}
@@ -268,14 +284,10 @@ func (tn *turn) coordinate() {
 			if !answered && tn.winner.Load() == nil && inflight < tn.spec.Max {
 				hedge()
 			}
-		case <-ctxDone:
-			ctxDone = nil
-			if !answered {
-				if w := tn.winner.Load(); w != nil {
-					reply(w)
-				} else {
-					reply(last)
-				}
+		case <-ctxDone: // the attempts' contexts end with it
+			ctxDone, ended = nil, true
+			if !answered && firstIn {
+				settle(last)
 			}
 		}
 	}
@@ -307,6 +319,10 @@ func (tn *turn) start() *try {
 	tn.delay = tn.spec.delay(tn.key)
 	return t
 }
+
+// settled stands for the winner of a turn that ended without a success,
+// so that no later success can win it.
+var settled try
 
 // noWait is the sleep of a hedge's gates: a hedge never waits.
 func noWait(time.Duration) error { return errHedgeWait }
