@@ -132,14 +132,22 @@ func TestHedgeTransportWinnerBody(t *testing.T) {
 			if !waitFor(func() bool { return counter.open.Load() == 0 }) {
 				t.Errorf("%d response bodies left open", counter.open.Load())
 			}
-			srv.Close()
-			base.CloseIdleConnections()
-			if !waitFor(func() bool { return openFDs(t) <= fds }) {
-				t.Errorf("%d file descriptors open, %d before", openFDs(t), fds)
-			}
-			goleak.VerifyNone(t)
+			shutDown(t, srv, base, fds)
 		})
 	}
+}
+
+// shutDown closes the server and the base's idle connections, then checks
+// that the file descriptors open before the test, fds, are all that are
+// left, and that no goroutine is.
+func shutDown(t *testing.T, srv *httptest.Server, base *http.Transport, fds int) {
+	t.Helper()
+	srv.Close()
+	base.CloseIdleConnections()
+	if !waitFor(func() bool { return openFDs(t) <= fds }) {
+		t.Errorf("%d file descriptors open, %d before", openFDs(t), fds)
+	}
+	goleak.VerifyNone(t)
 }
 
 // closeCount is a request body that counts its reads and closes.
@@ -234,12 +242,7 @@ func TestHedgeTransportCallerBody(t *testing.T) {
 				if st := r.Stats(); st.Hedges != tc.hedges {
 					t.Errorf("%d hedges, want %d", st.Hedges, tc.hedges)
 				}
-				srv.Close()
-				base.CloseIdleConnections()
-				if !waitFor(func() bool { return openFDs(t) <= fds }) {
-					t.Errorf("%d file descriptors open, %d before", openFDs(t), fds)
-				}
-				goleak.VerifyNone(t)
+				shutDown(t, srv, base, fds)
 			})
 		}
 	}
