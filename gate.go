@@ -129,10 +129,10 @@ func (c *config) assemble() {
 	}
 }
 
-// gated reports whether any gate acts on an attempt of kind k.
-func (c *config) gated(k kind) bool {
-	return len(c.gates.admits[k]) > 0 || len(c.gates.enters[k]) > 0
-}
+// admits and enters report whether any gate admits, or is entered by, an
+// attempt of kind k: the loop asks the gates only then.
+func (c *config) admits(k kind) bool { return len(c.gates.admits[k]) > 0 }
+func (c *config) enters(k kind) bool { return len(c.gates.enters[k]) > 0 }
 
 // admit asks every gate to let the attempt of p through (see gate.admit),
 // raising p.wait. On a refusal it gives back what the gates before took.
@@ -179,9 +179,6 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 		}
 		i++
 	}
-	if p.taken { // the attempt runs: what was taken is spent
-		p.undo, p.taken = [maxGates]func(time.Time){}, false
-	}
 	return nil, nil
 }
 
@@ -201,6 +198,13 @@ func (p *pass) learn(outcome error) {
 	}
 	if bs := p.cfg.breakers; bs != nil {
 		bs.flush()
+	}
+}
+
+// spend marks what the gates took as spent: the attempt runs.
+func (p *pass) spend() {
+	if p.taken {
+		p.undo, p.taken = [maxGates]func(time.Time){}, false
 	}
 }
 

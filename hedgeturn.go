@@ -301,14 +301,17 @@ func (tn *turn) start() *try {
 	}
 	t := &try{hedge: true}
 	t.p = pass{ask: ask{cfg: tn.cfg, kind: kindHedge, key: tn.key}}
-	if tn.cfg.gated(kindHedge) {
+	if tn.cfg.admits(kindHedge) {
 		if no := tn.cfg.admit(tn.ctx, &t.p); no != nil {
 			return nil
 		}
+	}
+	if tn.cfg.enters(kindHedge) {
 		if no, err := tn.cfg.enter(tn.ctx, &t.p, noWait); no != nil || err != nil {
 			return nil
 		}
 	}
+	t.p.spend()
 	t.n = int(tn.n.Add(1))
 	tn.cfg.state.retryAttempts.Add(1)
 	tn.cfg.state.hedges.Add(1)

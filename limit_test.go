@@ -327,3 +327,30 @@ func TestSharedLimiterMaxElapsed(t *testing.T) {
 		}
 	})
 }
+
+// countingLimiter hands out tokens at once and counts those given back.
+type countingLimiter struct{ returned atomic.Int32 }
+
+func (l *countingLimiter) Reserve(context.Context, string, time.Time, time.Duration) (time.Duration, func(time.Time), bool) {
+	return 0, func(time.Time) { l.returned.Add(1) }, true
+}
+
+// TestRateLimitTokenSpent: the token of an attempt that ran stays spent
+// when the call ends; only a token for an attempt that never ran is given
+// back.
+func TestRateLimitTokenSpent(t *testing.T) {
+	lim := &countingLimiter{}
+	r := retry.New(retry.WithRateLimit(retry.RateLimit{Shared: lim}))
+	if err := r.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if n := lim.returned.Load(); n != 0 {
+		t.Errorf("%d tokens given back after the attempt ran, want 0", n)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r.Run(ctx, func(context.Context) error { return nil })
+	if n := lim.returned.Load(); n != 0 {
+		t.Errorf("%d tokens given back by a call canceled before it asked, want 0", n)
+	}
+}

@@ -70,7 +70,7 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 		}
 		// The gates let the attempt run now; an open breaker is waited
 		// for without consuming an attempt.
-		if c.cfg.gated(p.kind) {
+		if c.cfg.enters(p.kind) {
 			if err := c.enter(ctx, drv, &p, &timer); err != nil {
 				return err
 			}
@@ -95,7 +95,7 @@ func (c *call) admitFirst(ctx context.Context, drv *driver, p *pass) error {
 	if c.cfg.maxElapsed > 0 {
 		c.start = c.cfg.now() // MaxElapsed counts the waits before the first attempt too
 	}
-	if !c.cfg.gated(kindFirst) {
+	if !c.cfg.admits(kindFirst) {
 		return nil
 	}
 	p.room = c.room(ctx)
@@ -115,6 +115,7 @@ func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Tim
 // try runs one attempt and reports its outcome to the gates. A panic in
 // the attempt is reported as a failure and goes on.
 func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (timedOut bool, failure error) {
+	p.spend()
 	c.started()
 	if !p.heard { // no gate asked for the outcome
 		return attempt(c.numbered(ctx))
@@ -229,7 +230,7 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 		c.prev = dec.Delay
 	}
 	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: p.held}}
-	if cfg.gated(kindRetry) {
+	if cfg.admits(kindRetry) {
 		if no := cfg.admit(ctx, p); no != nil {
 			if no.reason == ReasonCanceled {
 				return c.canceled(ctx, drv)
