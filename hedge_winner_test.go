@@ -431,3 +431,117 @@ func TestHedgeCanceledWithCause(t *testing.T) {
 		t.Errorf("%d hedges, %d won; want 1, and no win for a success that came after the call ended", st.Hedges, st.HedgeWins)
 	}
 }
+
+// lateHedge is a base transport that sends the first request at once, lets
+// it win, and holds the second request's response until the second
+// request's context has ended: the hedge's success arrives after the
+// first attempt's.
+type lateHedge struct {
+	base http.RoundTripper
+	n    atomic.Int32
+	slow time.Duration // how long the first request takes, so that a hedge starts
+}
+
+func (l *lateHedge) RoundTrip(req *http.Request) (*http.Response, error) {
+	if l.n.Add(1) == 1 {
+		time.Sleep(l.slow)
+		return l.base.RoundTrip(req)
+	}
+	resp, err := l.base.RoundTrip(req)
+	if err == nil {
+		<-req.Context().Done() // the first attempt won and canceled the hedge
+	}
+	return resp, err
+}
+
+// TestHedgeTransportLateHedgeSuccess: a hedge whose success arrives after
+// the first attempt's has won is drained and closed, and the first
+// response comes back whole.
+func TestHedgeTransportLateHedgeSuccess(t *testing.T) {
+	body := make([]byte, 64<<10)
+	rand.Read(body)
+	for _, proto := range hedgeProtos {
+		t.Run(proto.name, func(t *testing.T) {
+			fds := openFDs(t)
+			srv, base := proto.start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Write(body)
+			}))
+			counter := &bodyCounter{base: base}
+			r := retry.New(retry.WithHedge(retry.Hedge{Delay: 5 * time.Millisecond}))
+			tr := retry.NewTransport(&lateHedge{base: counter, slow: 30 * time.Millisecond}, r)
+			resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(got) != string(body) {
+				t.Errorf("body: %d of %d bytes, %v; want the first response whole", len(got), len(body), err)
+			}
+			if !waitFor(func() bool { return counter.open.Load() == 0 }) {
+				t.Errorf("%d response bodies left open: the hedge's late success was not drained", counter.open.Load())
+			}
+			if st := r.Stats(); st.Hedges != 1 || st.HedgeWins != 0 {
+				t.Errorf("%d hedges, %d won; want 1 and 0", st.Hedges, st.HedgeWins)
+			}
+			shutDown(t, srv, base, fds)
+		})
+	}
+}
+
+// TestHedgeFirstSuccessAfterCancel: the caller's context ends while a hedge
+// runs, and the first attempt, which had already done its work, returns a
+// success: that success is returned, and the hedge's later one released.
+func TestHedgeFirstSuccessAfterCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	hedging := make(chan struct{})
+	var released atomic.Int32
+	r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond, Release: func(any) { released.Add(1) }}))
+	v, err := retry.Hedged(ctx, func(ctx context.Context) (string, error) {
+		if retry.AttemptFrom(ctx) == 2 {
+			close(hedging)
+			<-ctx.Done()
+			return "hedge", nil // its work done too, after the cancel
+		}
+		<-hedging
+		cancel()
+		<-ctx.Done()
+		return "first", nil // the work had finished; the cancel came after
+	}, r)
+	if err != nil || v != "first" {
+		t.Errorf("Hedged = %q, %v; want the first attempt's success", v, err)
+	}
+	if !waitFor(func() bool { return released.Load() == 1 }) {
+		t.Errorf("%d values released, want the hedge's alone", released.Load())
+	}
+	goleak.VerifyNone(t)
+}
+
+// hedgeNilBodies is a stub base that answers 200 with a nil Body, as some stub
+// transports and middlewares do; its first answer comes only once its
+// request's context has ended, after the hedge's.
+type hedgeNilBodies struct{ n atomic.Int32 }
+
+func (b *hedgeNilBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	if b.n.Add(1) == 1 {
+		<-req.Context().Done()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: req}, nil
+}
+
+// TestHedgeTransportNilBodies: hedged responses with nil bodies, winner and
+// loser, are empty bodies: nothing panics and the winner reads as empty.
+func TestHedgeTransportNilBodies(t *testing.T) {
+	tr := retry.NewTransport(&hedgeNilBodies{}, retry.WithHedge(retry.Hedge{Delay: time.Millisecond}))
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(got) != 0 || err != nil {
+		t.Errorf("response %d, %q, %v; want an empty 200", resp.StatusCode, got, err)
+	}
+	goleak.VerifyNone(t)
+}
