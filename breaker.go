@@ -107,6 +107,8 @@ func (b Breaker) validate() error {
 		return bad("OpenTimeout", b.OpenTimeout, "must be >= 0")
 	case b.StoreWait < 0:
 		return bad("StoreWait", b.StoreWait, "must be >= 0")
+	case b.Store != nil && isNil(b.Store):
+		return bad("Store", "nil", typedNil(b.Store))
 	}
 	return nil
 }
@@ -253,6 +255,7 @@ func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
 // outcome too, stands in for it while the store cannot be read in time.
 func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(error), wait time.Duration) {
 	shared, wait, ok := b.shared.allow(ctx)
+	b.shared.local.Store(!ok)
 	if ok {
 		if shared == nil {
 			return nil, wait
@@ -362,21 +365,31 @@ func (bs *breakers) flush() {
 	}
 }
 
-// states returns the state of every breaker, by key.
-func (bs *breakers) states() map[string]string {
-	out := make(map[string]string)
-	if bs.single != nil {
-		out[""] = bs.single.state()
-		return out
+// states returns the state of every breaker, by key, and with a
+// Breaker.Store whether the fleet's state made each one's last decision.
+func (bs *breakers) states() (states map[string]string, onFleet map[string]bool) {
+	states = make(map[string]string)
+	if bs.spec.Store != nil {
+		onFleet = make(map[string]bool)
 	}
-	bs.keys.each(func(key string, b *breaker) { out[key] = b.state() })
-	return out
+	add := func(key string, b *breaker) {
+		states[key] = b.state()
+		if b.shared != nil {
+			onFleet[key] = !b.shared.local.Load()
+		}
+	}
+	if bs.single != nil {
+		add("", bs.single)
+	} else {
+		bs.keys.each(add)
+	}
+	return states, onFleet
 }
 
 // state is the breaker's state: for a shared one, as this process last
-// saw it in the store.
+// saw it in the store, unless the local breaker made the last decision.
 func (b *breaker) state() string {
-	if b.shared != nil {
+	if b.shared != nil && !b.shared.local.Load() {
 		return b.shared.view.Load().state
 	}
 	return stateOf(b.cb.State())

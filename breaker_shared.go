@@ -21,7 +21,15 @@ import (
 // the sum (FailureRatio and MinRequests apply to it); it keeps the time the
 // breaker stays open, and it grants the half-open probes, Probes of them
 // fleet-wide. A process's attempts wait on the store only to claim a probe,
-// or after a quiet spell longer than two intervals, for at most StoreWait.
+// before its first attempts (a process that has never read the fleet's
+// state reads it first), or after a quiet spell longer than two intervals,
+// for at most StoreWait each time.
+//
+// A store may lose a breaker's state (a restart with empty data, a flush,
+// an expired key) and answer with a generation lower than the one a
+// process last read: the process takes the answer to its latest request as
+// the fleet's state, whatever its generation, so that it is back on the
+// fleet's state at its next sync after the store answers.
 //
 // Implementations must be safe for concurrent use and must not hold a call
 // past ctx's deadline.
@@ -71,7 +79,9 @@ type sharedBreaker struct {
 	interval time.Duration
 
 	view   atomic.Pointer[fleetView]
-	tried  atomic.Int64 // unix ns at which the last sync started
+	seq    atomic.Uint64 // requests sent to the store, numbered in order
+	local  atomic.Bool   // the last decision was the local breaker's
+	tried  atomic.Int64  // unix ns at which the last sync started
 	failed atomic.Bool  // the last round trip failed
 	flight atomic.Pointer[flight]
 	claim  atomic.Bool // a claim is in flight
@@ -87,8 +97,9 @@ type sharedBreaker struct {
 type fleetView struct {
 	state  string
 	gen    uint64
-	until  int64 // unix ns: while open, when probes may start
-	synced int64 // unix ns of the reply
+	until  int64  // unix ns: while open, when probes may start
+	synced int64  // unix ns of the reply; 0 before the first
+	seq    uint64 // the number of the request answered
 }
 
 // flight is a sync under way; done closes when it has its answer.
@@ -99,8 +110,9 @@ func newSharedBreaker(store BreakerStore, bs *breakers, key string) *sharedBreak
 	if sb.interval <= 0 {
 		sb.interval = 100 * time.Millisecond
 	}
-	// Closed until the first reply, which the first call asks for.
-	sb.view.Store(&fleetView{state: stateClosed, synced: time.Now().UnixNano() - int64(sb.interval)})
+	// Never synced: the first call reads the fleet's state, within
+	// StoreWait, before it decides.
+	sb.view.Store(&fleetView{state: stateClosed})
 	return sb
 }
 
@@ -198,29 +210,33 @@ func (sb *sharedBreaker) sync() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sb.interval+sb.bs.spec.StoreWait)
 	defer cancel()
+	seq := sb.seq.Add(1)
 	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, s)
 	if err != nil {
 		sb.failed.Store(true)
 		return
 	}
-	sb.update(fl)
+	sb.update(fl, seq)
 }
 
-// update takes a reply of the store as the view, and reports a change of
-// state to Breaker.OnChange. A reply of an older generation than the view's
-// (a sync and a probe claim may answer out of order) is dropped.
-func (sb *sharedBreaker) update(fl BreakerFleet) {
+// update takes the store's reply to request seq as the view, and reports
+// a change of state to Breaker.OnChange. A reply to an earlier request than
+// the view's is dropped unless its generation is newer (a sync and a probe
+// claim may answer out of order). A reply to a later request is taken
+// whatever its generation: a lower one means the store lost the breaker's
+// state, and its answer is the fleet's state from now on.
+func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 	now := time.Now()
 	sb.failed.Store(false)
-	nv := &fleetView{state: cmp.Or(fl.State, stateClosed), gen: fl.Generation, synced: now.UnixNano()}
+	nv := &fleetView{state: cmp.Or(fl.State, stateClosed), gen: fl.Generation, synced: now.UnixNano(), seq: seq}
 	if fl.State == stateOpen {
 		nv.until = now.Add(max(fl.OpenFor, 0)).UnixNano()
 	}
 	var old *fleetView
 	for {
 		old = sb.view.Load()
-		if nv.gen < old.gen {
-			return // a late reply from before the fleet's last change
+		if seq < old.seq && nv.gen <= old.gen {
+			return // a late reply from before the view's
 		}
 		if sb.view.CompareAndSwap(old, nv) {
 			break
@@ -315,11 +331,12 @@ func (sb *sharedBreaker) storeWait(ctx context.Context) time.Duration {
 func (sb *sharedBreaker) claimProbe(ctx context.Context, v *fleetView) (fl BreakerFleet, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, sb.storeWait(ctx))
 	defer cancel()
+	seq := sb.seq.Add(1)
 	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, BreakerSync{Generation: v.gen, Claim: true})
 	if err != nil {
 		return fl, false
 	}
-	sb.update(fl)
+	sb.update(fl, seq)
 	return fl, true
 }
 

@@ -48,6 +48,9 @@ var defaultBudget = Budget{Ratio: 0.15, Reserve: 2, Window: 10 * time.Second}
 func WithBudget(b Budget) Option {
 	return optionFunc(func(c *config) {
 		switch {
+		case b.Shared != nil && isNil(b.Shared):
+			c.invalid("WithBudget", "nil", "Shared "+typedNil(b.Shared))
+			return
 		case b.Off, b.Shared != nil:
 		case b.Ratio != b.Ratio || b.Ratio > 1000:
 			c.invalid("WithBudget", b.Ratio, "Ratio must be at most 1000 (negative for none)")

@@ -26,7 +26,13 @@ type Clock interface {
 
 // WithClock sets the Retrier's clock; nil means the real clock.
 func WithClock(c Clock) Option {
-	return optionFunc(func(cfg *config) { cfg.clock = c })
+	return optionFunc(func(cfg *config) {
+		if c != nil && isNil(c) {
+			cfg.invalid("WithClock", "nil", typedNil(c))
+			return
+		}
+		cfg.clock = c
+	})
 }
 
 // now reads the configured clock.

@@ -79,6 +79,8 @@ func WithRateLimit(rl RateLimit) Option {
 func newRateLimiter(rl RateLimit) (l Limiter, field string, value any, rule string) {
 	if rl.Shared != nil {
 		switch {
+		case isNil(rl.Shared):
+			return nil, "Shared", "nil", typedNil(rl.Shared)
 		case rl.Limiter != nil:
 			return nil, "Limiter", rl.Limiter, "must be nil when Shared is set"
 		case rl.PerKey:

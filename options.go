@@ -3,6 +3,7 @@ package retry
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"time"
 
@@ -154,7 +155,13 @@ func WithPolicy(p Policy) Option {
 
 // WithDecider sets the RetryPolicy SPI consulted after the policy; see Decider.
 func WithDecider(d Decider) Option {
-	return optionFunc(func(c *config) { c.decider = d })
+	return optionFunc(func(c *config) {
+		if d != nil && isNil(d) {
+			c.invalid("WithDecider", "nil", typedNil(d))
+			return
+		}
+		c.decider = d
+	})
 }
 
 // WithAttemptTimeout bounds each attempt; an attempt that runs out of time
@@ -208,4 +215,24 @@ func WithRandom(f func() float64) Option {
 // records and alert deduplication.
 func WithKey(key string) Option {
 	return optionFunc(func(c *config) { c.key = key })
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice,
+// channel, func or interface: a typed nil, such as the *Store a failed
+// constructor returns, which a nil check of the interface does not catch
+// and whose methods would panic.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// typedNil is the rule an option breaks when given a typed nil.
+func typedNil(v any) string {
+	return fmt.Sprintf("is a nil %T; leave it unset, or check the error of the constructor that returned it", v)
 }

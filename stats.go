@@ -31,6 +31,12 @@ type Stats struct {
 	// BreakerFallbacks counts attempts guarded by this process's own
 	// breaker because the shared breaker's store (Breaker.Store) failed.
 	BreakerFallbacks int64 `json:"breaker_fallbacks"`
+	// BreakersOnFleet says, with Breaker.Store, for each breaker by key,
+	// whether its last decision was made on the fleet's state (true) or
+	// by this process's own breaker standing in while the store failed
+	// (false); Breakers then gives the state of the breaker that decided.
+	// Nil without Breaker.Store.
+	BreakersOnFleet map[string]bool `json:"breakers_on_fleet,omitempty"`
 
 	// BudgetBalance is the number of retries the retry budget would grant
 	// now; -1 when the budget is off.
@@ -67,7 +73,7 @@ func (c *config) stats() Stats {
 		HedgeWins:         st.hedgeWins.Load(),
 	}
 	if bs := c.breakers; bs != nil {
-		s.Breakers = bs.states()
+		s.Breakers, s.BreakersOnFleet = bs.states()
 		s.BreakerWaits = bs.waits.Load()
 		s.BreakerDenied = bs.denied.Load()
 		s.BreakerFallbacks = bs.fallbacks.Load()
