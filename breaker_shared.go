@@ -82,7 +82,7 @@ type sharedBreaker struct {
 	seq    atomic.Uint64 // requests sent to the store, numbered in order
 	local  atomic.Bool   // the last decision was the local breaker's
 	tried  atomic.Int64  // unix ns at which the last sync started
-	failed atomic.Bool  // the last round trip failed
+	failed atomic.Bool   // the last round trip failed
 	flight atomic.Pointer[flight]
 	claim  atomic.Bool // a claim is in flight
 
