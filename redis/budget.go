@@ -36,11 +36,18 @@ const budgetSlices = 10
 // Retrier clock (retry.WithClock) behind the wall clock, the first counts
 // are sent in full.
 //
+// The counters of one budget (of one key, with PerKey) share the hash tag
+// PREFIX{budget:KEY}, so that they sit in one slot of a Redis Cluster.
+//
 // When Redis fails or is slower than Options.Timeout, Budget fails open: the
 // retry is allowed and counted in Stats.FailOpen, and the unsent counts are
 // kept for the next request. That is the stated choice: an outage of Redis
 // must not turn into an outage of every dependency; the breaker and the
-// limiter stay in force meanwhile.
+// limiter stay in force meanwhile. After a failure the retries of the next
+// SyncInterval fail open without asking Redis; then one asks, and the
+// budget is back on the fleet's counts as soon as Redis answers (counts
+// Redis lost start again from zero, which makes it stricter for one
+// window).
 //
 // A Budget is safe for concurrent use. Build it with NewBudget.
 type Budget struct {
@@ -51,6 +58,7 @@ type Budget struct {
 	global *firsts
 	keys   sync.Map // key → *firsts, with Budget.PerKey
 
+	health                    *health
 	granted, denied, failOpen atomic.Int64
 	balance                   atomic.Int64 // math.Float64bits of the last balance Redis gave
 }
@@ -85,6 +93,7 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 		opts:   opts,
 		slice:  max(spec.Window/budgetSlices, time.Millisecond),
 		global: newFirsts(),
+		health: newHealth("budget", opts),
 	}, nil
 }
 
@@ -162,6 +171,10 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 	if !b.spec.PerKey {
 		key = ""
 	}
+	if b.health.skip(time.Now()) {
+		b.failOpen.Add(1)
+		return true
+	}
 	f := b.firsts(key)
 	f.mu.Lock()
 	total := f.load()
@@ -176,7 +189,7 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 
 	s := now.UnixNano() / int64(b.slice)
 	keys := make([]string, 2*budgetSlices)
-	base := b.opts.Prefix + "budget:{" + key + "}:"
+	base := b.opts.key("budget", key) + ":"
 	for i := range budgetSlices {
 		id := strconv.FormatInt(s-int64(i), 10)
 		keys[i] = base + "c:" + id
@@ -187,9 +200,9 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl)/2) // leave the attempt its time
 	}
-	octx, cancel := context.WithTimeout(ctx, timeout)
-	res, err := take.Run(octx, b.client, keys, budgetSlices, sent, b.spec.Ratio, b.spec.Reserve*b.spec.Window.Seconds(), ttl).Slice()
-	cancel()
+	res, err := roundTrip(ctx, max(timeout, 0), func(ctx context.Context) ([]any, error) {
+		return take.Run(ctx, b.client, keys, budgetSlices, sent, b.spec.Ratio, b.spec.Reserve*b.spec.Window.Seconds(), ttl).Slice()
+	})
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("script returned %v", res)
 	}
@@ -198,8 +211,10 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 		f.sent -= delta // send them with the next request
 		f.mu.Unlock()
 		b.failOpen.Add(1)
+		b.health.failed(ctx, err, timeout < b.opts.Timeout, "budget "+base)
 		return true
 	}
+	b.health.ok()
 	if bal, err := strconv.ParseFloat(fmt.Sprint(res[1]), 64); err == nil {
 		b.balance.Store(int64(floatBits(bal)))
 	}
@@ -216,6 +231,10 @@ type BudgetStats struct {
 	Granted  int64 // retries Redis granted
 	Denied   int64 // retries Redis refused
 	FailOpen int64 // retries allowed because Redis failed
+	Errors   int64 // round trips that failed: Redis down, slow or refusing
+	// OnFleet is false while the last round trip failed: retries are
+	// allowed without the fleet's counts.
+	OnFleet bool
 	// Balance is the retries the fleet's window had left after the last
 	// answer from Redis.
 	Balance float64
@@ -227,6 +246,8 @@ func (b *Budget) Stats() BudgetStats {
 		Granted:  b.granted.Load(),
 		Denied:   b.denied.Load(),
 		FailOpen: b.failOpen.Load(),
+		Errors:   b.health.errors.Load(),
+		OnFleet:  b.health.onFleet(),
 		Balance:  floatFrom(uint64(b.balance.Load())),
 	}
 }

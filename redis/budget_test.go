@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/steadyhq/retry"
 	retryredis "github.com/steadyhq/retry/redis"
 )
@@ -147,11 +148,18 @@ func TestBudgetAfterQuiet(t *testing.T) {
 		clk := &stepClock{t: time.Now()}
 		opts := []retry.Option{retry.WithClock(clk), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond})}
 		if shared {
-			b, err := retryredis.NewBudget(s.Client(), retry.Budget{}, retryredis.Options{})
+			// A loaded machine must not make Redis look slow: a failed
+			// round trip would fail open.
+			b, err := retryredis.NewBudget(s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = time.Second }), retry.Budget{}, retryredis.Options{Timeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			opts = append(opts, retry.WithBudget(retry.Budget{Shared: b}))
+			defer func() {
+				if st := b.Stats(); st.FailOpen != 0 {
+					t.Errorf("budget %+v: Redis failed", st)
+				}
+			}()
 		}
 		r := retry.New(opts...)
 		for range 10_000 {

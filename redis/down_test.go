@@ -39,7 +39,7 @@ func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
 	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{SyncInterval: storeSync}); err != nil {
 		t.Fatal(err)
 	}
-	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Reserve: 100}, retryredis.Options{}); err != nil {
+	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Reserve: 100}, retryredis.Options{SyncInterval: storeSync}); err != nil {
 		t.Fatal(err)
 	}
 	m.r = retry.New(

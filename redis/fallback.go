@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -52,6 +53,15 @@ func (l *localLimiter) bucket(key string) *rate.Limiter {
 		l.keys[key] = b
 	}
 	return b
+}
+
+// setShare paces the local bucket of key at share of the limit and of the
+// burst (at least one token).
+func (l *localLimiter) setShare(key string, share float64) {
+	b := l.bucket(key)
+	now := time.Now()
+	b.SetLimitAt(now, l.limit*rate.Limit(share))
+	b.SetBurstAt(now, max(int(math.Round(float64(l.burst)*share)), 1))
 }
 
 // Reserve implements retry.Limiter on the local bucket of key.

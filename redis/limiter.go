@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,11 +18,11 @@ import (
 )
 
 // Limiter is a rate limit shared by every process using the same Redis and
-// prefix, for retry.RateLimit.Shared: a GCRA bucket in Redis
-// (redis_rate's, github.com/go-redis/redis_rate, at key PREFIX limit:{KEY})
-// from which each
-// process leases tokens in batches and spends them locally, so that Redis
-// sees one request per batch rather than one per attempt.
+// prefix, for retry.RateLimit.Shared: a GCRA bucket in Redis (as
+// redis_rate's, github.com/go-redis/redis_rate, at key PREFIX{limit:KEY})
+// from which each process leases tokens in batches and spends them
+// locally, so that Redis sees one request per batch rather than one per
+// attempt.
 //
 // A batch is sized to the process's recent demand: its reservations per
 // second over the last lease, times the lease's term (Options.SyncInterval),
@@ -30,29 +32,47 @@ import (
 // fleet's limit. When the bucket is empty, Redis names the time of its next
 // token; the process's calls wait for it, within their deadline, and one of
 // them asks again. One request per process and key is in flight at a time;
-// the others wait for its answer.
+// the others wait for its answer, at most Options.Timeout.
+//
+// Each lease also tells the process its share of the limit: over the last
+// ten terms (the share window), the tokens it was granted, plus an equal
+// part of what the fleet left unused, among the processes that leased in
+// that window; at least half of an equal part.
 //
 // When Redis fails, or is slower than Options.Timeout or than half of what
 // is left of the caller's deadline (the other half is the fallback's), the
-// attempt takes a token from a local token bucket at the same limit and
-// burst instead (golang.org/x/time/rate), counted in Stats.Fallbacks, its
-// wait within what is left. Each process then keeps the whole limit for
-// itself until Redis answers again. That is the stated choice: pacing goes
-// on, a little looser, rather than stopping or running unpaced.
+// attempt takes a token from a local token bucket instead
+// (golang.org/x/time/rate), counted in Stats.Fallbacks, its wait within
+// what is left. That bucket paces the process at its share of the limit
+// and of the burst, as of its last lease: the fleet keeps its shape. With
+// steady demand the fleet's rate in fallback stays within the limit (each
+// process keeps what it used and its part of the headroom); whatever the
+// demand, within 1.5 times the limit plus the local bursts, the floor of
+// half an equal part being the excess. A process that never leased has no
+// share and paces at the whole limit. After a failed round trip, the
+// Limiter runs on the local bucket for one SyncInterval without asking
+// Redis, and no attempt waits on a request in flight; then one request
+// asks, and the others stay local until it answers. No attempt waits on
+// Redis longer than Options.Timeout.
 //
-// A Limiter starts no goroutine and needs no Close; it is safe for
-// concurrent use. Build it with NewLimiter.
+// A Limiter needs no Close; a round trip that the client does not cut at
+// Timeout finishes on a goroutine of its own. It is safe for concurrent
+// use. Build it with NewLimiter.
 type Limiter struct {
 	client   goredis.UniversalClient
 	limit    redis_rate.Limit
+	perSec   float64 // the limit, in attempts per second
 	perKey   bool
 	opts     Options
-	fallback retry.Limiter
+	id       string // this process's name in the fleet's list of lessees
+	fallback *localLimiter
+	health   *health
 	global   lease
 	keys     sync.Map     // key → *lease, with perKey
 	nkeys    atomic.Int64 // entries of keys, bounded by maxLeaseKeys
 
 	allowed, leases, waits, denied, fallbacks atomic.Int64
+	share                                     atomic.Uint64 // math.Float64bits of the last share
 }
 
 // lease is one process's tokens of one key's bucket.
@@ -65,7 +85,19 @@ type lease struct {
 	since    time.Time     // start of that count
 	rate     float64       // reservations per second, smoothed
 	fetching chan struct{} // closed when the request in flight answers
+	granted  []grant       // this process's leases within the share window
 }
+
+// grant is the tokens one lease granted, and when.
+type grant struct {
+	at time.Time
+	n  int
+}
+
+var _ retry.Limiter = (*Limiter)(nil)
+
+// shareSlices is the number of terms of the share window.
+const shareSlices = 10
 
 // NewLimiter returns a Limiter on client of limit attempts per second with
 // bursts of burst, across the fleet; limit must be in [1e-9, 1e9] and
@@ -87,7 +119,10 @@ func NewLimiter(client goredis.UniversalClient, limit float64, burst int, perKey
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{client: client, limit: l, perKey: perKey, opts: opts, fallback: local}, nil
+	lim := &Limiter{client: client, limit: l, perSec: limit, perKey: perKey, opts: opts, fallback: local,
+		id: processID(), health: newHealth("limiter", opts)}
+	lim.share.Store(math.Float64bits(1))
+	return lim, nil
 }
 
 // minLimit is the smallest limit NewLimiter takes: one attempt per
@@ -118,11 +153,21 @@ type LimiterStats struct {
 	Waits     int64 // waits for an empty bucket's next token
 	Denied    int64 // reservations refused because the wait could not fit
 	Fallbacks int64 // reservations made on the local bucket, Redis failing or too slow
+	Errors    int64 // round trips that failed: Redis down, slow or refusing
+	// OnFleet is false while the last round trip failed: attempts are
+	// paced by the local bucket.
+	OnFleet bool
+	// Share is the part of the limit (0 to 1) the local bucket paces
+	// this process at while Redis fails, from the last lease (of the last
+	// key leased, with perKey); 1 before the first.
+	Share float64
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() LimiterStats {
-	return LimiterStats{Allowed: l.allowed.Load(), Leases: l.leases.Load(), Waits: l.waits.Load(), Denied: l.denied.Load(), Fallbacks: l.fallbacks.Load()}
+	return LimiterStats{Allowed: l.allowed.Load(), Leases: l.leases.Load(), Waits: l.waits.Load(), Denied: l.denied.Load(),
+		Fallbacks: l.fallbacks.Load(), Errors: l.health.errors.Load(), OnFleet: l.health.onFleet(),
+		Share: math.Float64frombits(l.share.Load())}
 }
 
 func (l *Limiter) lease(key string) *lease {
@@ -165,56 +210,118 @@ func (ls *lease) batch(now time.Time, term time.Duration, burst int) int {
 
 // takeScript is GCRA (as redis_rate's) granting whole tokens: up to
 // ARGV[3] of those the bucket KEYS[1] holds, with an emission interval of
-// ARGV[1] seconds and a burst of ARGV[2], on Redis's clock. It returns
-// {granted, seconds until the next token when none}. redis_rate's
-// AllowAtMost would charge a fraction of a token it does not grant.
+// ARGV[1] seconds and a burst of ARGV[2], on Redis's clock. It also keeps
+// the lessees of the share window of ARGV[5] ms: KEYS[2], a sorted set of
+// process names (ARGV[4]) by the time of their last lease, and KEYS[3], the
+// tokens granted in each tenth of the window. It returns {granted, seconds
+// until the next token when none, lessees, tokens granted in the window}.
+// redis_rate's AllowAtMost would charge a fraction of a token it does not
+// grant.
 var takeScript = goredis.NewScript(`
 local emission = tonumber(ARGV[1])
 local burst_offset = emission * tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+local win = tonumber(ARGV[5])
 local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = (tonumber(t[1]) - 1483228800) + tonumber(t[2]) / 1000000
 local tat = tonumber(redis.call('GET', KEYS[1]) or '') or now
 tat = math.max(tat, now)
 local diff = now - (tat - burst_offset)
 local avail = math.floor(diff / emission + 1e-6)
+local g, wait = 0, '0'
 if avail < 1 then
-	return {0, string.format('%.9f', emission - diff)}
+	wait = string.format('%.9f', emission - diff)
+else
+	g = math.min(avail, n)
+	local new_tat = tat + g * emission
+	redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1)
 end
-local g = math.min(avail, n)
-local new_tat = tat + g * emission
-redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1)
-return {g, '0'}`)
+redis.call('ZADD', KEYS[2], ms, ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms - win)
+local procs = redis.call('ZCARD', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], win)
+local slice = math.max(math.floor(win / 10), 1)
+local e = math.floor(ms / slice)
+local i = e % 10
+if tonumber(redis.call('HGET', KEYS[3], 'e' .. i)) ~= e then
+	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g)
+elseif g > 0 then
+	redis.call('HINCRBY', KEYS[3], 'n' .. i, g)
+end
+redis.call('PEXPIRE', KEYS[3], 2 * win)
+local v = redis.call('HMGET', KEYS[3], 'e0', 'n0', 'e1', 'n1', 'e2', 'n2', 'e3', 'n3', 'e4', 'n4', 'e5', 'n5', 'e6', 'n6', 'e7', 'n7', 'e8', 'n8', 'e9', 'n9')
+local total = 0
+for j = 0, 9 do
+	local ej = tonumber(v[2 * j + 1])
+	if ej and ej > e - 10 then total = total + (tonumber(v[2 * j + 2]) or 0) end
+end
+return {g, wait, procs, total}`)
 
-// taken is what takeScript granted.
+// taken is what takeScript granted and told.
 type taken struct {
 	Allowed    int
 	RetryAfter time.Duration
+	Lessees    int // processes that leased within the share window
+	Fleet      int // tokens the fleet was granted within the window
 }
 
-// take leases up to n tokens from the bucket key.
-func (l *Limiter) take(ctx context.Context, key string, n int) (taken, error) {
+// take leases up to n tokens from the bucket of key.
+func (l *Limiter) take(ctx context.Context, name string, n int) (taken, error) {
 	emission := float64(l.limit.Period) / float64(l.limit.Rate) / 1e9
-	v, err := takeScript.Run(ctx, l.client, []string{key}, strconv.FormatFloat(emission, 'g', -1, 64), l.limit.Burst, n).Slice()
+	v, err := takeScript.Run(ctx, l.client, []string{name, name + ":lessees", name + ":granted"},
+		strconv.FormatFloat(emission, 'g', -1, 64), l.limit.Burst, n, l.id, l.window().Milliseconds()).Slice()
 	if err != nil {
 		return taken{}, err
 	}
-	if len(v) != 2 {
-		return taken{}, fmt.Errorf("redis: limiter %s: unexpected reply %v", key, v)
+	bad := fmt.Errorf("unexpected reply %v", v)
+	if len(v) != 4 {
+		return taken{}, bad
 	}
 	g, ok1 := v[0].(int64)
 	ra, ok2 := v[1].(string)
+	procs, ok3 := v[2].(int64)
+	fleet, ok4 := v[3].(int64)
 	secs, perr := strconv.ParseFloat(ra, 64)
-	if !ok1 || !ok2 || perr != nil || g < 0 || secs != secs {
-		return taken{}, fmt.Errorf("redis: limiter %s: unexpected reply %v", key, v)
+	if !ok1 || !ok2 || !ok3 || !ok4 || perr != nil || g < 0 || secs != secs || procs < 0 || fleet < 0 {
+		return taken{}, bad
 	}
-	return taken{Allowed: int(g), RetryAfter: time.Duration(min(secs, 1e9) * 1e9)}, nil
+	return taken{Allowed: int(g), RetryAfter: time.Duration(min(secs, 1e9) * 1e9), Lessees: int(procs), Fleet: int(fleet)}, nil
+}
+
+// window is the share window: ten lease terms.
+func (l *Limiter) window() time.Duration { return shareSlices * l.opts.SyncInterval }
+
+// shareOf is this process's share of the limit after a lease that told
+// res: its own grants in the window plus an equal part of the fleet's
+// unused tokens, at least half an equal part, at most the whole limit.
+// ls.mu is held.
+func (l *Limiter) shareOf(ls *lease, now time.Time, res taken) float64 {
+	from := now.Add(-l.window())
+	kept := ls.granted[:0]
+	own := 0
+	for _, g := range ls.granted {
+		if g.at.After(from) {
+			kept = append(kept, g)
+			own += g.n
+		}
+	}
+	if res.Allowed > 0 {
+		kept = append(kept, grant{at: now, n: res.Allowed})
+		own += res.Allowed
+	}
+	ls.granted = kept
+	procs := float64(max(res.Lessees, 1))
+	whole := l.perSec * l.window().Seconds() // the limit's tokens in the window
+	unused := max(whole-float64(res.Fleet), 0)
+	share := (float64(own) + unused/procs) / whole
+	return min(max(share, 0.5/procs), 1)
 }
 
 // Reserve implements retry.Limiter. It spends a leased token, or leases
 // more, or waits itself, on real time, for the bucket's next token, and
-// returns a zero wait; with Redis failing it returns the local bucket's
-// reservation.
+// returns a zero wait; with Redis failing or too slow it returns the local
+// bucket's reservation.
 func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
 	if !l.perKey {
 		key = ""
@@ -228,7 +335,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			timer.Stop()
 		}
 	}()
-	sleep := func(d time.Duration, ch <-chan struct{}) bool {
+	// sleep waits d, or until ch closes (woken), or until ctx ends (!ok).
+	sleep := func(d time.Duration, ch <-chan struct{}) (woken, ok bool) {
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -236,14 +344,20 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		select {
 		case <-timer.C:
+			return false, true
 		case <-ch:
 			if !timer.Stop() {
 				<-timer.C
 			}
+			return true, true
 		case <-ctx.Done():
-			return false
+			return false, false
 		}
-		return true
+	}
+	local := func() (time.Duration, func(time.Time), bool) {
+		l.fallbacks.Add(1)
+		since := time.Since(start)
+		return l.fallback.Reserve(ctx, key, now.Add(since), max(maxWait-since, 0))
 	}
 	for {
 		if ctx.Err() != nil || passed(ctx) {
@@ -263,9 +377,19 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		if f := ls.fetching; f != nil {
 			ls.mu.Unlock()
-			if left <= 0 || !sleep(left, f) {
+			if !l.health.onFleet() {
+				return local() // the request in flight is asking a failing Redis
+			}
+			if left <= 0 {
 				l.denied.Add(1)
 				return 0, nil, false
+			}
+			woken, ok := sleep(min(left, l.opts.Timeout), f)
+			switch {
+			case !ok:
+				return 0, nil, false
+			case !woken:
+				return local() // Redis is slower than Timeout
 			}
 			continue
 		}
@@ -276,10 +400,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 				return 0, nil, false
 			}
 			l.waits.Add(1)
-			if !sleep(wait, nil) {
+			if _, ok := sleep(wait, nil); !ok {
 				return 0, nil, false
 			}
 			continue
+		}
+		if l.health.skip(t) {
+			ls.mu.Unlock()
+			return local()
 		}
 		n := ls.batch(t, l.opts.SyncInterval, l.limit.Burst)
 		f := make(chan struct{})
@@ -287,17 +415,23 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		ls.mu.Unlock()
 
 		// Leave half of what is left to the fallback.
-		octx, cancel := context.WithTimeout(ctx, min(l.opts.Timeout, left/2))
-		res, err := l.take(octx, l.opts.Prefix+"limit:{"+key+"}", n)
-		cancel()
+		name := l.opts.key("limit", key)
+		timeout := max(min(l.opts.Timeout, left/2), 0)
+		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n) })
 		got := time.Now()
 		ls.mu.Lock()
 		ls.fetching = nil
 		close(f)
+		if err == nil {
+			share := l.shareOf(ls, got, res)
+			l.share.Store(math.Float64bits(share))
+			l.fallback.setShare(key, share)
+		}
 		if err == nil && res.Allowed > 0 {
 			ls.tokens = res.Allowed - 1 // this call's
 			ls.lapses = got.Add(l.opts.SyncInterval)
 			ls.mu.Unlock()
+			l.health.ok()
 			l.leases.Add(1)
 			l.allowed.Add(int64(res.Allowed))
 			return 0, nil, true
@@ -306,17 +440,15 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			ls.empty = got.Add(max(res.RetryAfter, time.Microsecond))
 		}
 		ls.mu.Unlock()
+		if err == nil {
+			l.health.ok()
+			continue
+		}
+		l.health.failed(ctx, err, timeout < l.opts.Timeout, "limiter "+name)
 		if ctx.Err() != nil || passed(ctx) {
 			return 0, nil, false
 		}
-		if err != nil {
-			// Redis failed, or was cut short to leave the fallback its
-			// time: the local bucket paces the attempt, within what is
-			// left of maxWait.
-			l.fallbacks.Add(1)
-			left = maxWait - time.Since(start)
-			return l.fallback.Reserve(ctx, key, now.Add(time.Since(start)), max(left, 0))
-		}
+		return local()
 	}
 }
 
@@ -325,4 +457,12 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 func passed(ctx context.Context) bool {
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)
+}
+
+// processID names this Limiter among the fleet's lessees: the host, the
+// process and a random part, so that two Limiters of one process count as
+// two lessees, as they lease apart.
+func processID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%016x", host, os.Getpid(), rand.Uint64())
 }

@@ -2,33 +2,50 @@ package redis
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 )
 
 // Options are the settings the components of this package share. Zero
 // fields take the defaults below.
 //
-// Every Redis round trip is bounded by Timeout; those on a call's path (a
-// Limiter's lease, a Budget's token, a Store's probe claim) also by half of
-// what is left of the caller's deadline, so that the fallback still has
-// time. Give the client
-// ContextTimeoutEnabled and DialerRetries: 1 (go-redis Options) so that a
-// slow or stopped Redis is cut at those bounds rather than at the client's
-// read timeout and dial retries.
+// Every Redis round trip is bounded by Timeout, whatever the client's own
+// settings: the component stops waiting at Timeout and goes on without
+// Redis. Those on a call's path (a Limiter's lease, a Budget's token, a
+// Store's probe claim) are also bounded by half of what is left of the
+// caller's deadline, so that the fallback still has time. Give the client
+// ContextTimeoutEnabled: true (go-redis Options) so that the command
+// itself is cut at the same bound and its connection freed; without it,
+// the command runs on in the background until the client's ReadTimeout
+// (3 s by default), and MaxRetries (3 by default) and DialerRetries (5)
+// multiply that. After a failed round trip a component does not ask Redis
+// again for one SyncInterval; then one request at a time asks, while the
+// others run on the fallback.
 type Options struct {
 	// Prefix starts every key this package writes; default "retry:". Give
 	// each dependency, or each service, its own prefix when their
-	// breakers, limits or budgets must stay apart.
+	// breakers, limits or budgets must stay apart. It may not contain '{'
+	// or '}': each key's hash tag, which keeps the keys of one breaker,
+	// limit or budget in one slot of a Redis Cluster, follows it.
 	Prefix string
 	// Timeout bounds each Redis round trip; default 50 ms.
 	Timeout time.Duration
 	// SyncInterval is how often a process with calls syncs each breaker
-	// of a Store, and the term of a Limiter's leases; default 100 ms.
+	// of a Store, the term of a Limiter's leases, and how long a
+	// component runs on its fallback after a failed round trip before it
+	// asks Redis again; default 100 ms.
 	SyncInterval time.Duration
 	// StateTTL is how long the Store keeps the state of a breaker nobody
 	// uses (at least twice its Window and OpenTimeout); default 24 h. An
 	// expired state starts again closed.
 	StateTTL time.Duration
+	// Logger, when set, receives the Redis errors of the component at
+	// level Warn, at most one record a second per component (the
+	// "suppressed" attribute counts those left out), and one record at
+	// level Info when Redis answers again. Errors are counted in the
+	// component's Stats whether or not a Logger is set.
+	Logger *slog.Logger
 }
 
 // The defaults of Options.
@@ -48,6 +65,9 @@ func (o Options) withDefaults(who string) (Options, error) {
 			return o, fmt.Errorf("redis: %s: Options.%s = %v: must be >= 0", who, f.name, f.v)
 		}
 	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return o, fmt.Errorf("redis: %s: Options.Prefix = %q: must not contain '{' or '}' (the hash tag of each key follows the prefix)", who, o.Prefix)
+	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
@@ -61,4 +81,12 @@ func (o Options) withDefaults(who string) (Options, error) {
 		o.StateTTL = DefaultStateTTL
 	}
 	return o, nil
+}
+
+// key names the Redis key of one breaker, limit, budget or stream: the
+// prefix, then the hash tag {KIND:NAME}, never empty, so that every key one
+// script touches (the returned name, or the name and a suffix) hashes to
+// one slot of a Redis Cluster.
+func (o Options) key(kind, name string) string {
+	return o.Prefix + "{" + kind + ":" + name + "}"
 }

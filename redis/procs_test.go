@@ -205,7 +205,7 @@ func TestFleetProcesses(t *testing.T) {
 			)
 			dep := newDependency(t)
 			prefix := fmt.Sprintf("procs:%d:", tt.probes)
-			key := prefix + "breaker:{}"
+			key := prefix + "{breaker:}"
 			names := []string{"p0", "p1", "p2"}
 			procs := make([]*proc, len(names))
 			for i, n := range names {

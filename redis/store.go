@@ -21,8 +21,8 @@ var _ retry.BreakerStore = (*Store)(nil)
 // state as last read and sends its counts about once per
 // Options.SyncInterval, in the round trip that reads the state back.
 //
-// Each breaker is one Redis hash, PREFIX breaker:{NAME} (the braces keep
-// it whole in a Redis Cluster), read and written by one Lua script: a ring
+// Each breaker is one Redis hash, PREFIX{breaker:NAME} (the braces keep it
+// in one slot of a Redis Cluster), read and written by one Lua script: a ring
 // of ten slices of Breaker.Window holding success and failure counts, the
 // state, its generation, the opened-until time and the half-open claims.
 // The script trips the breaker on the fleet's sum over the window, opens
@@ -34,15 +34,21 @@ var _ retry.BreakerStore = (*Store)(nil)
 // Options.StateTTL, or twice the window or the open time when longer.
 //
 // Each round trip is bounded by Options.Timeout and its context. When
-// Redis fails or is slower, Sync returns the error, counted in Stats, and
-// the Retrier's own breaker decides (retry.Stats.BreakerFallbacks) until
-// Redis answers again. A Store starts no goroutine and needs no Close.
+// Redis fails or is slower, Sync returns the error, counted in Stats and
+// logged to Options.Logger, and the Retrier's own breaker decides
+// (retry.Stats.BreakerFallbacks, and false in retry.Stats.BreakersOnFleet)
+// until Redis answers again. When Redis loses a breaker's state (a
+// restart with empty data, FLUSHALL, the key expired), it starts again
+// closed at generation 0 and every process takes that state at its next
+// sync. A Store needs no Close; a round trip that the client does not cut
+// at Timeout finishes on a goroutine of its own.
 //
 // A Store is safe for concurrent use. Build it with NewStore.
 type Store struct {
 	client          goredis.UniversalClient
 	opts            Options
-	syncs, errs     atomic.Int64
+	health          *health
+	syncs           atomic.Int64
 	claims, granted atomic.Int64
 }
 
@@ -55,7 +61,7 @@ func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, opts: opts}, nil
+	return &Store{client: client, opts: opts, health: newHealth("breaker store", opts)}, nil
 }
 
 // StoreStats counts a Store's round trips.
@@ -64,18 +70,21 @@ type StoreStats struct {
 	Errors  int64 // round trips that failed: Redis down, slow or refusing
 	Claims  int64 // probe claims asked for
 	Granted int64 // probe claims granted
+	// OnFleet is false while the last round trip failed; each breaker's
+	// own state is in retry.Stats.BreakersOnFleet.
+	OnFleet bool
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() StoreStats {
-	return StoreStats{Syncs: s.syncs.Load(), Errors: s.errs.Load(), Claims: s.claims.Load(), Granted: s.granted.Load()}
+	return StoreStats{Syncs: s.syncs.Load(), Errors: s.health.errors.Load(), Claims: s.claims.Load(), Granted: s.granted.Load(), OnFleet: s.health.onFleet()}
 }
 
 // SyncInterval returns Options.SyncInterval.
 func (s *Store) SyncInterval() time.Duration { return s.opts.SyncInterval }
 
 // key is the hash of the breaker name.
-func (s *Store) key(name string) string { return s.opts.Prefix + "breaker:{" + name + "}" }
+func (s *Store) key(name string) string { return s.opts.key("breaker", name) }
 
 // syncScript is the fleet's breaker; see Store. KEYS[1] is its hash;
 // ARGV: generation, successes, failures, claim (0 or 1), probe successes,
@@ -184,21 +193,22 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 	}
 	ttl := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
 	key := s.key(name)
-	octx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	res, err := syncScript.Run(octx, s.client, []string{key},
-		strconv.FormatUint(in.Generation, 10), in.Successes, in.Failures, claim,
-		in.ProbeSuccesses, in.ProbeFailures, in.ProbeReleases,
-		strconv.FormatFloat(b.FailureRatio, 'g', -1, 64), b.MinRequests,
-		max(b.Window.Milliseconds(), 1), max(b.OpenTimeout.Milliseconds(), 1), b.Probes,
-		max(ttl.Milliseconds(), 1)).Int64Slice()
+	res, err := roundTrip(ctx, s.opts.Timeout, func(ctx context.Context) ([]int64, error) {
+		return syncScript.Run(ctx, s.client, []string{key},
+			strconv.FormatUint(in.Generation, 10), in.Successes, in.Failures, claim,
+			in.ProbeSuccesses, in.ProbeFailures, in.ProbeReleases,
+			strconv.FormatFloat(b.FailureRatio, 'g', -1, 64), b.MinRequests,
+			max(b.Window.Milliseconds(), 1), max(b.OpenTimeout.Milliseconds(), 1), b.Probes,
+			max(ttl.Milliseconds(), 1)).Int64Slice()
+	})
 	if err == nil && (len(res) != 4 || res[0] < 0 || res[0] > 2 || res[1] < 0) {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		s.errs.Add(1)
+		s.health.failed(ctx, err, false, "breaker "+key)
 		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, err)
 	}
+	s.health.ok()
 	out := retry.BreakerFleet{
 		State:      []string{"closed", "half_open", "open"}[res[0]],
 		Generation: uint64(res[1]),

@@ -181,7 +181,7 @@ func TestStoreBadReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(context.Background(), "retry:breaker:{x}", "junk", 0).Err(); err != nil {
+	if err := c.Set(context.Background(), "retry:{breaker:x}", "junk", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	spec := retry.Breaker{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 30 * time.Second, Probes: 1}
