@@ -71,7 +71,7 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 		return fmt.Errorf("redis: NewBudget: Budget.%s = %v: %s", field, v, rule)
 	}
 	switch {
-	case client == nil:
+	case isNilClient(client):
 		return nil, errors.New("redis: NewBudget: client is nil")
 	case spec.Off:
 		return nil, bad("Off", true, "a shared budget cannot be off; do not set one")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -18,29 +19,51 @@ const DefaultMaxLen = 100_000
 
 // DeadLetters keeps dead-letter records in a Redis Stream, one entry per
 // record. Its Sink method is a dead-letter sink for retry.DeadLetters;
-// List reads the records back and Replay sends one again.
+// List reads the records back and Replay sends one again, once however
+// many operators replay it at the same time.
 //
-// A DeadLetters is safe for concurrent use. Build it with NewDeadLetters.
+// Every round trip is bounded by Options.Timeout (see Options); Sink's
+// also by the context the engine gives it (retry.DeadLetters.Timeout).
+//
+// A DeadLetters is safe for concurrent use. Build it with NewDeadLetters;
+// every method of a nil *DeadLetters (what a failed NewDeadLetters
+// returns) returns an error, and panics on none.
 type DeadLetters struct {
 	client goredis.UniversalClient
-	stream string
+	key    string // the stream's key
 	maxLen int64
+	opts   Options
 }
 
 // NewDeadLetters returns the dead-letter stream named stream on client,
 // trimmed to about maxLen entries (XADD MAXLEN ~); maxLen <= 0 means
-// DefaultMaxLen.
-func NewDeadLetters(client goredis.UniversalClient, stream string, maxLen int64) (*DeadLetters, error) {
+// DefaultMaxLen. The stream's key is opts.Prefix followed by the hash tag
+// {deadletters:STREAM} (Stream returns it), so that the keys of Replay's
+// claims sit in the stream's slot of a Redis Cluster.
+func NewDeadLetters(client goredis.UniversalClient, stream string, maxLen int64, opts Options) (*DeadLetters, error) {
 	switch {
-	case client == nil:
+	case isNilClient(client):
 		return nil, errors.New("redis: NewDeadLetters: client is nil")
 	case stream == "":
 		return nil, errors.New(`redis: NewDeadLetters: stream = "": must name a stream`)
 	}
+	opts, err := opts.withDefaults("NewDeadLetters")
+	if err != nil {
+		return nil, err
+	}
 	if maxLen <= 0 {
 		maxLen = DefaultMaxLen
 	}
-	return &DeadLetters{client: client, stream: stream, maxLen: maxLen}, nil
+	return &DeadLetters{client: client, key: opts.key("deadletters", stream), maxLen: maxLen, opts: opts}, nil
+}
+
+// Stream returns the Redis key of the stream, for redis-cli and the tools
+// that read it directly; "" for a nil *DeadLetters.
+func (d *DeadLetters) Stream() string {
+	if d == nil {
+		return ""
+	}
+	return d.key
 }
 
 // Record is a dead-letter record as kept in the stream: the fields of the
@@ -93,6 +116,9 @@ const (
 // cannot be encoded as JSON) is counted in Stats.DeadLetterFailed and joined
 // into the call's error.
 func (d *DeadLetters) Sink(ctx context.Context, ev retry.Event) error {
+	if d == nil {
+		return errNilDeadLetters
+	}
 	values := []any{
 		fieldKey, ev.Key,
 		fieldAttempts, strconv.Itoa(ev.Attempt),
@@ -111,14 +137,16 @@ func (d *DeadLetters) Sink(ctx context.Context, ev retry.Event) error {
 		}
 		values = append(values, fieldPayload, p)
 	}
-	err := d.client.XAdd(ctx, &goredis.XAddArgs{
-		Stream: d.stream,
-		MaxLen: d.maxLen,
-		Approx: true,
-		Values: values,
-	}).Err()
+	_, err := roundTrip(ctx, d.opts.Timeout, func(ctx context.Context) (string, error) {
+		return d.client.XAdd(ctx, &goredis.XAddArgs{
+			Stream: d.key,
+			MaxLen: d.maxLen,
+			Approx: true,
+			Values: values,
+		}).Result()
+	})
 	if err != nil {
-		return fmt.Errorf("redis: XADD %s: %w", d.stream, err)
+		return fmt.Errorf("redis: XADD %s: %w", d.key, err)
 	}
 	return nil
 }
@@ -138,6 +166,9 @@ func formatTime(t time.Time) string {
 // To page through the stream, pass Page.Next as after until it is "".
 // The error is Redis's, or a bad count.
 func (d *DeadLetters) List(ctx context.Context, after string, count int64) (Page, error) {
+	if d == nil {
+		return Page{}, errNilDeadLetters
+	}
 	if count <= 0 {
 		return Page{}, fmt.Errorf("redis: List: count = %d: must be > 0", count)
 	}
@@ -145,9 +176,9 @@ func (d *DeadLetters) List(ctx context.Context, after string, count int64) (Page
 	if after != "" {
 		start = "(" + after
 	}
-	msgs, err := d.client.XRangeN(ctx, d.stream, start, "+", count).Result()
+	msgs, err := d.xrange(ctx, start, "+", count)
 	if err != nil {
-		return Page{}, fmt.Errorf("redis: XRANGE %s: %w", d.stream, err)
+		return Page{}, err
 	}
 	p := Page{Records: make([]Record, 0, len(msgs))}
 	for _, m := range msgs {
@@ -183,9 +214,12 @@ type BadEntry struct {
 // sequence part ("1700000000000") names the first entry of that
 // millisecond; the record's ID is then the entry's full ID.
 func (d *DeadLetters) Get(ctx context.Context, id string) (Record, error) {
-	msgs, err := d.client.XRangeN(ctx, d.stream, id, id, 1).Result()
+	if d == nil {
+		return Record{}, errNilDeadLetters
+	}
+	msgs, err := d.xrange(ctx, id, id, 1)
 	if err != nil {
-		return Record{}, fmt.Errorf("redis: XRANGE %s: %w", d.stream, err)
+		return Record{}, err
 	}
 	if len(msgs) == 0 {
 		return Record{}, fmt.Errorf("redis: dead-letter record %s: %w", id, ErrNoRecord)
@@ -193,22 +227,52 @@ func (d *DeadLetters) Get(ctx context.Context, id string) (Record, error) {
 	return decodeRecord(msgs[0].ID, msgs[0].Values)
 }
 
+// xrange reads up to count entries from start to end, in one round trip.
+func (d *DeadLetters) xrange(ctx context.Context, start, end string, count int64) ([]goredis.XMessage, error) {
+	msgs, err := roundTrip(ctx, d.opts.Timeout, func(ctx context.Context) ([]goredis.XMessage, error) {
+		return d.client.XRangeN(ctx, d.key, start, end, count).Result()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis: XRANGE %s: %w", d.key, err)
+	}
+	return msgs, nil
+}
+
 // ErrNoRecord is the error of Get and Replay for an ID not in the stream.
 var ErrNoRecord = errors.New("no such record")
 
+// errNilDeadLetters is the error of every method of a nil *DeadLetters,
+// such as the one a failed NewDeadLetters returns.
+var errNilDeadLetters = errors.New("redis: nil *DeadLetters (check the error of NewDeadLetters)")
+
+// ErrClaimed is the error of Replay for a record that another Replay, in
+// this process or another, is sending.
+var ErrClaimed = errors.New("record is being replayed")
+
 // Len returns the number of records in the stream.
 func (d *DeadLetters) Len(ctx context.Context) (int64, error) {
-	n, err := d.client.XLen(ctx, d.stream).Result()
+	if d == nil {
+		return 0, errNilDeadLetters
+	}
+	n, err := roundTrip(ctx, d.opts.Timeout, func(ctx context.Context) (int64, error) {
+		return d.client.XLen(ctx, d.key).Result()
+	})
 	if err != nil {
-		return 0, fmt.Errorf("redis: XLEN %s: %w", d.stream, err)
+		return 0, fmt.Errorf("redis: XLEN %s: %w", d.key, err)
 	}
 	return n, nil
 }
 
 // Delete removes the record with entry ID id.
 func (d *DeadLetters) Delete(ctx context.Context, id string) error {
-	if err := d.client.XDel(ctx, d.stream, id).Err(); err != nil {
-		return fmt.Errorf("redis: XDEL %s %s: %w", d.stream, id, err)
+	if d == nil {
+		return errNilDeadLetters
+	}
+	_, err := roundTrip(ctx, d.opts.Timeout, func(ctx context.Context) (int64, error) {
+		return d.client.XDel(ctx, d.key, id).Result()
+	})
+	if err != nil {
+		return fmt.Errorf("redis: XDEL %s %s: %w", d.key, id, err)
 	}
 	return nil
 }
@@ -221,15 +285,37 @@ func (d *DeadLetters) Delete(ctx context.Context, id string) error {
 // the call's error (a Retrier whose sink is this stream also appends a new
 // record for the failed replay).
 //
+// Replay first claims the record in Redis, and holds the claim while send
+// runs: a second Replay of the same record meanwhile, from any process,
+// returns an error matching ErrClaimed without sending, and one that comes
+// after the first has deleted the record returns ErrNoRecord. A record is
+// thus sent once by concurrent replays, as long as Redis answers; a claim
+// that cannot be renewed (Redis away for ClaimTTL) lapses, and the record
+// may then be replayed again. A claim left by a process that died lapses
+// after ClaimTTL.
+//
 // send gets the record, whose Payload carries what the work needs; a
 // Transport's record decodes with Record.RequestRecord, and is sent through
 // the caller's own client, which re-applies credentials.
 func (d *DeadLetters) Replay(ctx context.Context, id string, send func(context.Context, Record) error, opts ...retry.Option) error {
+	if d == nil {
+		return errNilDeadLetters
+	}
 	if send == nil {
 		return errors.New("redis: Replay: send is nil")
 	}
 	rec, err := d.Get(ctx, id)
 	if err != nil {
+		return err
+	}
+	release, err := d.claim(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Read it again under the claim: a replay that held the claim before
+	// may have sent and deleted it since the first read.
+	if rec, err = d.Get(ctx, rec.ID); err != nil {
 		return err
 	}
 	err = retry.Run(ctx, func(ctx context.Context) error { return send(ctx, rec) }, opts...)
@@ -239,6 +325,67 @@ func (d *DeadLetters) Replay(ctx context.Context, id string, send func(context.C
 	// The entry read, whose ID may be longer than id ("5" names "5-0" and
 	// XRANGE reads "5-1" too).
 	return d.Delete(ctx, rec.ID)
+}
+
+// ClaimTTL is how long a Replay's claim on a record lasts unless renewed;
+// a running Replay renews it every third of that.
+const ClaimTTL = 10 * time.Second
+
+// claimKey names the claim on the record with full entry ID id.
+func (d *DeadLetters) claimKey(id string) string { return d.key + ":claim:" + id }
+
+// renewClaim extends the claim KEYS[1] by ARGV[2] ms if ARGV[1] still
+// holds it; releaseClaim deletes it if so.
+var (
+	renewClaim = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
+	releaseClaim = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('DEL', KEYS[1])
+end
+return 0`)
+)
+
+// claim takes the claim on the record with full ID id, or returns an
+// error matching ErrClaimed when another Replay holds it. release stops
+// the renewal and gives the claim up.
+func (d *DeadLetters) claim(ctx context.Context, id string) (release func(), err error) {
+	key, token := d.claimKey(id), processID()+":"+strconv.FormatUint(rand.Uint64(), 36)
+	ok, err := roundTrip(ctx, d.opts.Timeout, func(ctx context.Context) (bool, error) {
+		return d.client.SetNX(ctx, key, token, ClaimTTL).Result()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis: SET %s NX: %w", key, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("redis: dead-letter record %s: %w", id, ErrClaimed)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ClaimTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_, _ = roundTrip(context.Background(), d.opts.Timeout, func(ctx context.Context) (any, error) {
+					return renewClaim.Run(ctx, d.client, []string{key}, token, ClaimTTL.Milliseconds()).Result()
+				})
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		_, _ = roundTrip(context.WithoutCancel(ctx), d.opts.Timeout, func(ctx context.Context) (any, error) {
+			return releaseClaim.Run(ctx, d.client, []string{key}, token).Result()
+		})
+	}, nil
 }
 
 // decodeRecord parses a stream entry's fields into a Record. An entry with

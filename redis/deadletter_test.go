@@ -23,7 +23,7 @@ import (
 // once the server recovers, which deletes it.
 func TestDeadLetters(t *testing.T) {
 	s := startServer(t)
-	dl, err := retryredis.NewDeadLetters(s.Client(), "dl:test", 0)
+	dl, err := retryredis.NewDeadLetters(s.Client(), "dl:test", 0, retryredis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestDeadLetters(t *testing.T) {
 // Redis down the sink's error reaches Stats and the call's error.
 func TestDeadLettersBounded(t *testing.T) {
 	s := startServer(t)
-	dl, err := retryredis.NewDeadLetters(s.Client(), "dl:bounded", 10)
+	dl, err := retryredis.NewDeadLetters(s.Client(), "dl:bounded", 10, retryredis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestNewDeadLettersErrors(t *testing.T) {
 		{name: "no stream", client: c, want: `redis: NewDeadLetters: stream = "": must name a stream`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := retryredis.NewDeadLetters(tc.client, tc.stream, 0)
+			_, err := retryredis.NewDeadLetters(tc.client, tc.stream, 0, retryredis.Options{})
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
@@ -218,15 +218,15 @@ func TestDeadLettersReplayID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			stream := "dl:replay:" + tt.name
+			dl, err := retryredis.NewDeadLetters(c, "dl:replay:"+tt.name, 0, retryredis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream := dl.Stream()
 			for _, id := range []string{"5-1", "5-2", "6-0"} {
 				if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: id, Values: []any{"key", "k", "attempts", "3"}}).Err(); err != nil {
 					t.Fatal(err)
 				}
-			}
-			dl, err := retryredis.NewDeadLetters(c, stream, 0)
-			if err != nil {
-				t.Fatal(err)
 			}
 			var sent []string
 			err = dl.Replay(ctx, tt.id, func(_ context.Context, r retryredis.Record) error {
@@ -278,15 +278,14 @@ func TestDeadLettersListBad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			stream := "dl:list:" + tt.name
-			for i, v := range tt.entries {
-				if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: strconv.Itoa(i+1) + "-0", Values: v}).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			dl, err := retryredis.NewDeadLetters(c, stream, 0)
+			dl, err := retryredis.NewDeadLetters(c, "dl:list:"+tt.name, 0, retryredis.Options{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			for i, v := range tt.entries {
+				if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: dl.Stream(), ID: strconv.Itoa(i+1) + "-0", Values: v}).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			after, n := "", 0
 			for i, want := range tt.pages {

@@ -105,7 +105,7 @@ const shareSlices = 10
 // keeps one limit per key (WithKey, or the Transport's request key, by
 // default the host).
 func NewLimiter(client goredis.UniversalClient, limit float64, burst int, perKey bool, opts Options) (*Limiter, error) {
-	if client == nil {
+	if isNilClient(client) {
 		return nil, errors.New("redis: NewLimiter: client is nil")
 	}
 	local, err := newLocalLimiter(limit, burst, perKey)

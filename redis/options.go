@@ -3,8 +3,11 @@ package redis
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Options are the settings the components of this package share. Zero
@@ -89,4 +92,14 @@ func (o Options) withDefaults(who string) (Options, error) {
 // one slot of a Redis Cluster.
 func (o Options) key(kind, name string) string {
 	return o.Prefix + "{" + kind + ":" + name + "}"
+}
+
+// isNilClient reports whether c is nil or a typed nil, such as a nil
+// *redis.Client, whose methods would panic on the first round trip.
+func isNilClient(c goredis.UniversalClient) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

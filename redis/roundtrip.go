@@ -45,6 +45,7 @@ type health struct {
 	retry time.Duration // how long to stay on the fallback after a failure
 
 	down   atomic.Bool  // the last round trip failed
+	lastOK atomic.Int64 // unix ns of the last round trip that succeeded
 	next   atomic.Int64 // while down: unix ns after which one request may ask Redis
 	errors atomic.Int64 // round trips that failed
 
@@ -57,7 +58,9 @@ type health struct {
 const logEvery = time.Second
 
 func newHealth(who string, opts Options) *health {
-	return &health{who: who, log: opts.Logger, retry: opts.SyncInterval}
+	h := &health{who: who, log: opts.Logger, retry: opts.SyncInterval}
+	h.lastOK.Store(time.Now().UnixNano())
+	return h
 }
 
 // skip reports whether a request should leave Redis alone and run on the
@@ -77,10 +80,15 @@ func (h *health) skip(now time.Time) bool {
 
 // failed counts a failed round trip and logs it, at most once a second;
 // what names the key. A round trip cut short because the caller's context
-// ended, or by the caller's deadline before Timeout (cut), says nothing of
-// Redis and is not counted.
+// ended says nothing of Redis and is not counted; nor is one cut by the
+// caller's deadline before Timeout (cut), unless no round trip has
+// succeeded for a whole SyncInterval: callers whose deadlines are all
+// short then find Redis as slow as Timeout would, and stop waiting on it.
 func (h *health) failed(ctx context.Context, err error, cut bool, what string) {
-	if ctx.Err() != nil || cut && errors.Is(err, context.DeadlineExceeded) {
+	if ctx.Err() != nil {
+		return
+	}
+	if cut && errors.Is(err, context.DeadlineExceeded) && time.Since(time.Unix(0, h.lastOK.Load())) < h.retry {
 		return
 	}
 	err = fmt.Errorf("redis: %s: %w", what, err)
@@ -108,6 +116,7 @@ func (h *health) failed(ctx context.Context, err error, cut bool, what string) {
 // ok notes a round trip that succeeded, and logs the return of Redis after
 // a failure.
 func (h *health) ok() {
+	h.lastOK.Store(time.Now().UnixNano())
 	if !h.down.Load() || !h.down.CompareAndSwap(true, false) {
 		return
 	}

@@ -54,7 +54,7 @@ type Store struct {
 
 // NewStore returns a Store on client.
 func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
-	if client == nil {
+	if isNilClient(client) {
 		return nil, errors.New("redis: NewStore: client is nil")
 	}
 	opts, err := opts.withDefaults("NewStore")

@@ -79,7 +79,7 @@ func run(addr string, dur time.Duration) error {
 		if err != nil {
 			return err
 		}
-		dl, err := retryredis.NewDeadLetters(c, prefix+"dead-letters", 1000)
+		dl, err := retryredis.NewDeadLetters(c, "dead-letters", 1000, opts)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,302 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// TestBreakerStateExpires: the smallest way a store loses a breaker's
+// state, with no fault at all: two Retrier trip the fleet, it heals, they
+// stay quiet past StateTTL, and call again. Both are back on the fleet's
+// state at once: no decision falls back to the process's own breaker, and
+// the fleet still trips on its summed counts.
+func TestBreakerStateExpires(t *testing.T) {
+	s := startServer(t)
+	ms := make([]*member, 2)
+	for i := range ms {
+		store, err := retryredis.NewStore(s.Client(), retryredis.Options{Timeout: faultTimeout, SyncInterval: faultSync, StateTTL: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &member{}
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+			retry.WithBreaker(retry.Breaker{Store: store, MinRequests: 20, Window: 100 * time.Millisecond, OpenTimeout: breakerOpen, StoreWait: faultTimeout}),
+			retry.WithBudget(retry.Budget{Off: true}),
+		)
+		m.call = func(ctx context.Context, key string) error {
+			return r.Run(ctx, func(context.Context) error {
+				if m.fail.Load() {
+					return errDown
+				}
+				return nil
+			})
+		}
+		m.onFleet = func() bool { return r.Stats().BreakersOnFleet[""] }
+		m.fellBack = func() int64 { return r.Stats().BreakerFallbacks }
+		ms[i] = m
+	}
+	keys := []string{""}
+	tripFleet(t, ms, keys)
+	for _, m := range ms {
+		m.fail.Store(false)
+	}
+	time.Sleep(breakerOpen + 300*time.Millisecond) // open, then quiet past StateTTL
+	if n, _ := s.Client().Exists(t.Context(), "retry:{breaker:}").Result(); n != 0 {
+		t.Fatalf("the breaker's state outlived StateTTL")
+	}
+	end := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(end) {
+		for _, m := range ms {
+			m.call(t.Context(), "")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i, m := range ms {
+		if n := m.fellBack(); n != 0 || !m.onFleet() {
+			t.Errorf("process %d: %d decisions on its own breaker, onFleet %v, after the state expired", i, n, m.onFleet())
+		}
+	}
+	tripFleet(t, ms, keys)
+}
+
+// TestClusterKeys: on a 3-master Redis Cluster every component works
+// without error, per key and not: each keeps the keys one script touches
+// in one slot (the budget's were spread over slots, and every call failed
+// with CROSSSLOT).
+func TestClusterKeys(t *testing.T) {
+	cc := startCluster(t)
+	for _, perKey := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one for all", true: "per key"}[perKey], func(t *testing.T) {
+			opts := retryredis.Options{Prefix: "cluster:" + map[bool]string{false: "all:", true: "key:"}[perKey]}
+			store, err := retryredis.NewStore(cc, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, err := retryredis.NewLimiter(cc, 10_000, 100, perKey, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bud, err := retryredis.NewBudget(cc, retry.Budget{PerKey: perKey, Reserve: 100}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl, err := retryredis.NewDeadLetters(cc, "cluster", 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := retry.New(
+				retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
+				retry.WithBreaker(retry.Breaker{Store: store, PerKey: perKey, MinRequests: 1000}),
+				retry.WithRateLimit(retry.RateLimit{Shared: lim}),
+				retry.WithBudget(retry.Budget{Shared: bud}),
+				retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}),
+			)
+			for i := range 200 {
+				key := []string{"a", "b", "c", "d"}[i%4]
+				retry.Run(t.Context(), flaky(), r, retry.WithKey(key))
+				if i%20 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			// A call that fails both attempts goes to dead letter.
+			retry.Run(t.Context(), func(context.Context) error { return errDown }, r, retry.WithKey("dead"))
+			ss, ls, bs, st := store.Stats(), lim.Stats(), bud.Stats(), r.Stats()
+			t.Logf("store %+v; limiter %+v; budget %+v; dead letters failed %d", ss, ls, bs, st.DeadLetterFailed)
+			if ss.Errors != 0 || ss.Syncs == 0 || !ss.OnFleet {
+				t.Errorf("store: %+v, want syncs without error", ss)
+			}
+			if ls.Errors != 0 || ls.Fallbacks != 0 || ls.Leases == 0 {
+				t.Errorf("limiter: %+v, want leases without error or fallback", ls)
+			}
+			if bs.Errors != 0 || bs.FailOpen != 0 || bs.Granted == 0 {
+				t.Errorf("budget: %+v, want retries granted without error or failing open", bs)
+			}
+			if n, err := dl.Len(t.Context()); err != nil || n != 1 || st.DeadLetterFailed != 0 {
+				t.Errorf("dead letters: %d records (%v), %d failed; want 1 and none", n, err, st.DeadLetterFailed)
+			}
+		})
+	}
+}
+
+// TestNewProcessDuringOpen: a process started while the fleet's breaker is
+// open reads the fleet's state before its first decision: none of its 16
+// first concurrent calls reaches the dependency.
+func TestNewProcessDuringOpen(t *testing.T) {
+	s := startServer(t)
+	newRetrier := func() *retry.Retrier {
+		store, err := retryredis.NewStore(s.Client(), retryredis.Options{SyncInterval: faultSync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+			retry.WithBreaker(retry.Breaker{Store: store, MinRequests: 10, OpenTimeout: 10 * time.Second, StoreWait: 200 * time.Millisecond}),
+			retry.WithBudget(retry.Budget{Off: true}),
+		)
+	}
+	old := newRetrier()
+	waitFor(t, 2*time.Second, "the fleet's breaker to open", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		err := old.Run(ctx, func(context.Context) error { return errDown })
+		var re *retry.Error
+		return errors.As(err, &re) && re.Reason == retry.ReasonBreakerOpen
+	})
+	time.Sleep(2 * faultSync) // the state is on Redis
+
+	fresh := newRetrier()
+	var reached atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			errs[i] = fresh.Run(ctx, func(context.Context) error { reached.Add(1); return nil })
+		})
+	}
+	wg.Wait()
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d of 16 first calls of a new process reached the dependency the fleet opened against, want 0", n)
+	}
+	for i, err := range errs {
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen {
+			t.Errorf("call %d: %v, want Reason %s", i, err, retry.ReasonBreakerOpen)
+		}
+	}
+	if st := fresh.Stats(); st.BreakerFallbacks != 0 || !st.BreakersOnFleet[""] || st.Breakers[""] != "open" {
+		t.Errorf("new process: %d fallbacks, on fleet %v, state %q; want 0, true, open", st.BreakerFallbacks, st.BreakersOnFleet[""], st.Breakers[""])
+	}
+}
+
+// TestNilComponents: the typed nils that this package's constructors
+// return with their error, set as a Retrier's components, make the
+// Retrier report a configuration error; nothing panics, and a call returns
+// the error without an attempt. A nil *DeadLetters's methods return an
+// error.
+func TestNilComponents(t *testing.T) {
+	store, err1 := retryredis.NewStore(nil, retryredis.Options{})
+	lim, err2 := retryredis.NewLimiter(nil, 10, 1, false, retryredis.Options{})
+	bud, err3 := retryredis.NewBudget((*goredis.Client)(nil), retry.Budget{}, retryredis.Options{})
+	dl, err4 := retryredis.NewDeadLetters(nil, "s", 0, retryredis.Options{})
+	for i, err := range []error{err1, err2, err3, err4} {
+		if err == nil || !strings.Contains(err.Error(), "client is nil") {
+			t.Errorf("constructor %d: error %v, want one saying the client is nil", i, err)
+		}
+	}
+	tests := []struct {
+		name string
+		opt  retry.Option
+		want string
+	}{
+		{name: "Store", opt: retry.WithBreaker(retry.Breaker{Store: store}), want: "Store = nil: is a nil *redis.Store"},
+		{name: "Limiter", opt: retry.WithRateLimit(retry.RateLimit{Shared: lim}), want: "Shared is a nil *redis.Limiter"},
+		{name: "Budget", opt: retry.WithBudget(retry.Budget{Shared: bud}), want: "Shared is a nil *redis.Budget"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := retry.New(tt.opt)
+			if err := r.Err(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Err() = %v, want one containing %q", err, tt.want)
+			}
+			ran := false
+			if err := r.Run(t.Context(), func(context.Context) error { ran = true; return nil }); err == nil || ran {
+				t.Errorf("Run: %v, ran %v; want the configuration error and no attempt", err, ran)
+			}
+		})
+	}
+	t.Run("DeadLetters", func(t *testing.T) {
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}), retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}))
+		err := r.Run(t.Context(), func(context.Context) error { return errDown })
+		if err == nil || !strings.Contains(err.Error(), "nil *DeadLetters") {
+			t.Errorf("Run: %v, want the sink's error naming the nil *DeadLetters", err)
+		}
+		if _, err := dl.List(t.Context(), "", 1); err == nil {
+			t.Error("List on a nil *DeadLetters: no error")
+		}
+		if err := dl.Replay(t.Context(), "1", func(context.Context, retryredis.Record) error { return nil }); err == nil {
+			t.Error("Replay on a nil *DeadLetters: no error")
+		}
+	})
+}
+
+// TestReplayOnce: two operators (each its own client, as two processes)
+// replay the same record at the same time, four times each: it is sent
+// once, the others get ErrClaimed while it is sent or ErrNoRecord after,
+// and the record is gone. A replay that fails releases its claim, so the
+// record can be replayed again at once.
+func TestReplayOnce(t *testing.T) {
+	s := startServer(t)
+	ops := make([]*retryredis.DeadLetters, 2)
+	for i := range ops {
+		dl, err := retryredis.NewDeadLetters(s.Client(), "replay-once", 0, retryredis.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops[i] = dl
+	}
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}), retry.WithDeadLetter(retry.DeadLetters{Sink: ops[0].Sink}))
+	retry.Run(t.Context(), func(context.Context) error { return errDown }, r, retry.WithKey("order-1"))
+	p, err := ops[0].List(t.Context(), "", 10)
+	if err != nil || len(p.Records) != 1 {
+		t.Fatalf("List: %+v, %v; want one record", p, err)
+	}
+	id := p.Records[0].ID
+
+	// A failed replay keeps the record and releases the claim.
+	err = ops[1].Replay(t.Context(), id, func(context.Context, retryredis.Record) error { return errDown }, retry.WithPolicy(retry.Policy{MaxAttempts: 1}))
+	if err == nil || errors.Is(err, retryredis.ErrClaimed) {
+		t.Fatalf("a failing replay: %v, want the send's error", err)
+	}
+
+	var sent atomic.Int64
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			errs[i] = ops[i%2].Replay(t.Context(), id, func(context.Context, retryredis.Record) error {
+				sent.Add(1)
+				time.Sleep(20 * time.Millisecond) // the others arrive while it is sent
+				return nil
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := sent.Load(); n != 1 {
+		t.Errorf("the record was sent %d times by 8 concurrent replays, want once", n)
+	}
+	var ok int
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, retryredis.ErrClaimed), errors.Is(err, retryredis.ErrNoRecord):
+		default:
+			t.Errorf("replay %d: %v, want nil, ErrClaimed or ErrNoRecord", i, err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d replays succeeded, want 1: %v", ok, errs)
+	}
+	if n, err := ops[0].Len(t.Context()); n != 0 || err != nil {
+		t.Errorf("%d records left (%v), want 0", n, err)
+	}
+	keys, _ := s.Client().Keys(t.Context(), "*claim*").Result()
+	if len(keys) != 0 {
+		t.Errorf("claims left behind: %v", keys)
+	}
+}

@@ -1,0 +1,185 @@
+package redis_test
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// openLoop calls r at rate calls a second, each in its own goroutine with
+// a deadline of deadline, until stop closes; it counts the calls whose
+// attempt ran (admitted) in the current measure, and the longest a call
+// took before its attempt started or it was refused.
+type openLoop struct {
+	admitted atomic.Int64
+	longest  atomic.Int64 // ns
+	wg       sync.WaitGroup
+}
+
+func (o *openLoop) run(r *retry.Retrier, rate float64, deadline time.Duration, stop <-chan struct{}) {
+	defer o.wg.Done()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		o.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			start := time.Now()
+			var took time.Duration
+			err := r.Run(ctx, func(context.Context) error {
+				took = time.Since(start)
+				return nil
+			})
+			if err == nil {
+				o.admitted.Add(1)
+			} else {
+				took = time.Since(start)
+			}
+			for {
+				old := o.longest.Load()
+				if int64(took) <= old || o.longest.CompareAndSwap(old, int64(took)) {
+					break
+				}
+			}
+		})
+	}
+}
+
+// TestLimiterFallbackShare: while Redis is away (killed, its replies
+// delayed 1 s, or cut off), each process paces at its last lease share
+// of the fleet's limit, not at the whole limit and not stalled, so that
+// the fleet stays near its limit; no call waits on Redis longer than
+// Options.Timeout plus slack; and with Redis back each process leases
+// again. Two processes, with demands within the limit (each keeps what
+// it used and half the headroom) and over it (each half).
+func TestLimiterFallbackShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 2 s of traffic a case")
+	}
+	const (
+		limit   = 300.0
+		timeout = 50 * time.Millisecond
+	)
+	type demand struct {
+		name     string
+		rates    []float64     // calls a second, per process
+		deadline time.Duration // each call's
+		shares   []float64     // the expected share of each process
+		most     float64       // the fleet's rate in fallback, at most, as Limiter's doc states
+	}
+	demands := []demand{
+		{name: "within the limit", rates: []float64{150, 50}, deadline: time.Second, shares: []float64{(150 + 50) / limit, (50 + 50) / limit}, most: limit},
+		{name: "over the limit", rates: []float64{400, 400}, deadline: 20 * time.Millisecond, shares: []float64{0.5, 0.5}, most: 1.5 * limit},
+	}
+	type away struct {
+		name         string
+		inject, heal func(f *faulty)
+	}
+	aways := []away{
+		{name: "killed", inject: func(f *faulty) { f.s.Stop() }, heal: func(f *faulty) { f.s.Start() }},
+		{name: "replies delayed 1s", inject: func(f *faulty) { f.p.Delay(time.Second) }, heal: func(f *faulty) { f.p.Delay(0); f.p.Heal() }},
+		{name: "cut off", inject: func(f *faulty) { f.p.Partition() }, heal: func(f *faulty) { f.p.Heal() }},
+	}
+	for _, a := range aways {
+		for _, d := range demands {
+			t.Run(a.name+"/"+d.name, func(t *testing.T) {
+				f := newFaulty(t)
+				ls := make([]*retryredis.Limiter, len(d.rates))
+				rs := make([]*retry.Retrier, len(d.rates))
+				for i := range ls {
+					c := goredis.NewClient(&goredis.Options{Addr: f.p.Addr(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+					t.Cleanup(func() { c.Close() })
+					l, err := retryredis.NewLimiter(c, limit, 10, false, retryredis.Options{Timeout: timeout, SyncInterval: 20 * time.Millisecond})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ls[i] = l
+					rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithRateLimit(retry.RateLimit{Shared: l}), retry.WithBudget(retry.Budget{Off: true}))
+				}
+				loops := make([]*openLoop, len(rs))
+				stop := make(chan struct{})
+				for i, r := range rs {
+					loops[i] = &openLoop{}
+					loops[i].wg.Add(1)
+					go loops[i].run(r, d.rates[i], d.deadline, stop)
+				}
+				defer func() {
+					close(stop)
+					for _, o := range loops {
+						o.wg.Wait()
+					}
+				}()
+				measure := func(what string, dur time.Duration) []float64 {
+					for _, o := range loops {
+						o.admitted.Store(0)
+						o.longest.Store(0)
+					}
+					time.Sleep(dur)
+					out := make([]float64, len(loops))
+					for i, o := range loops {
+						out[i] = float64(o.admitted.Load()) / dur.Seconds()
+					}
+					return out
+				}
+				time.Sleep(400 * time.Millisecond) // leases and shares settle
+				on := measure("on Redis", 300*time.Millisecond)
+
+				a.inject(f)
+				time.Sleep(100 * time.Millisecond) // the requests in flight end
+				away := measure("Redis away", 500*time.Millisecond)
+				var longest time.Duration
+				for _, o := range loops {
+					longest = max(longest, time.Duration(o.longest.Load()))
+				}
+				var total float64
+				for i, l := range ls {
+					st := l.Stats()
+					total += away[i]
+					t.Logf("process %d: %.0f/s on Redis, %.0f/s with Redis away (share %.2f, want %.2f); %+v", i, on[i], away[i], st.Share, d.shares[i], st)
+					if math.Abs(st.Share-d.shares[i]) > 0.15 {
+						t.Errorf("process %d: share %.2f, want %.2f", i, st.Share, d.shares[i])
+					}
+					if want := math.Min(d.rates[i], st.Share*limit); away[i] < 0.7*want || away[i] > 1.2*want+20 {
+						t.Errorf("process %d: %.0f/s with Redis away, want about %.0f (its share of %v/s, or its demand)", i, away[i], want, limit)
+					}
+					if st.OnFleet || st.Fallbacks == 0 {
+						t.Errorf("process %d: OnFleet %v, %d fallbacks with Redis away", i, st.OnFleet, st.Fallbacks)
+					}
+				}
+				t.Logf("fleet %.0f/s with Redis away against a limit of %v/s; longest wait %v", total, limit, longest.Round(time.Millisecond))
+				if total > d.most*1.05 {
+					t.Errorf("fleet %.0f/s with Redis away, want at most %.0f/s (5%% for the measure)", total, d.most)
+				}
+				if bound := min(timeout, d.deadline) + faultSlack; longest > bound {
+					t.Errorf("a call waited %v with Redis away, want at most %v", longest, bound)
+				}
+
+				a.heal(f)
+				leases := make([]int64, len(ls))
+				for i, l := range ls {
+					leases[i] = l.Stats().Leases
+				}
+				waitFor(t, time.Second, "each process to lease again", func() bool {
+					for i, l := range ls {
+						if st := l.Stats(); !st.OnFleet || st.Leases == leases[i] {
+							return false
+						}
+					}
+					return true
+				})
+			})
+		}
+	}
+}

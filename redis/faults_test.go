@@ -1,0 +1,533 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// The settings of the fault harness: every component's round trips are
+// bounded by faultTimeout, processes sync every faultSync, and slack is
+// the scheduling delay allowed on top of a bound (a loaded 2-core machine
+// running the race detector).
+const (
+	faultTimeout = 20 * time.Millisecond
+	faultSync    = 20 * time.Millisecond
+	faultSlack   = 25 * time.Millisecond
+	faultFor     = 150 * time.Millisecond // how long a fault lasts
+)
+
+// fault is one of the faults Redis brings, injected and healed on a
+// redis-server behind a proxy. answers says whether Redis answers
+// throughout (it lost data), so that no component should leave it.
+type fault struct {
+	name    string
+	answers bool
+	inject  func(t *testing.T, f *faulty)
+	heal    func(t *testing.T, f *faulty) // returns once Redis answers
+}
+
+// faulty is a redis-server, a proxy in front of it through which the
+// components reach it, and a client that reaches it directly.
+type faulty struct {
+	s     *server
+	p     *proxy
+	admin *goredis.Client
+}
+
+func newFaulty(t *testing.T) *faulty {
+	s := startServer(t)
+	return &faulty{s: s, p: startProxy(t, s.Addr()), admin: s.Client()}
+}
+
+// client is a process's client: through the proxy, with the harness's
+// settings (short timeouts, no retries, ContextTimeoutEnabled).
+func (f *faulty) client(t *testing.T) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{
+		Addr:                  f.p.Addr(),
+		DialTimeout:           faultTimeout,
+		ReadTimeout:           faultTimeout,
+		WriteTimeout:          faultTimeout,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var faults = []fault{
+	{
+		name:   "killed and restarted empty",
+		inject: func(t *testing.T, f *faulty) { f.s.Stop() },
+		heal:   func(t *testing.T, f *faulty) { f.s.Start() },
+	},
+	{
+		name:    "FLUSHALL",
+		answers: true,
+		inject: func(t *testing.T, f *faulty) {
+			if err := f.admin.FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		heal: func(*testing.T, *faulty) {},
+	},
+	{
+		// Every key's TTL ends: what a quiet spell longer than StateTTL,
+		// or a lease's or a window's term, does.
+		name:    "keys expire",
+		answers: true,
+		inject: func(t *testing.T, f *faulty) {
+			ctx := context.Background()
+			// A process's sync in flight may write a key again (with
+			// the state it sent): it expires too.
+			waitFor(t, time.Second, "the keys to expire", func() bool {
+				keys, err := f.admin.Keys(ctx, "*").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					f.admin.PExpire(ctx, k, time.Millisecond)
+				}
+				return len(keys) == 0
+			})
+		},
+		heal: func(*testing.T, *faulty) {},
+	},
+	{
+		// Redis blocks every client's commands for a while; CLIENT
+		// UNPAUSE is blocked too, so the pause runs its term.
+		name: "CLIENT PAUSE",
+		inject: func(t *testing.T, f *faulty) {
+			if err := f.admin.Do(context.Background(), "CLIENT", "PAUSE", (faultFor + 100*time.Millisecond).Milliseconds(), "ALL").Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		heal: func(t *testing.T, f *faulty) {
+			c := f.s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = 2 * time.Second })
+			if err := c.Ping(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	},
+	{
+		name:   "replies delayed",
+		inject: func(t *testing.T, f *faulty) { f.p.Delay(5 * faultTimeout) },
+		heal:   func(t *testing.T, f *faulty) { f.p.Delay(0) },
+	},
+	{
+		name:   "replies dropped (partition)",
+		inject: func(t *testing.T, f *faulty) { f.p.Partition() },
+		heal:   func(t *testing.T, f *faulty) { f.p.Heal() },
+	},
+}
+
+// member is one process's component under test, used as a user would:
+// through a Retrier.
+type member struct {
+	call     func(ctx context.Context, key string) error
+	onFleet  func() bool  // the component runs on the fleet's state
+	fellBack func() int64 // decisions made without Redis
+	logs     *logCount    // nil for a component without Options.Logger
+	fail     atomic.Bool  // the breaker's calls fail
+	// works checks, after the fault, that the fleet's state is the
+	// component's again: a fleet-wide effect no process has alone.
+	works func(t *testing.T, ms []*member, keys []string)
+	// prepare, when set, brings the fleet's state to where a fault
+	// hurts, before the fault.
+	prepare func(t *testing.T, ms []*member, keys []string)
+}
+
+// breakerOpen is the harness breakers' OpenTimeout.
+const breakerOpen = 150 * time.Millisecond
+
+// tripFleet has each process fail 12 calls on each key, 24 of the
+// breaker's 20 MinRequests between them, and waits until every process
+// is refused by the fleet's open breaker: no process trips alone.
+func tripFleet(t *testing.T, ms []*member, keys []string) {
+	t.Helper()
+	time.Sleep(100*time.Millisecond + 2*faultSync) // the window's successes age out
+	for _, m := range ms {
+		m.fail.Store(true)
+	}
+	for range 12 {
+		for _, m := range ms {
+			for _, k := range keys {
+				m.call(t.Context(), k)
+			}
+		}
+	}
+	waitFor(t, 2*faultSync+faultSlack+100*time.Millisecond, "every process refused by the fleet's open breaker", func() bool {
+		for _, m := range ms {
+			for _, k := range keys {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
+				err := m.call(ctx, k)
+				cancel()
+				var re *retry.Error
+				if !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// component builds a member on c.
+type component struct {
+	name  string
+	build func(t *testing.T, c *goredis.Client, perKey bool) *member
+}
+
+// logCount counts the records of a component's Logger.
+type logCount struct {
+	mu    sync.Mutex
+	warn  int
+	info  int
+	lines []string
+}
+
+func (l *logCount) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCount) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch r.Level {
+	case slog.LevelWarn:
+		l.warn++
+	case slog.LevelInfo:
+		l.info++
+	}
+	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (l *logCount) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCount) WithGroup(string) slog.Handler      { return l }
+func (l *logCount) counts() (warn, info int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.warn, l.info
+}
+
+func harnessOptions(logs *logCount) retryredis.Options {
+	return retryredis.Options{Timeout: faultTimeout, SyncInterval: faultSync, Logger: slog.New(logs)}
+}
+
+var succeed = func(context.Context) error { return nil }
+
+var components = []component{
+	{name: "breaker", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+		logs := &logCount{}
+		store, err := retryredis.NewStore(c, harnessOptions(logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+			retry.WithBreaker(retry.Breaker{Store: store, PerKey: perKey, MinRequests: 20, Window: 100 * time.Millisecond, OpenTimeout: breakerOpen, StoreWait: faultTimeout}),
+			retry.WithBudget(retry.Budget{Off: true}),
+		)
+		m := &member{logs: logs}
+		m.call = func(ctx context.Context, key string) error {
+			return retry.Run(ctx, func(context.Context) error {
+				if m.fail.Load() {
+					return errDown
+				}
+				return nil
+			}, r, retry.WithKey(key))
+		}
+		m.onFleet = func() bool {
+			st := r.Stats()
+			for _, on := range st.BreakersOnFleet {
+				if !on {
+					return false
+				}
+			}
+			return len(st.BreakersOnFleet) > 0
+		}
+		m.fellBack = func() int64 { return r.Stats().BreakerFallbacks }
+		// The fleet trips on its summed counts: each process fails 12
+		// calls of 20 MinRequests, and every process is refused after.
+		m.works = func(t *testing.T, ms []*member, keys []string) {
+			if m == ms[0] {
+				tripFleet(t, ms, keys)
+			}
+		}
+		// A breaker that opened and closed again before the fault: its
+		// generation is past the one a store that lost it answers with.
+		m.prepare = func(t *testing.T, ms []*member, keys []string) {
+			if m != ms[0] {
+				return
+			}
+			tripFleet(t, ms, keys)
+			for _, m := range ms {
+				m.fail.Store(false)
+			}
+			waitFor(t, breakerOpen+time.Second, "the fleet's breaker to close again", func() bool {
+				for _, m := range ms {
+					for _, k := range keys {
+						// Time for a probe's claim: a shorter deadline
+						// would have the local breaker stand in.
+						ctx, cancel := context.WithTimeout(t.Context(), 10*faultTimeout)
+						err := m.call(ctx, k)
+						cancel()
+						if err != nil {
+							return false
+						}
+					}
+				}
+				return true
+			})
+		}
+		return m
+	}},
+	{name: "limiter", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+		logs := &logCount{}
+		l, err := retryredis.NewLimiter(c, 5000, 50, perKey, harnessOptions(logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+			retry.WithRateLimit(retry.RateLimit{Shared: l}),
+			retry.WithBudget(retry.Budget{Off: true}),
+		)
+		m := &member{logs: logs}
+		m.call = func(ctx context.Context, key string) error {
+			return retry.Run(ctx, succeed, r, retry.WithKey(key))
+		}
+		m.onFleet = func() bool { return l.Stats().OnFleet }
+		m.fellBack = func() int64 { return l.Stats().Fallbacks }
+		// Tokens come from the fleet's bucket again: leases grow.
+		m.works = func(t *testing.T, ms []*member, keys []string) {
+			before := l.Stats().Leases
+			waitFor(t, 2*faultSync+faultSlack, "a lease from the fleet's bucket", func() bool {
+				for _, k := range keys {
+					m.call(t.Context(), k)
+				}
+				return l.Stats().Leases > before
+			})
+		}
+		return m
+	}},
+	{name: "budget", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+		logs := &logCount{}
+		b, err := retryredis.NewBudget(c, retry.Budget{PerKey: perKey, Reserve: 1000}, harnessOptions(logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}),
+			retry.WithBudget(retry.Budget{Shared: b}),
+		)
+		m := &member{logs: logs}
+		m.call = func(ctx context.Context, key string) error {
+			return retry.Run(ctx, flaky(), r, retry.WithKey(key))
+		}
+		m.onFleet = func() bool { return b.Stats().OnFleet }
+		m.fellBack = func() int64 { return b.Stats().FailOpen }
+		// Retries are granted by the fleet's counters again.
+		m.works = func(t *testing.T, ms []*member, keys []string) {
+			before := b.Stats().Granted
+			for _, k := range keys {
+				m.call(t.Context(), k)
+			}
+			if st := b.Stats(); st.Granted <= before {
+				t.Errorf("no retry granted from Redis after the fault: %+v", st)
+			}
+		}
+		return m
+	}},
+	{name: "dead letters", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+		dl, err := retryredis.NewDeadLetters(c, "faults", 0, retryredis.Options{Timeout: faultTimeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored atomic.Bool
+		r := retry.New(
+			retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}),
+			retry.WithDeadLetter(retry.DeadLetters{Sink: func(ctx context.Context, ev retry.Event) error {
+				err := dl.Sink(ctx, ev)
+				stored.Store(err == nil)
+				return err
+			}}),
+		)
+		m := &member{}
+		m.call = func(ctx context.Context, key string) error {
+			return retry.Run(ctx, func(context.Context) error { return errDown }, r, retry.WithKey(key))
+		}
+		m.onFleet = stored.Load
+		m.fellBack = func() int64 { return r.Stats().DeadLetterFailed }
+		// A record written now is listed.
+		m.works = func(t *testing.T, ms []*member, keys []string) {
+			m.call(t.Context(), "after-the-fault")
+			p, err := dl.List(t.Context(), "", 100_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(p.Records); n == 0 || p.Records[n-1].Key != "after-the-fault" {
+				t.Errorf("the record written after the fault is not the stream's last: %d records", n)
+			}
+		}
+		return m
+	}},
+}
+
+// TestFaults is the fault harness: for each fault Redis brings and each
+// component, per key and not, two processes' members (each with its own
+// client, through a proxy) call steadily while the fault lasts and after.
+//
+//   - No call waits on Redis longer than the component's bound (Timeout,
+//     or Breaker.StoreWait) plus scheduling slack, while the fault lasts.
+//   - A fault in which Redis does not answer moves each component to its
+//     fallback, counted (fellBack) and said (onFleet false; a Warn record,
+//     at most one a second); one in which Redis answers but lost the data
+//     moves none.
+//   - Within two sync intervals of Redis answering again (plus slack),
+//     every process is back on the fleet's state and stays there (nothing
+//     more counted as fallback), the Logger says so at level Info, and
+//     the fleet-wide effect works again (works).
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault harness runs in the full suite (make test)")
+	}
+	for _, fl := range faults {
+		for _, comp := range components {
+			for _, perKey := range []bool{false, true} {
+				if comp.name == "dead letters" && perKey {
+					continue // a stream has no keys: one case
+				}
+				name := fmt.Sprintf("%s/%s/perKey=%v", fl.name, comp.name, perKey)
+				t.Run(name, func(t *testing.T) { runFault(t, fl, comp, perKey) })
+			}
+		}
+	}
+}
+
+func runFault(t *testing.T, fl fault, comp component, perKey bool) {
+	f := newFaulty(t)
+	keys := []string{"a"}
+	if perKey {
+		keys = []string{"a", "b"}
+	}
+	ms := []*member{comp.build(t, f.client(t), perKey), comp.build(t, f.client(t), perKey)}
+
+	// drive calls every member on every key in turn until stop, and
+	// returns the longest call.
+	drive := func(stop <-chan struct{}) (longest time.Duration) {
+		for {
+			for _, m := range ms {
+				for _, k := range keys {
+					start := time.Now()
+					m.call(context.Background(), k)
+					longest = max(longest, time.Since(start))
+				}
+			}
+			select {
+			case <-stop:
+				return longest
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	timed := func(d time.Duration) time.Duration {
+		stop := make(chan struct{})
+		time.AfterFunc(d, func() { close(stop) })
+		return drive(stop)
+	}
+
+	if ms[0].prepare != nil {
+		ms[0].prepare(t, ms, keys)
+	}
+	timed(4 * faultSync)
+	for i, m := range ms {
+		if !m.onFleet() || m.fellBack() != 0 {
+			t.Fatalf("process %d before the fault: onFleet %v, %d fallbacks", i, m.onFleet(), m.fellBack())
+		}
+	}
+
+	fl.inject(t, f)
+	longest := timed(faultFor)
+	bound := faultTimeout + faultSlack
+	if comp.name == "budget" {
+		bound += time.Millisecond // the retry's backoff
+	}
+	if longest > bound {
+		t.Errorf("a call waited %v during the fault, want at most %v (the timeout %v and slack)", longest, bound, faultTimeout)
+	}
+	for i, m := range ms {
+		switch n := m.fellBack(); {
+		case fl.answers && n != 0:
+			t.Errorf("process %d: %d decisions on the fallback with Redis answering", i, n)
+		case !fl.answers && n == 0:
+			t.Errorf("process %d: no decision on the fallback with Redis away", i)
+		case !fl.answers && m.onFleet():
+			t.Errorf("process %d: says it runs on the fleet's state with Redis away", i)
+		}
+		if m.logs == nil {
+			continue
+		}
+		switch warn, _ := m.logs.counts(); {
+		case fl.answers && warn != 0:
+			t.Errorf("process %d: %d Warn records with Redis answering", i, warn)
+		case !fl.answers && (warn == 0 || warn > 1+int(faultFor/time.Second)):
+			t.Errorf("process %d: %d Warn records in %v, want 1 to %d (one a second)", i, warn, faultFor, 1+int(faultFor/time.Second))
+		}
+	}
+
+	fl.heal(t, f)
+	healed := time.Now()
+	var back time.Duration
+	stop := make(chan struct{})
+	done := make(chan time.Duration)
+	go func() { done <- drive(stop) }()
+	waitFor(t, time.Second, "every process back on the fleet's state", func() bool {
+		for _, m := range ms {
+			if !m.onFleet() {
+				return false
+			}
+		}
+		back = time.Since(healed)
+		return true
+	})
+	fell := make([]int64, len(ms))
+	for i, m := range ms {
+		fell[i] = m.fellBack()
+	}
+	time.Sleep(4 * faultSync)
+	close(stop)
+	<-done
+	t.Logf("back on the fleet's state %v after Redis answered (bound %v)", back.Round(time.Millisecond), 2*faultSync+faultSlack)
+	if back > 2*faultSync+faultSlack {
+		t.Errorf("back on the fleet's state %v after Redis answered, want within two sync intervals (%v) and slack", back, 2*faultSync)
+	}
+	for i, m := range ms {
+		if n := m.fellBack() - fell[i]; n != 0 {
+			t.Errorf("process %d: %d more decisions on the fallback after it was back", i, n)
+		}
+		if m.logs != nil && !fl.answers {
+			if _, info := m.logs.counts(); info == 0 {
+				t.Errorf("process %d: no Info record when Redis answered again: %q", i, m.logs.lines)
+			}
+		}
+	}
+	for _, m := range ms {
+		m.works(t, ms, keys)
+	}
+	if t.Failed() {
+		for i, m := range ms {
+			if m.logs != nil {
+				t.Logf("process %d log: %s", i, strings.Join(m.logs.lines, "; "))
+			}
+		}
+	}
+}
