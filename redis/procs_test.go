@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -99,7 +100,8 @@ func (d *dependency) each(procs []string, from int64, n int) bool {
 	return true
 }
 
-// fleetReport is what internal/cmd/fleetproc prints when it ends.
+// fleetReport is what internal/cmd/fleetproc prints when asked and when
+// it ends.
 type fleetReport struct {
 	Name     string `json:"name"`
 	Calls    int64  `json:"calls"`
@@ -114,32 +116,46 @@ type fleetReport struct {
 	Syncs    int64 `json:"syncs"`
 	Errors   int64 `json:"errors"`
 	Granted  int64 `json:"granted"`
+	OnFleet  bool  `json:"on_fleet"`
 }
 
 // proc is a running fleetproc. Closing its standard input stops it.
 type proc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdin          io.WriteCloser
-	stdout, stderr bytes.Buffer
-	waited         chan error
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan []byte // the lines of its standard output
+	stderr bytes.Buffer
+	waited chan error
 }
 
 // startProc starts bin with args; the process is stopped, and killed if
 // it does not end within 5 s, when the test ends.
 func startProc(t *testing.T, bin, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, waited: make(chan error, 1)}
+	p := &proc{name: name, waited: make(chan error, 1), lines: make(chan []byte, 16)}
 	p.cmd = exec.Command(bin, append([]string{"-name", name}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.Stderr = &p.stderr
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.waited <- p.cmd.Wait() }()
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			p.lines <- append([]byte(nil), sc.Bytes()...)
+		}
+		close(p.lines)
+		p.waited <- p.cmd.Wait()
+	}()
 	t.Cleanup(func() {
 		p.stdin.Close()
 		select {
@@ -153,26 +169,58 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 	return p
 }
 
+// report asks the running process for its report of the moment.
+func (p *proc) report(t *testing.T) fleetReport {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, "report\n"); err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			t.Fatalf("%s ended: %s", p.name, p.stderr.String())
+		}
+		return p.decode(t, line)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not report within 5 s", p.name)
+	}
+	return fleetReport{}
+}
+
+func (p *proc) decode(t *testing.T, line []byte) fleetReport {
+	t.Helper()
+	var rep fleetReport
+	if err := json.Unmarshal(line, &rep); err != nil {
+		t.Fatalf("%s: report %q: %v", p.name, line, err)
+	}
+	return rep
+}
+
 // stop closes the process's standard input, waits for it to end and
 // returns its report.
 func (p *proc) stop(t *testing.T) fleetReport {
 	t.Helper()
 	p.stdin.Close()
-	var err error
-	select {
-	case err = <-p.waited:
-		p.waited <- err // for the cleanup
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s did not end within 5 s of its stop", p.name)
+	var last []byte
+	timeout := time.After(5 * time.Second)
+	for done := false; !done; {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				done = true
+				break
+			}
+			last = line
+		case <-timeout:
+			t.Fatalf("%s did not end within 5 s of its stop", p.name)
+		}
 	}
+	err := <-p.waited
+	p.waited <- err // for the cleanup
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", p.name, err, p.stderr.String())
 	}
-	var rep fleetReport
-	if err := json.Unmarshal(p.stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("%s: report %q: %v\n%s", p.name, p.stdout.String(), err, p.stderr.String())
-	}
-	return rep
+	return p.decode(t, last)
 }
 
 // TestFleetProcesses: three OS processes (internal/cmd/fleetproc), each a
@@ -327,5 +375,105 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited %v for %s", limit, what)
 		}
+	}
+}
+
+// TestFleetProcessesRejoin: three OS processes sharing one breaker on one
+// redis-server, after the breaker has opened and closed once (so its
+// generation is past the one a store that lost it answers with). Redis is
+// killed with SIGKILL and restarted empty on the same port, or flushed:
+// within two sync intervals (and slack) of Redis answering, every process
+// decides on the fleet's state again and makes no more decisions on its
+// own breaker, and the fleet still trips together on its summed counts:
+// no process calls the failing dependency from 100 ms after the trip.
+func TestFleetProcessesRejoin(t *testing.T) {
+	s := startServer(t)
+	bin := buildFleetProc(t)
+	admin := s.Client()
+	const (
+		interval = 20 * time.Millisecond
+		open     = 250 * time.Millisecond
+		slack    = 25 * time.Millisecond
+		key      = "rejoin:{breaker:}"
+	)
+	dep := newDependency(t)
+	names := []string{"p0", "p1", "p2"}
+	procs := make([]*proc, len(names))
+	for i, n := range names {
+		procs[i] = startProc(t, bin, n,
+			"-redis", s.Addr(), "-url", dep.srv.URL, "-prefix", "rejoin:",
+			"-sync", interval.String(), "-open", open.String(), "-window", "200ms",
+			"-min", "10", "-probes", "1", "-workers", "3", "-pause", "2ms", "-for", "30s")
+	}
+	waitFor(t, 10*time.Second, "each process calling the dependency", func() bool {
+		return dep.each(names, 0, 20)
+	})
+	// trip fails the dependency until the fleet's breaker opens, checks
+	// that no process calls it in the 100 ms after the trip's first
+	// 100 ms, heals it, and waits until every process calls it again.
+	trip := func(what string) {
+		t.Helper()
+		dep.failing.Store(true)
+		var until int64
+		waitFor(t, 2*time.Second, what+": the fleet's breaker to open", func() bool {
+			v, err := admin.HMGet(t.Context(), key, "st", "until").Result()
+			if err != nil || v[0] != "2" {
+				return false
+			}
+			ms, _ := strconv.ParseInt(v[1].(string), 10, 64)
+			until = ms * int64(time.Millisecond)
+			return true
+		})
+		tripped := until - int64(open)
+		time.Sleep(time.Until(time.Unix(0, tripped).Add(200 * time.Millisecond)))
+		for _, h := range dep.since(tripped + int64(100*time.Millisecond)) {
+			if h.at < tripped+int64(200*time.Millisecond) {
+				t.Errorf("%s: %s called the dependency %v after the fleet tripped", what, h.proc, time.Duration(h.at-tripped))
+			}
+		}
+		dep.failing.Store(false)
+		healed := time.Now().UnixNano()
+		waitFor(t, 3*time.Second, what+": every process calling the dependency again", func() bool {
+			return dep.each(names, healed, 5)
+		})
+	}
+	trip("before the faults")
+
+	faults := []struct {
+		name   string
+		inject func()
+	}{
+		{name: "killed and restarted empty", inject: func() {
+			s.Stop()
+			time.Sleep(100 * time.Millisecond)
+			s.Start()
+		}},
+		{name: "FLUSHALL", inject: func() {
+			if err := admin.FlushAll(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, f := range faults {
+		f.inject()
+		time.Sleep(2*interval + slack)
+		before := make([]fleetReport, len(procs))
+		for i, p := range procs {
+			before[i] = p.report(t)
+		}
+		time.Sleep(300 * time.Millisecond)
+		for i, p := range procs {
+			r := p.report(t)
+			t.Logf("%s: %s: %d fallbacks in all, %d in the 300 ms from two intervals after Redis answered; on the fleet's state %v",
+				f.name, r.Name, r.Fallback, r.Fallback-before[i].Fallback, r.OnFleet)
+			if r.Fallback != before[i].Fallback || !r.OnFleet || !before[i].OnFleet {
+				t.Errorf("%s: %s: %d decisions on its own breaker from two intervals after Redis answered (on the fleet's state %v, then %v), want none",
+					f.name, r.Name, r.Fallback-before[i].Fallback, before[i].OnFleet, r.OnFleet)
+			}
+		}
+		trip("after " + f.name)
+	}
+	for _, p := range procs {
+		p.stop(t)
 	}
 }

@@ -8,11 +8,14 @@
 // It runs until its standard input closes (the parent stops it, or dies)
 // or for -for at most, then prints one JSON line on standard output: its
 // attempts, calls, the breaker's changes as it saw them and its Stats.
+// Each line it reads on standard input before that makes it print the
+// same report of the moment, as one JSON line.
 //
 //	fleetproc -redis 127.0.0.1:6379 -url http://127.0.0.1:8080/ -name p0
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +44,7 @@ type Report struct {
 	Syncs    int64    `json:"syncs"`    // StoreStats.Syncs
 	Errors   int64    `json:"errors"`   // StoreStats.Errors
 	Granted  int64    `json:"granted"`  // StoreStats.Granted: probes this process ran
+	OnFleet  bool     `json:"on_fleet"` // Stats.BreakersOnFleet[""]
 }
 
 // Change is a change of the breaker's state seen by this process.
@@ -72,11 +76,18 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *limit)
 	defer cancel()
-	go func() { // stop when the parent closes standard input, or dies
-		io.Copy(io.Discard, os.Stdin)
+	asks := make(chan struct{})
+	go func() { // report on each line; stop when the parent closes standard input, or dies
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			select {
+			case asks <- struct{}{}:
+			case <-ctx.Done():
+			}
+		}
 		cancel()
 	}()
-	rep, err := run(ctx, config{
+	rep, err := run(ctx, asks, config{
 		addr: *addr, url: *url, name: *name, prefix: *prefix, sync: *sync,
 		breaker: retry.Breaker{
 			FailureRatio: 0.5, MinRequests: uint32(*minReq), Window: *window,
@@ -106,7 +117,7 @@ type config struct {
 	pause                   time.Duration
 }
 
-func run(ctx context.Context, cfg config) (Report, error) {
+func run(ctx context.Context, asks <-chan struct{}, cfg config) (Report, error) {
 	rep := Report{Name: cfg.name}
 	c := goredis.NewClient(&goredis.Options{
 		Addr: cfg.addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
@@ -153,15 +164,31 @@ func run(ctx context.Context, cfg config) (Report, error) {
 			}
 		})
 	}
+	report := func() Report {
+		st := r.Stats()
+		ss := store.Stats()
+		mu.Lock()
+		defer mu.Unlock()
+		rep.Calls, rep.Attempts = calls.Load(), attempts.Load()
+		rep.Fallback, rep.Denied = st.BreakerFallbacks, st.BreakerDenied
+		rep.Syncs, rep.Errors, rep.Granted = ss.Syncs, ss.Errors, ss.Granted
+		rep.OnFleet = st.BreakersOnFleet[""]
+		out := rep
+		out.Changes = append([]Change(nil), rep.Changes...)
+		return out
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for ctx.Err() == nil {
+		select {
+		case <-asks:
+			if err := enc.Encode(report()); err != nil {
+				return rep, err
+			}
+		case <-ctx.Done():
+		}
+	}
 	wg.Wait()
-	st := r.Stats()
-	ss := store.Stats()
-	mu.Lock()
-	defer mu.Unlock()
-	rep.Calls, rep.Attempts = calls.Load(), attempts.Load()
-	rep.Fallback, rep.Denied = st.BreakerFallbacks, st.BreakerDenied
-	rep.Syncs, rep.Errors, rep.Granted = ss.Syncs, ss.Errors, ss.Granted
-	return rep, nil
+	return report(), nil
 }
 
 var errStatus = errors.New("dependency failed")
