@@ -45,9 +45,10 @@ const budgetSlices = 10
 // must not turn into an outage of every dependency; the breaker and the
 // limiter stay in force meanwhile. After a failure the retries of the next
 // SyncInterval fail open without asking Redis; then one asks, and the
-// budget is back on the fleet's counts as soon as Redis answers (counts
-// Redis lost start again from zero, which makes it stricter for one
-// window).
+// budget is back on the fleet's counts as soon as Redis answers. Counts
+// Redis lost (a restart with empty data, a flush) start again from zero:
+// for one window the budget grants from its Reserve and the first
+// attempts sent since.
 //
 // A Budget is safe for concurrent use. Build it with NewBudget.
 type Budget struct {

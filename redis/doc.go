@@ -14,25 +14,74 @@
 //   - Budget is a retry budget for the whole fleet, retry.Budget's rule kept
 //     by a Lua script over windowed counters, for retry.Budget.Shared.
 //   - DeadLetters keeps dead-letter records in a Redis Stream: its Sink for
-//     retry.DeadLetters, List to read them and Replay to send one again.
+//     retry.DeadLetters, List to read them and Replay to send one again,
+//     once however many operators replay it at the same time.
 //
-// When Redis is down or slow, each component does what its documentation
-// states, within bounded timeouts (see Options): the breaker falls back to
-// the process's own (retry.Stats.BreakerFallbacks, StoreStats.Errors), the limiter to a local
-// token bucket (LimiterStats.Fallbacks), the budget allows the retry
-// (BudgetStats.FailOpen), and the dead-letter sink returns its error, which
-// the Retrier counts in Stats.DeadLetterFailed and joins into the call's
-// error. All return to Redis as soon as it answers.
+// Every key is Options.Prefix followed by a hash tag naming the component
+// and its key ({breaker:NAME}, {limit:KEY}, {budget:KEY},
+// {deadletters:STREAM}), so that all the keys one script touches sit in
+// one slot, and all of it works on a Redis Cluster, per key or not.
 //
-//	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialerRetries: 1})
-//	store, _ := retryredis.NewStore(c, retryredis.Options{})
-//	limiter, _ := retryredis.NewLimiter(c, 100, 10, false, retryredis.Options{})
-//	budget, _ := retryredis.NewBudget(c, retry.Budget{}, retryredis.Options{})
+// # When Redis fails
+//
+// When Redis is down, slow, paused or cut off, each component goes on
+// without it within its bound (Options.Timeout, or Breaker.StoreWait for
+// the breaker's reads on a call's path): the breaker falls back to the
+// process's own (retry.Stats.BreakerFallbacks), the limiter to a local
+// token bucket paced at the process's last share of the limit
+// (LimiterStats.Fallbacks, LimiterStats.Share), the budget allows the
+// retry (BudgetStats.FailOpen), and the dead-letter sink returns its
+// error, which the Retrier counts in Stats.DeadLetterFailed and joins into
+// the call's error. Each says whether it runs on the fleet's state
+// (retry.Stats.BreakersOnFleet, StoreStats.OnFleet, LimiterStats.OnFleet,
+// BudgetStats.OnFleet), counts its Redis errors, and logs them to
+// Options.Logger, at most once a second. After a failure a component
+// leaves Redis alone for one SyncInterval, then one request asks again.
+//
+// When Redis answers again, after a restart with empty data, a FLUSHALL or
+// a key's expiry too, every process is back on the fleet's state within two
+// sync intervals: a breaker whose state Redis lost starts again closed, and
+// every process takes that state, whatever generation it had seen. A
+// process that has never read a breaker's state reads it, within
+// StoreWait, before its first attempt.
+//
+// Give the go-redis client ContextTimeoutEnabled: true so that a command
+// cut at Timeout frees its connection; the components return at Timeout
+// whatever the client's settings, but without it a command to a hung
+// server runs on in the background, holding a connection, until the
+// client's ReadTimeout (3 s by default); MaxRetries (3 by default) may
+// repeat it, and DialerRetries (5 by default) repeats each failed dial.
+// MaxRetries: -1 and DialerRetries: 1 suit these components, which ask
+// Redis again on their own schedule.
+//
+//	c := goredis.NewClient(&goredis.Options{
+//		Addr:                  "127.0.0.1:6379",
+//		ContextTimeoutEnabled: true,
+//		MaxRetries:            -1,
+//		DialerRetries:         1,
+//	})
+//	opts := retryredis.Options{Logger: slog.Default()}
+//	store, err := retryredis.NewStore(c, opts)
+//	if err != nil {
+//		return err
+//	}
+//	limiter, err := retryredis.NewLimiter(c, 100, 10, false, opts)
+//	if err != nil {
+//		return err
+//	}
+//	budget, err := retryredis.NewBudget(c, retry.Budget{}, opts)
+//	if err != nil {
+//		return err
+//	}
 //	r := retry.New(
 //		retry.WithBreaker(retry.Breaker{Store: store}),
 //		retry.WithRateLimit(retry.RateLimit{Shared: limiter}),
 //		retry.WithBudget(retry.Budget{Shared: budget}),
 //	)
+//
+// A component that is a typed nil (the nil a constructor returns with its
+// error) makes the Retrier report a configuration error (Retrier.Err), and
+// every call returns it; nothing panics.
 //
 // The example in example/fleet runs three workers on a local Redis.
 package redis

@@ -247,6 +247,9 @@ var components = []component{
 		}
 		m.onFleet = func() bool {
 			st := r.Stats()
+			if !store.Stats().OnFleet {
+				return false
+			}
 			for _, on := range st.BreakersOnFleet {
 				if !on {
 					return false
@@ -363,7 +366,12 @@ var components = []component{
 		)
 		m := &member{}
 		m.call = func(ctx context.Context, key string) error {
-			return retry.Run(ctx, func(context.Context) error { return errDown }, r, retry.WithKey(key))
+			err := retry.Run(ctx, func(context.Context) error { return errDown }, r, retry.WithKey(key))
+			// The sink's error is joined into the call's.
+			if !stored.Load() && (err == nil || !strings.Contains(err.Error(), "redis: XADD")) {
+				t.Errorf("a call whose record was not stored: %v, want the sink's error in it", err)
+			}
+			return err
 		}
 		m.onFleet = stored.Load
 		m.fellBack = func() int64 { return r.Stats().DeadLetterFailed }

@@ -21,10 +21,10 @@ import (
 // ContextTimeoutEnabled: true (go-redis Options) so that the command
 // itself is cut at the same bound and its connection freed; without it,
 // the command runs on in the background until the client's ReadTimeout
-// (3 s by default), and MaxRetries (3 by default) and DialerRetries (5)
-// multiply that. After a failed round trip a component does not ask Redis
-// again for one SyncInterval; then one request at a time asks, while the
-// others run on the fallback.
+// (3 s by default), MaxRetries (3 by default) may repeat it, and
+// DialerRetries (5 by default) repeats each failed dial. After a failed
+// round trip a component does not ask Redis again for one SyncInterval;
+// then one request at a time asks, while the others run on the fallback.
 type Options struct {
 	// Prefix starts every key this package writes; default "retry:". Give
 	// each dependency, or each service, its own prefix when their

@@ -1,0 +1,146 @@
+package redis_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// records keeps a Logger's records.
+type records struct {
+	mu  sync.Mutex
+	all []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// TestLoggerRateLimited: with Redis down for 1.2 s, a Budget's Logger gets
+// one Warn record a second, the later one counting the errors left out in
+// "suppressed" and naming the error; when Redis answers again, one Info
+// record says so.
+func TestLoggerRateLimited(t *testing.T) {
+	s := startServer(t)
+	logs := &records{}
+	b, err := retryredis.NewBudget(s.Client(), retry.Budget{Reserve: 1000}, retryredis.Options{Timeout: 20 * time.Millisecond, SyncInterval: 10 * time.Millisecond, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}), retry.WithBudget(retry.Budget{Shared: b}))
+	call := func() { r.Run(t.Context(), flaky()) }
+	call()
+	s.Stop()
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		call()
+	}
+	s.Start()
+	waitFor(t, time.Second, "the budget back on Redis", func() bool {
+		call()
+		return b.Stats().OnFleet
+	})
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var warns, infos []slog.Record
+	for _, rec := range logs.all {
+		switch rec.Level {
+		case slog.LevelWarn:
+			warns = append(warns, rec)
+		case slog.LevelInfo:
+			infos = append(infos, rec)
+		}
+	}
+	errs := b.Stats().Errors
+	t.Logf("%d errors: %d Warn records, %d Info", errs, len(warns), len(infos))
+	if len(warns) != 2 {
+		t.Fatalf("%d Warn records in 1.2 s of errors, want 2 (one a second)", len(warns))
+	}
+	var suppressed int64
+	var msg string
+	warns[1].Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "suppressed":
+			suppressed = a.Value.Int64()
+		case "error":
+			msg = a.Value.String()
+		}
+		return true
+	})
+	// The errors of the second between the two records; those after the
+	// second wait for a third.
+	if suppressed < 10 || suppressed > errs-2 {
+		t.Errorf("the second Warn record counts %d suppressed, want the errors left out since the first (10 to %d)", suppressed, errs-2)
+	}
+	if msg == "" {
+		t.Error("the Warn record names no error")
+	}
+	if len(infos) != 1 {
+		t.Errorf("%d Info records after Redis answered again, want 1", len(infos))
+	}
+}
+
+// TestKeyNames: every key a component writes is the prefix followed by a
+// hash tag naming the component and its key.
+func TestKeyNames(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	opts := retryredis.Options{Prefix: "p:"}
+	store, err := retryredis.NewStore(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := retryredis.NewLimiter(c, 1000, 10, true, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bud, err := retryredis.NewBudget(c, retry.Budget{PerKey: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := retryredis.NewDeadLetters(c, "s", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, OnExhaustion: retry.ExhaustDeadLetter}),
+		retry.WithBreaker(retry.Breaker{Store: store, PerKey: true}),
+		retry.WithRateLimit(retry.RateLimit{Shared: lim}),
+		retry.WithBudget(retry.Budget{Shared: bud}),
+		retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}),
+		retry.WithKey("k"),
+	)
+	for range 20 {
+		r.Run(t.Context(), func(context.Context) error { return errDown })
+		time.Sleep(5 * time.Millisecond)
+	}
+	keys, err := c.Keys(t.Context(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		ok := false
+		for _, tag := range []string{"p:{breaker:k}", "p:{limit:k}", "p:{budget:k}", "p:{deadletters:s}"} {
+			if len(k) >= len(tag) && k[:len(tag)] == tag {
+				ok, seen[tag] = true, true
+			}
+		}
+		if !ok {
+			t.Errorf("key %q: want the prefix and a hash tag naming the component", k)
+		}
+	}
+	if len(seen) != 4 || dl.Stream() != "p:{deadletters:s}" {
+		t.Errorf("keys %v (stream %q), want one of each component's", keys, dl.Stream())
+	}
+}
