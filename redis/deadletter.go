@@ -323,8 +323,9 @@ func (d *DeadLetters) Replay(ctx context.Context, id string, send func(context.C
 		return err
 	}
 	// The entry read, whose ID may be longer than id ("5" names "5-0" and
-	// XRANGE reads "5-1" too).
-	return d.Delete(ctx, rec.ID)
+	// XRANGE reads "5-1" too). It was sent: a caller canceled now must not
+	// leave it to be sent again.
+	return d.Delete(context.WithoutCancel(ctx), rec.ID)
 }
 
 // ClaimTTL is how long a Replay's claim on a record lasts unless renewed;
@@ -358,6 +359,10 @@ func (d *DeadLetters) claim(ctx context.Context, id string) (release func(), err
 		return d.client.SetNX(ctx, key, token, ClaimTTL).Result()
 	})
 	if err != nil {
+		// The SET may have reached Redis: give up the claim, in case.
+		go roundTrip(context.Background(), d.opts.Timeout, func(ctx context.Context) (any, error) {
+			return releaseClaim.Run(ctx, d.client, []string{key}, token).Result()
+		})
 		return nil, fmt.Errorf("redis: SET %s NX: %w", key, err)
 	}
 	if !ok {

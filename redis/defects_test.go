@@ -300,3 +300,113 @@ func TestReplayOnce(t *testing.T) {
 		t.Errorf("claims left behind: %v", keys)
 	}
 }
+
+// TestLimiterZeroWait: reservations that may not wait (a hedge's, with
+// maxWait 0), after a quiet spell and mixed with ordinary ones, neither
+// count as Redis failures nor keep the Limiter off the fleet's bucket: a
+// request that cannot give Redis a tenth of Timeout does not ask it.
+func TestLimiterZeroWait(t *testing.T) {
+	s := startServer(t)
+	l, err := retryredis.NewLimiter(s.Client(), 1000, 100, false, retryredis.Options{Timeout: 50 * time.Millisecond, SyncInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // quiet for more than an interval
+	l.Reserve(t.Context(), "", time.Now(), 0)
+	if st := l.Stats(); !st.OnFleet || st.Errors != 0 {
+		t.Fatalf("after one zero-wait reservation: %+v, want on the fleet without errors", st)
+	}
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		l.Reserve(t.Context(), "", time.Now(), 0)           // a hedge
+		l.Reserve(t.Context(), "", time.Now(), time.Second) // a first attempt
+	}
+	if st := l.Stats(); !st.OnFleet || st.Errors != 0 || st.Leases < 5 {
+		t.Errorf("hedges mixed with first attempts for 300 ms: %+v, want leases on the fleet's bucket and no errors", st)
+	}
+}
+
+// TestLimiterWaitBound: a reservation that waited on another's request
+// to a slow Redis and then asks itself waits on Redis for Timeout in all,
+// not for Timeout each time.
+func TestLimiterWaitBound(t *testing.T) {
+	s := startServer(t)
+	c := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout, o.WriteTimeout = time.Second, time.Second })
+	const timeout = 50 * time.Millisecond
+	l, err := retryredis.NewLimiter(c, 1000, 1000, false, retryredis.Options{Timeout: timeout, SyncInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Reserve(t.Context(), "", time.Now(), time.Second) // loads the script; a batch of one
+	time.Sleep(time.Second)                             // the demand ages: the next batch is one token
+	c.AddHook(latency(48 * time.Millisecond))
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Reserve(context.Background(), "", time.Now(), time.Second) })
+	time.Sleep(3 * time.Millisecond)
+	start := time.Now()
+	l.Reserve(t.Context(), "", time.Now(), time.Second)
+	waited := time.Since(start)
+	wg.Wait()
+	t.Logf("the second reservation waited %v (Timeout %v): %+v", waited, timeout, l.Stats())
+	if waited > timeout+faultSlack {
+		t.Errorf("a reservation waited %v on Redis, want at most Timeout %v and slack", waited, timeout)
+	}
+}
+
+// TestReplayCanceledAfterSend: a caller canceled as the send succeeds
+// still has the record deleted: a second Replay does not send it again.
+func TestReplayCanceledAfterSend(t *testing.T) {
+	s := startServer(t)
+	dl, err := retryredis.NewDeadLetters(s.Client(), "canceled", 0, retryredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dl.Sink(t.Context(), retry.Event{Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := dl.List(t.Context(), "", 10)
+	if err != nil || len(p.Records) != 1 {
+		t.Fatalf("List: %+v, %v", p, err)
+	}
+	id := p.Records[0].ID
+	once := retry.WithPolicy(retry.Policy{MaxAttempts: 1})
+	sent := 0
+	ctx, cancel := context.WithCancel(t.Context())
+	err1 := dl.Replay(ctx, id, func(context.Context, retryredis.Record) error { sent++; cancel(); return nil }, once)
+	err2 := dl.Replay(t.Context(), id, func(context.Context, retryredis.Record) error { sent++; return nil }, once)
+	if sent != 1 || !errors.Is(err2, retryredis.ErrNoRecord) {
+		t.Errorf("sent %d times (first replay: %v; second: %v), want once and ErrNoRecord", sent, err1, err2)
+	}
+}
+
+// TestStoreRests: after a failed round trip the Store leaves Redis alone
+// for one SyncInterval, whatever the number of breakers: five breakers'
+// syncs against a stopped Redis make one round trip; one interval after
+// Redis answers again, they sync.
+func TestStoreRests(t *testing.T) {
+	s := startServer(t)
+	const interval = 20 * time.Millisecond
+	st, err := retryredis.NewStore(s.Client(), retryredis.Options{SyncInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := retry.Breaker{Window: time.Second, OpenTimeout: time.Second, Probes: 1, MinRequests: 1, FailureRatio: 0.5}
+	s.Stop()
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := st.Sync(t.Context(), k, b, retry.BreakerSync{}); err == nil {
+			t.Fatalf("Sync %s with Redis stopped: no error", k)
+		}
+	}
+	if got := st.Stats(); got.Errors != 1 || got.OnFleet {
+		t.Errorf("five syncs with Redis stopped: %+v, want one round trip failed and the rest not sent", got)
+	}
+	s.Start()
+	time.Sleep(interval)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := st.Sync(t.Context(), k, b, retry.BreakerSync{}); err != nil {
+			t.Errorf("Sync %s one interval after Redis answered: %v", k, err)
+		}
+	}
+	if !st.Stats().OnFleet {
+		t.Error("not on the fleet after syncs that succeeded")
+	}
+}

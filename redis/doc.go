@@ -39,8 +39,9 @@
 // leaves Redis alone for one SyncInterval, then one request asks again.
 //
 // When Redis answers again, after a restart with empty data, a FLUSHALL or
-// a key's expiry too, every process is back on the fleet's state within two
-// sync intervals: a breaker whose state Redis lost starts again closed, and
+// a key's expiry too, every process is back on the fleet's state within
+// SyncInterval plus Timeout (less than two sync intervals with the
+// defaults): a breaker whose state Redis lost starts again closed, and
 // every process takes that state, whatever generation it had seen. A
 // process that has never read a breaker's state reads it, within
 // StoreWait, before its first attempt.

@@ -38,11 +38,14 @@ type fault struct {
 }
 
 // faulty is a redis-server, a proxy in front of it through which the
-// components reach it, and a client that reaches it directly.
+// components reach it, and a client that reaches it directly; or a
+// 3-master Cluster (masters) and a cluster client of it.
 type faulty struct {
-	s     *server
-	p     *proxy
-	admin *goredis.Client
+	s       *server
+	p       *proxy
+	admin   *goredis.Client
+	masters []*server
+	cc      *goredis.ClusterClient
 }
 
 func newFaulty(t *testing.T) *faulty {
@@ -50,9 +53,32 @@ func newFaulty(t *testing.T) *faulty {
 	return &faulty{s: s, p: startProxy(t, s.Addr()), admin: s.Client()}
 }
 
-// client is a process's client: through the proxy, with the harness's
-// settings (short timeouts, no retries, ContextTimeoutEnabled).
-func (f *faulty) client(t *testing.T) *goredis.Client {
+func newClusterFaulty(t *testing.T) *faulty {
+	cc, masters := startClusterServers(t)
+	return &faulty{masters: masters, cc: cc}
+}
+
+// client is a process's client: through the proxy, or of the Cluster,
+// with the harness's settings (short timeouts, no retries,
+// ContextTimeoutEnabled).
+func (f *faulty) client(t *testing.T) goredis.UniversalClient {
+	if f.cc != nil {
+		var addrs []string
+		for _, m := range f.masters {
+			addrs = append(addrs, m.Addr())
+		}
+		c := goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                 addrs,
+			DialTimeout:           faultTimeout,
+			ReadTimeout:           faultTimeout,
+			WriteTimeout:          faultTimeout,
+			MaxRetries:            -1,
+			DialerRetries:         1,
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
 	c := goredis.NewClient(&goredis.Options{
 		Addr:                  f.p.Addr(),
 		DialTimeout:           faultTimeout,
@@ -132,6 +158,39 @@ var faults = []fault{
 	},
 }
 
+// clusterFaults are the faults of a 3-master Cluster (no replicas).
+var clusterFaults = []fault{
+	{
+		name: "Cluster: every master killed and restarted empty",
+		inject: func(t *testing.T, f *faulty) {
+			for _, m := range f.masters {
+				m.Stop()
+			}
+		},
+		heal: func(t *testing.T, f *faulty) {
+			var addrs []string
+			for _, m := range f.masters {
+				m.Start()
+				addrs = append(addrs, m.Addr())
+			}
+			clusterReady(t, addrs)
+		},
+	},
+	{
+		name:    "Cluster: FLUSHALL on every master",
+		answers: true,
+		inject: func(t *testing.T, f *faulty) {
+			err := f.cc.ForEachMaster(context.Background(), func(ctx context.Context, c *goredis.Client) error {
+				return c.FlushAll(ctx).Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+		heal: func(*testing.T, *faulty) {},
+	},
+}
+
 // member is one process's component under test, used as a user would:
 // through a Retrier.
 type member struct {
@@ -186,7 +245,7 @@ func tripFleet(t *testing.T, ms []*member, keys []string) {
 // component builds a member on c.
 type component struct {
 	name  string
-	build func(t *testing.T, c *goredis.Client, perKey bool) *member
+	build func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member
 }
 
 // logCount counts the records of a component's Logger.
@@ -218,16 +277,16 @@ func (l *logCount) counts() (warn, info int) {
 	return l.warn, l.info
 }
 
-func harnessOptions(logs *logCount) retryredis.Options {
-	return retryredis.Options{Timeout: faultTimeout, SyncInterval: faultSync, Logger: slog.New(logs)}
+func harnessOptions(prefix string, logs *logCount) retryredis.Options {
+	return retryredis.Options{Prefix: prefix, Timeout: faultTimeout, SyncInterval: faultSync, Logger: slog.New(logs)}
 }
 
 var succeed = func(context.Context) error { return nil }
 
 var components = []component{
-	{name: "breaker", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+	{name: "breaker", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
 		logs := &logCount{}
-		store, err := retryredis.NewStore(c, harnessOptions(logs))
+		store, err := retryredis.NewStore(c, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,9 +352,9 @@ var components = []component{
 		}
 		return m
 	}},
-	{name: "limiter", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+	{name: "limiter", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
 		logs := &logCount{}
-		l, err := retryredis.NewLimiter(c, 5000, 50, perKey, harnessOptions(logs))
+		l, err := retryredis.NewLimiter(c, 5000, 50, perKey, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,9 +381,9 @@ var components = []component{
 		}
 		return m
 	}},
-	{name: "budget", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
+	{name: "budget", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
 		logs := &logCount{}
-		b, err := retryredis.NewBudget(c, retry.Budget{PerKey: perKey, Reserve: 1000}, harnessOptions(logs))
+		b, err := retryredis.NewBudget(c, retry.Budget{PerKey: perKey, Reserve: 1000}, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,8 +409,8 @@ var components = []component{
 		}
 		return m
 	}},
-	{name: "dead letters", build: func(t *testing.T, c *goredis.Client, perKey bool) *member {
-		dl, err := retryredis.NewDeadLetters(c, "faults", 0, retryredis.Options{Timeout: faultTimeout})
+	{name: "dead letters", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
+		dl, err := retryredis.NewDeadLetters(c, "faults", 0, retryredis.Options{Prefix: prefix, Timeout: faultTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +459,8 @@ var components = []component{
 //     fallback, counted (fellBack) and said (onFleet false; a Warn record,
 //     at most one a second); one in which Redis answers but lost the data
 //     moves none.
-//   - Within two sync intervals of Redis answering again (plus slack),
+//   - Within SyncInterval plus Timeout of Redis answering again (two
+//     intervals here, plus slack),
 //     every process is back on the fleet's state and stays there (nothing
 //     more counted as fallback), the Logger says so at level Info, and
 //     the fleet-wide effect works again (works).
@@ -408,26 +468,37 @@ func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault harness runs in the full suite (make test)")
 	}
-	for _, fl := range faults {
+	run := func(fl fault, env func(t *testing.T) *faulty) {
 		for _, comp := range components {
 			for _, perKey := range []bool{false, true} {
 				if comp.name == "dead letters" && perKey {
 					continue // a stream has no keys: one case
 				}
 				name := fmt.Sprintf("%s/%s/perKey=%v", fl.name, comp.name, perKey)
-				t.Run(name, func(t *testing.T) { runFault(t, fl, comp, perKey) })
+				t.Run(name, func(t *testing.T) { runFault(t, env(t), fl, comp, perKey) })
 			}
 		}
 	}
+	for _, fl := range faults {
+		run(fl, newFaulty)
+	}
+	// One Cluster for all the cases of a fault (each its own prefix): a
+	// Cluster takes seconds to start.
+	for _, fl := range clusterFaults {
+		t.Run(fl.name, func(t *testing.T) {
+			f := newClusterFaulty(t)
+			run(fl, func(*testing.T) *faulty { return f })
+		})
+	}
 }
 
-func runFault(t *testing.T, fl fault, comp component, perKey bool) {
-	f := newFaulty(t)
+func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	keys := []string{"a"}
 	if perKey {
 		keys = []string{"a", "b"}
 	}
-	ms := []*member{comp.build(t, f.client(t), perKey), comp.build(t, f.client(t), perKey)}
+	prefix := strings.NewReplacer("/", ":", " ", "-").Replace(t.Name()) + ":"
+	ms := []*member{comp.build(t, f.client(t), prefix, perKey), comp.build(t, f.client(t), prefix, perKey)}
 
 	// drive calls every member on every key in turn until stop, and
 	// returns the longest call.
@@ -514,9 +585,9 @@ func runFault(t *testing.T, fl fault, comp component, perKey bool) {
 	time.Sleep(4 * faultSync)
 	close(stop)
 	<-done
-	t.Logf("back on the fleet's state %v after Redis answered (bound %v)", back.Round(time.Millisecond), 2*faultSync+faultSlack)
-	if back > 2*faultSync+faultSlack {
-		t.Errorf("back on the fleet's state %v after Redis answered, want within two sync intervals (%v) and slack", back, 2*faultSync)
+	t.Logf("back on the fleet's state %v after Redis answered (bound %v)", back.Round(time.Millisecond), faultSync+faultTimeout+faultSlack)
+	if back > faultSync+faultTimeout+faultSlack {
+		t.Errorf("back on the fleet's state %v after Redis answered, want within SyncInterval plus Timeout (%v) and slack", back, faultSync+faultTimeout)
 	}
 	for i, m := range ms {
 		if n := m.fellBack() - fell[i]; n != 0 {

@@ -260,10 +260,21 @@ func (l latency) wait(ctx context.Context) error {
 // test ends.
 func startCluster(t testing.TB) *goredis.ClusterClient {
 	t.Helper()
+	cc, _ := startClusterServers(t)
+	return cc
+}
+
+// startClusterServers is startCluster, and returns the masters too. Each
+// keeps its cluster configuration (nodes.conf) in its directory, so that a
+// master stopped and started again rejoins with its slots, empty.
+func startClusterServers(t testing.TB) (*goredis.ClusterClient, []*server) {
+	t.Helper()
 	var addrs []string
+	var masters []*server
 	for range 3 {
 		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 		addrs = append(addrs, s.Addr())
+		masters = append(masters, s)
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -273,10 +284,28 @@ func startCluster(t testing.TB) *goredis.ClusterClient {
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
+	clusterReady(t, addrs)
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:                 addrs,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           200 * time.Millisecond,
+		WriteTimeout:          200 * time.Millisecond,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { cc.Close() })
+	if err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	return cc, masters
+}
+
+// clusterReady waits until every node at addrs reports cluster_state:ok.
+func clusterReady(t testing.TB, addrs []string) {
+	t.Helper()
 	ctx := context.Background()
 	for _, a := range addrs {
 		c := goredis.NewClient(&goredis.Options{Addr: a})
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			info, _ := c.ClusterInfo(ctx).Result()
 			if strings.Contains(info, "cluster_state:ok") {
 				break
@@ -288,16 +317,4 @@ func startCluster(t testing.TB) *goredis.ClusterClient {
 		}
 		c.Close()
 	}
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
-		Addrs:                 addrs,
-		DialTimeout:           200 * time.Millisecond,
-		ReadTimeout:           200 * time.Millisecond,
-		WriteTimeout:          200 * time.Millisecond,
-		ContextTimeoutEnabled: true,
-	})
-	t.Cleanup(func() { cc.Close() })
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() }); err != nil {
-		t.Fatal(err)
-	}
-	return cc
 }

@@ -39,9 +39,15 @@ import (
 // part of what the fleet left unused, among the processes that leased in
 // that window; at least half of an equal part.
 //
-// When Redis fails, or is slower than Options.Timeout or than half of what
-// is left of the caller's deadline (the other half is the fallback's), the
-// attempt takes a token from a local token bucket instead
+// A reservation gives Redis at most Options.Timeout in all, and at most
+// half of what is left of the caller's deadline (the other half is the
+// fallback's). One that finds no leased token and cannot give Redis a
+// tenth of Timeout (a hedge that may not wait, a deadline about to pass)
+// does not ask, and is refused while Redis answers, as a wait that cannot
+// fit is.
+//
+// When Redis fails, or is slower than that bound, the attempt takes a
+// token from a local token bucket instead
 // (golang.org/x/time/rate), counted in Stats.Fallbacks, its wait within
 // what is left. That bucket paces the process at its share of the limit
 // and of the burst, as of its last lease: the fleet keeps its shape. With
@@ -329,6 +335,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 	ls := l.lease(key)
 	start := time.Now()
 	counted := false
+	var onRedis time.Duration // waited on Redis so far: at most Timeout in all
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -384,9 +391,17 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 				l.denied.Add(1)
 				return 0, nil, false
 			}
-			woken, ok := sleep(min(left, l.opts.Timeout), f)
+			if onRedis >= l.opts.Timeout {
+				return local() // Redis is slower than Timeout
+			}
+			slept, bound := time.Now(), l.opts.Timeout-onRedis
+			woken, ok := sleep(min(left, bound), f)
+			onRedis += time.Since(slept)
 			switch {
 			case !ok:
+				return 0, nil, false
+			case !woken && left < bound:
+				l.denied.Add(1) // the caller's time ran out first
 				return 0, nil, false
 			case !woken:
 				return local() // Redis is slower than Timeout
@@ -405,6 +420,20 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			}
 			continue
 		}
+		// Leave half of what is left to the fallback. A request that can
+		// give Redis less than a tenth of Timeout (a hedge that may not
+		// wait, a deadline about to pass) cannot tell a slow Redis from a
+		// healthy one: it does not ask, and with Redis answering others
+		// it is refused, as a wait that cannot fit is.
+		timeout := min(l.opts.Timeout-onRedis, left/2)
+		if timeout < l.opts.Timeout/10 {
+			ls.mu.Unlock()
+			if !l.health.onFleet() {
+				return local()
+			}
+			l.denied.Add(1)
+			return 0, nil, false
+		}
 		if l.health.skip(t) {
 			ls.mu.Unlock()
 			return local()
@@ -414,11 +443,11 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		ls.fetching = f
 		ls.mu.Unlock()
 
-		// Leave half of what is left to the fallback.
 		name := l.opts.key("limit", key)
-		timeout := max(min(l.opts.Timeout, left/2), 0)
+		asked := time.Now()
 		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n) })
 		got := time.Now()
+		onRedis += got.Sub(asked)
 		ls.mu.Lock()
 		ls.fetching = nil
 		close(f)
@@ -448,7 +477,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		if ctx.Err() != nil || passed(ctx) {
 			return 0, nil, false
 		}
-		return local()
+		return local() // Redis failed, or is slower than half of what is left
 	}
 }
 

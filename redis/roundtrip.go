@@ -54,6 +54,10 @@ type health struct {
 	suppressed int       // errors not logged since
 }
 
+// errResting is the error of a request not sent because Redis failed
+// within the last SyncInterval and another request is asking.
+var errResting = errors.New("not asked: Redis failed within the last SyncInterval")
+
 // logEvery is the least time between two error records of one component.
 const logEvery = time.Second
 

@@ -193,6 +193,9 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 	}
 	ttl := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
 	key := s.key(name)
+	if s.health.skip(time.Now()) {
+		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, errResting)
+	}
 	res, err := roundTrip(ctx, s.opts.Timeout, func(ctx context.Context) ([]int64, error) {
 		return syncScript.Run(ctx, s.client, []string{key},
 			strconv.FormatUint(in.Generation, 10), in.Successes, in.Failures, claim,

@@ -121,7 +121,7 @@ func run(ctx context.Context, asks <-chan struct{}, cfg config) (Report, error) 
 	rep := Report{Name: cfg.name}
 	c := goredis.NewClient(&goredis.Options{
 		Addr: cfg.addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		ContextTimeoutEnabled: true, DialerRetries: 1,
+		ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1,
 	})
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
