@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -197,7 +196,7 @@ type member struct {
 	call     func(ctx context.Context, key string) error
 	onFleet  func() bool  // the component runs on the fleet's state
 	fellBack func() int64 // decisions made without Redis
-	logs     *logCount    // nil for a component without Options.Logger
+	logs     *records     // nil for a component without Options.Logger
 	fail     atomic.Bool  // the breaker's calls fail
 	// works checks, after the fault, that the fleet's state is the
 	// component's again: a fleet-wide effect no process has alone.
@@ -248,36 +247,7 @@ type component struct {
 	build func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member
 }
 
-// logCount counts the records of a component's Logger.
-type logCount struct {
-	mu    sync.Mutex
-	warn  int
-	info  int
-	lines []string
-}
-
-func (l *logCount) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logCount) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch r.Level {
-	case slog.LevelWarn:
-		l.warn++
-	case slog.LevelInfo:
-		l.info++
-	}
-	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
-	return nil
-}
-func (l *logCount) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logCount) WithGroup(string) slog.Handler      { return l }
-func (l *logCount) counts() (warn, info int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.warn, l.info
-}
-
-func harnessOptions(prefix string, logs *logCount) retryredis.Options {
+func harnessOptions(prefix string, logs *records) retryredis.Options {
 	return retryredis.Options{Prefix: prefix, Timeout: faultTimeout, SyncInterval: faultSync, Logger: slog.New(logs)}
 }
 
@@ -285,7 +255,7 @@ var succeed = func(context.Context) error { return nil }
 
 var components = []component{
 	{name: "breaker", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
-		logs := &logCount{}
+		logs := &records{}
 		store, err := retryredis.NewStore(c, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
@@ -353,7 +323,7 @@ var components = []component{
 		return m
 	}},
 	{name: "limiter", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
-		logs := &logCount{}
+		logs := &records{}
 		l, err := retryredis.NewLimiter(c, 5000, 50, perKey, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
@@ -382,7 +352,7 @@ var components = []component{
 		return m
 	}},
 	{name: "budget", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
-		logs := &logCount{}
+		logs := &records{}
 		b, err := retryredis.NewBudget(c, retry.Budget{PerKey: perKey, Reserve: 1000}, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
@@ -595,7 +565,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 		}
 		if m.logs != nil && !fl.answers {
 			if _, info := m.logs.counts(); info == 0 {
-				t.Errorf("process %d: no Info record when Redis answered again: %q", i, m.logs.lines)
+				t.Errorf("process %d: no Info record when Redis answered again: %q", i, m.logs.lines())
 			}
 		}
 	}
@@ -605,7 +575,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	if t.Failed() {
 		for i, m := range ms {
 			if m.logs != nil {
-				t.Logf("process %d log: %s", i, strings.Join(m.logs.lines, "; "))
+				t.Logf("process %d log: %s", i, strings.Join(m.logs.lines(), "; "))
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	retryredis "github.com/steadyhq/retry/redis"
 )
 
-// records keeps a Logger's records.
+// records keeps the records of a Logger (a component's Options.Logger).
 type records struct {
 	mu  sync.Mutex
 	all []slog.Record
@@ -26,6 +26,32 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 }
 func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// counts returns the number of Warn and Info records.
+func (r *records) counts() (warn, info int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.all {
+		switch rec.Level {
+		case slog.LevelWarn:
+			warn++
+		case slog.LevelInfo:
+			info++
+		}
+	}
+	return warn, info
+}
+
+// lines returns each record's level and message.
+func (r *records) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.all {
+		out = append(out, rec.Level.String()+" "+rec.Message)
+	}
+	return out
+}
 
 // TestLoggerRateLimited: with Redis down for 1.2 s, a Budget's Logger gets
 // one Warn record a second, the later one counting the errors left out in
