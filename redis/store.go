@@ -39,8 +39,11 @@ var _ retry.BreakerStore = (*Store)(nil)
 // (retry.Stats.BreakerFallbacks, and false in retry.Stats.BreakersOnFleet)
 // until Redis answers again. When Redis loses a breaker's state (a
 // restart with empty data, FLUSHALL, the key expired), it starts again
-// closed at generation 0 and every process takes that state at its next
-// sync. A Store needs no Close; a round trip that the client does not cut
+// closed, and every process takes that state at its next sync. A breaker's
+// generations start at Redis's time in milliseconds when its state is
+// made, so that they grow across such a loss: a late reply from before it
+// cannot pass for a newer state. A process that has never synced sends
+// generation 0, and its counts count in the current generation. A Store needs no Close; a round trip that the client does not cut
 // at Timeout finishes on a goroutine of its own.
 //
 // A Store is safe for concurrent use. Build it with NewStore.
@@ -97,11 +100,19 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', k, 'st', 'gen', 'until', 'claimed', 'ok')
 local st = tonumber(h[1]) or 0
-local gen = tonumber(h[2]) or 0
+local gen = tonumber(h[2])
+local g = tonumber(ARGV[1]) or -1
+if not gen then
+	-- A new breaker, or one whose state Redis lost: its generations start
+	-- at the time in ms, past those of any state lost before.
+	gen = now
+end
+-- A process that has never synced (generation 0) counts in the current
+-- generation.
+if g == 0 then g = gen end
 local untl = tonumber(h[3]) or 0
 local claimed = tonumber(h[4]) or 0
 local ok = tonumber(h[5]) or 0
-local g = tonumber(ARGV[1]) or -1
 local ratio = tonumber(ARGV[8]) or 1
 local minreq = tonumber(ARGV[9]) or 1
 local slice = math.max(math.floor((tonumber(ARGV[10]) or 10000) / 10), 1)

@@ -195,3 +195,44 @@ func TestStoreBadReply(t *testing.T) {
 		t.Errorf("stats %+v, want 1 error", st)
 	}
 }
+
+// TestStoreGenerationsGrow: when Redis loses a breaker's state (restarted
+// empty, flushed, the key expired), the state made again has a generation
+// past every one before, so that a late reply from before the loss cannot
+// pass for a newer state; it is closed, and a process that has never
+// synced counts in it at once.
+func TestStoreGenerationsGrow(t *testing.T) {
+	spec := retry.Breaker{Window: time.Second, OpenTimeout: time.Minute, Probes: 1, MinRequests: 2, FailureRatio: 0.5}
+	tests := []struct {
+		name string
+		lose func(t *testing.T, s *server)
+	}{
+		{name: "restarted empty", lose: func(t *testing.T, s *server) { s.Stop(); s.Start() }},
+		{name: "FLUSHALL", lose: func(t *testing.T, s *server) { s.Client().FlushAll(t.Context()) }},
+		{name: "expired", lose: func(t *testing.T, s *server) {
+			s.Client().PExpire(t.Context(), "retry:{breaker:dep}", time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startServer(t)
+			st, err := retryredis.NewStore(s.Client(), retryredis.Options{Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := st.Sync(t.Context(), "dep", spec, retry.BreakerSync{Failures: 2})
+			if err != nil || first.State != "open" {
+				t.Fatalf("a new breaker's first sync with 2 failures: %+v, %v; want open (a process that never synced counts)", first, err)
+			}
+			tt.lose(t, s)
+			again, err := st.Sync(t.Context(), "dep", spec, retry.BreakerSync{Generation: first.Generation})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.State != "closed" || again.Generation <= first.Generation {
+				t.Errorf("after the loss: %+v; before: %+v; want closed at a later generation", again, first)
+			}
+		})
+	}
+}
