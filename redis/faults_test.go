@@ -196,6 +196,7 @@ type member struct {
 	call     func(ctx context.Context, key string) error
 	onFleet  func() bool  // the component runs on the fleet's state
 	fellBack func() int64 // decisions made without Redis
+	errors   func() int64 // round trips that failed, as Stats count them; nil for dead letters
 	logs     *records     // nil for a component without Options.Logger
 	fail     atomic.Bool  // the breaker's calls fail
 	// works checks, after the fault, that the fleet's state is the
@@ -287,6 +288,7 @@ var components = []component{
 			return len(st.BreakersOnFleet) > 0
 		}
 		m.fellBack = func() int64 { return r.Stats().BreakerFallbacks }
+		m.errors = func() int64 { return store.Stats().Errors }
 		// The fleet trips on its summed counts: each process fails 12
 		// calls of 20 MinRequests, and every process is refused after.
 		m.works = func(t *testing.T, ms []*member, keys []string) {
@@ -339,6 +341,7 @@ var components = []component{
 		}
 		m.onFleet = func() bool { return l.Stats().OnFleet }
 		m.fellBack = func() int64 { return l.Stats().Fallbacks }
+		m.errors = func() int64 { return l.Stats().Errors }
 		// Tokens come from the fleet's bucket again: leases grow.
 		m.works = func(t *testing.T, ms []*member, keys []string) {
 			before := l.Stats().Leases
@@ -367,6 +370,7 @@ var components = []component{
 		}
 		m.onFleet = func() bool { return b.Stats().OnFleet }
 		m.fellBack = func() int64 { return b.Stats().FailOpen }
+		m.errors = func() int64 { return b.Stats().Errors }
 		// Retries are granted by the fleet's counters again.
 		m.works = func(t *testing.T, ms []*member, keys []string) {
 			before := b.Stats().Granted
@@ -521,6 +525,18 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 			t.Errorf("process %d: no decision on the fallback with Redis away", i)
 		case !fl.answers && m.onFleet():
 			t.Errorf("process %d: says it runs on the fleet's state with Redis away", i)
+		}
+		// Errors are counted; after one, Redis is asked again once an
+		// interval: the fault lasts faultFor/faultSync intervals, and a
+		// request may hang for Timeout before it fails.
+		if m.errors != nil {
+			most := int64(faultFor/faultSync) + 2
+			switch n := m.errors(); {
+			case fl.answers && n != 0:
+				t.Errorf("process %d: %d Redis errors counted with Redis answering", i, n)
+			case !fl.answers && (n == 0 || n > most):
+				t.Errorf("process %d: %d Redis errors counted in %v, want 1 to %d (one an interval)", i, n, faultFor, most)
+			}
 		}
 		if m.logs == nil {
 			continue

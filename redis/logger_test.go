@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +169,69 @@ func TestKeyNames(t *testing.T) {
 	}
 	if len(seen) != 4 || dl.Stream() != "p:{deadletters:s}" {
 		t.Errorf("keys %v (stream %q), want one of each component's", keys, dl.Stream())
+	}
+}
+
+// TestLoggerWrongType: a key of the wrong type (written by another
+// program) is a Redis error like any other: logged at level Warn with
+// Redis's message, counted, and the component falls back; calls go on.
+func TestLoggerWrongType(t *testing.T) {
+	s := startServer(t)
+	tests := []struct {
+		name  string
+		build func(t *testing.T, opts retryredis.Options) (retry.Option, func() (errors, fellBack int64))
+	}{
+		{name: "breaker", build: func(t *testing.T, opts retryredis.Options) (retry.Option, func() (int64, int64)) {
+			st, err := retryredis.NewStore(s.Client(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := retry.New(retry.WithBreaker(retry.Breaker{Store: st}))
+			return r, func() (int64, int64) { return st.Stats().Errors, r.Stats().BreakerFallbacks }
+		}},
+		{name: "limiter", build: func(t *testing.T, opts retryredis.Options) (retry.Option, func() (int64, int64)) {
+			l, err := retryredis.NewLimiter(s.Client(), 1000, 10, false, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return retry.WithRateLimit(retry.RateLimit{Shared: l}), func() (int64, int64) { return l.Stats().Errors, l.Stats().Fallbacks }
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := "wrongtype:" + tt.name + ":"
+			// The component's key, of another type than it keeps.
+			key := map[string]string{"breaker": prefix + "{breaker:}", "limiter": prefix + "{limit:}"}[tt.name]
+			val := map[string][]any{"breaker": {"SET", key, "x"}, "limiter": {"HSET", key, "f", "x"}}[tt.name]
+			if err := s.Client().Do(t.Context(), val...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			logs := &records{}
+			opt, stats := tt.build(t, retryredis.Options{Prefix: prefix, SyncInterval: 10 * time.Millisecond, Logger: slog.New(logs)})
+			r := retry.New(opt, retry.WithPolicy(retry.Policy{MaxAttempts: 1}))
+			for range 20 {
+				if err := r.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+					t.Fatalf("a call with the component's key of the wrong type: %v", err)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			errs, fell := stats()
+			lines := logs.lines()
+			if errs == 0 || fell == 0 || len(lines) == 0 || !strings.Contains(strings.Join(lines, " "), "WARN") {
+				t.Errorf("%d errors, %d fallbacks, log %q; want them counted and logged", errs, fell, lines)
+			}
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			var msg string
+			logs.all[0].Attrs(func(a slog.Attr) bool {
+				if a.Key == "error" {
+					msg = a.Value.String()
+				}
+				return true
+			})
+			if !strings.Contains(msg, "WRONGTYPE") || !strings.Contains(msg, key) {
+				t.Errorf("the Warn record's error %q, want Redis's WRONGTYPE and the key %s", msg, key)
+			}
+		})
 	}
 }
