@@ -255,7 +255,9 @@ func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
 // outcome too, stands in for it while the store cannot be read in time.
 func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(error), wait time.Duration) {
 	shared, wait, ok := b.shared.allow(ctx)
-	b.shared.local.Store(!ok)
+	if !ended(ctx) { // a call whose context ended was not decided
+		b.shared.local.Store(!ok)
+	}
 	if ok {
 		if shared == nil {
 			return nil, wait
@@ -373,9 +375,10 @@ func (bs *breakers) states() (states map[string]string, onFleet map[string]bool)
 		onFleet = make(map[string]bool)
 	}
 	add := func(key string, b *breaker) {
-		states[key] = b.state()
+		local := b.shared == nil || b.shared.local.Load()
+		states[key] = b.state(local)
 		if b.shared != nil {
-			onFleet[key] = !b.shared.local.Load()
+			onFleet[key] = !local
 		}
 	}
 	if bs.single != nil {
@@ -386,10 +389,11 @@ func (bs *breakers) states() (states map[string]string, onFleet map[string]bool)
 	return states, onFleet
 }
 
-// state is the breaker's state: for a shared one, as this process last
-// saw it in the store, unless the local breaker made the last decision.
-func (b *breaker) state() string {
-	if b.shared != nil && !b.shared.local.Load() {
+// state is the breaker's state: the process's own breaker's when local
+// (it made the last decision, or there is no store), else the fleet's as
+// this process last saw it in the store.
+func (b *breaker) state(local bool) string {
+	if !local {
 		return b.shared.view.Load().state
 	}
 	return stateOf(b.cb.State())

@@ -27,9 +27,12 @@ import (
 //
 // A store may lose a breaker's state (a restart with empty data, a flush,
 // an expired key) and answer with a generation lower than the one a
-// process last read: the process takes the answer to its latest request as
-// the fleet's state, whatever its generation, so that it is back on the
-// fleet's state at its next sync after the store answers.
+// process last read: the process takes the answer to a request sent after
+// it read that generation as the fleet's state, whatever its generation,
+// so that it is back on the fleet's state at its next sync after the store
+// answers. A store that starts the generations of a state it makes again
+// past those it lost (the Redis one does) keeps late replies from before
+// the loss from passing for newer.
 //
 // Implementations must be safe for concurrent use and must not hold a call
 // past ctx's deadline.
@@ -100,6 +103,7 @@ type fleetView struct {
 	until  int64  // unix ns: while open, when probes may start
 	synced int64  // unix ns of the reply; 0 before the first
 	seq    uint64 // the number of the request answered
+	fence  uint64 // the last request sent when the view was taken
 }
 
 // flight is a sync under way; done closes when it has its answer.
@@ -214,17 +218,38 @@ func (sb *sharedBreaker) sync() {
 	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, s)
 	if err != nil {
 		sb.failed.Store(true)
+		sb.keepProbes(s)
 		return
 	}
 	sb.update(fl, seq)
 }
 
+// keepProbes puts back the probe outcomes of a sync that failed, so that
+// the next sync sends them: a probe's outcome lost would leave the fleet's
+// breaker half-open, its claim taken, until the claim lapses.
+func (sb *sharedBreaker) keepProbes(s BreakerSync) {
+	if s.ProbeSuccesses+s.ProbeFailures+s.ProbeReleases == 0 {
+		return
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	p := &sb.probes
+	if p.ProbeSuccesses+p.ProbeFailures+p.ProbeReleases > 0 && p.Generation != s.Generation {
+		return // newer outcomes, of another generation, are waiting
+	}
+	p.Generation = s.Generation
+	p.ProbeSuccesses += s.ProbeSuccesses
+	p.ProbeFailures += s.ProbeFailures
+	p.ProbeReleases += s.ProbeReleases
+}
+
 // update takes the store's reply to request seq as the view, and reports
-// a change of state to Breaker.OnChange. A reply to an earlier request than
-// the view's is dropped unless its generation is newer (a sync and a probe
-// claim may answer out of order). A reply to a later request is taken
-// whatever its generation: a lower one means the store lost the breaker's
-// state, and its answer is the fleet's state from now on.
+// a change of state to Breaker.OnChange. A reply of a newer generation is
+// taken; of the same generation, if it answers a later request. A reply of
+// an older generation is taken only if its request was sent after the view
+// was taken (seq above the view's fence): the store lost the breaker's
+// state, and its answer is the fleet's state from now on. Otherwise it is
+// a late reply (a sync and a probe claim may answer out of order).
 func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 	now := time.Now()
 	sb.failed.Store(false)
@@ -235,9 +260,14 @@ func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 	var old *fleetView
 	for {
 		old = sb.view.Load()
-		if seq < old.seq && nv.gen <= old.gen {
-			return // a late reply from before the view's
+		switch {
+		case nv.gen > old.gen:
+		case nv.gen == old.gen && seq > old.seq:
+		case nv.gen < old.gen && seq > old.fence:
+		default:
+			return // a late reply
 		}
+		nv.fence = sb.seq.Load()
 		if sb.view.CompareAndSwap(old, nv) {
 			break
 		}

@@ -15,14 +15,18 @@ func (nopStore) Sync(context.Context, string, Breaker, BreakerSync) (BreakerFlee
 func (nopStore) SyncInterval() time.Duration { return time.Hour }
 
 // TestSharedBreakerStaleReply: replies may answer out of order (a sync and
-// a probe claim run at once); the reply to an earlier request than the
-// view's, of a generation no newer, never takes the view back. The reply
-// to a later request is taken whatever its generation: the store lost the
-// breaker's state (a restart with empty data, a flush, an expired key).
+// a probe claim run at once); a reply of an older generation never takes
+// the view back, unless its request was sent after the view was taken:
+// then the store lost the breaker's state (a restart with empty data, a
+// flush, an expired key), and its answer is the fleet's state.
 func TestSharedBreakerStaleReply(t *testing.T) {
 	type reply struct {
-		fl  BreakerFleet
-		seq uint64 // the number of the request it answers
+		fl   BreakerFleet
+		seq  uint64 // the number of the request it answers
+		sent uint64 // the requests sent when it arrives
+	}
+	open := func(gen uint64) BreakerFleet {
+		return BreakerFleet{State: stateOpen, Generation: gen, OpenFor: time.Minute}
 	}
 	tests := []struct {
 		name    string
@@ -30,12 +34,13 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 		want    string
 		gen     uint64
 	}{
-		{name: "in order", replies: []reply{{fl: BreakerFleet{State: stateOpen, Generation: 1, OpenFor: time.Minute}, seq: 1}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 2}, seq: 2}}, want: stateHalfOpen, gen: 2},
-		{name: "a late closed reply after the open one", replies: []reply{{fl: BreakerFleet{State: stateOpen, Generation: 3, OpenFor: time.Minute}, seq: 2}, {fl: BreakerFleet{State: stateClosed, Generation: 2}, seq: 1}}, want: stateOpen, gen: 3},
-		{name: "a late reply of a newer generation", replies: []reply{{fl: BreakerFleet{State: stateOpen, Generation: 3, OpenFor: time.Minute}, seq: 2}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 1}}, want: stateHalfOpen, gen: 4},
-		{name: "same generation: the later reply", replies: []reply{{fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 1}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 2}}, want: stateHalfOpen, gen: 4},
-		{name: "the store lost the state: generation 0 answers a later request", replies: []reply{{fl: BreakerFleet{State: stateOpen, Generation: 7, OpenFor: time.Minute}, seq: 1}, {fl: BreakerFleet{State: stateClosed, Generation: 0}, seq: 2}}, want: stateClosed, gen: 0},
-		{name: "lost, then the old state's late reply", replies: []reply{{fl: BreakerFleet{State: stateClosed, Generation: 1}, seq: 3}, {fl: BreakerFleet{State: stateClosed, Generation: 0}, seq: 2}}, want: stateClosed, gen: 1},
+		{name: "in order", replies: []reply{{fl: open(1), seq: 1, sent: 1}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 2}, seq: 2, sent: 2}}, want: stateHalfOpen, gen: 2},
+		{name: "a late closed reply after the open one", replies: []reply{{fl: open(3), seq: 2, sent: 2}, {fl: BreakerFleet{State: stateClosed, Generation: 2}, seq: 1, sent: 2}}, want: stateOpen, gen: 3},
+		{name: "a late reply of a newer generation", replies: []reply{{fl: open(3), seq: 2, sent: 2}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 1, sent: 2}}, want: stateHalfOpen, gen: 4},
+		{name: "same generation: the later reply", replies: []reply{{fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 1, sent: 2}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 2, sent: 2}}, want: stateHalfOpen, gen: 4},
+		{name: "a claim run before an earlier sync that reopened, its reply last", replies: []reply{{fl: open(3), seq: 5, sent: 6}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 2}, seq: 6, sent: 6}}, want: stateOpen, gen: 3},
+		{name: "the store lost the state: a request sent after the view answers generation 0", replies: []reply{{fl: open(7), seq: 1, sent: 1}, {fl: BreakerFleet{State: stateClosed, Generation: 0}, seq: 2, sent: 2}}, want: stateClosed, gen: 0},
+		{name: "lost, then the old state's late reply", replies: []reply{{fl: BreakerFleet{State: stateClosed, Generation: 1}, seq: 3, sent: 3}, {fl: BreakerFleet{State: stateClosed, Generation: 0}, seq: 2, sent: 3}}, want: stateClosed, gen: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +48,7 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 			bs := newBreakers(Breaker{Store: nopStore{}, OnChange: func(_, from, to string) { changes = append(changes, from+">"+to) }}.withDefaults())
 			sb := newSharedBreaker(nopStore{}, bs, "")
 			for _, r := range tt.replies {
+				sb.seq.Store(r.sent)
 				sb.update(r.fl, r.seq)
 			}
 			bs.flush()

@@ -360,3 +360,107 @@ func TestSharedBreakerExclusions(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakersOnFleet: Stats.BreakersOnFleet is nil without a
+// Breaker.Store; with one it says, per breaker, whether the fleet's state
+// made the last decision, and Stats.Breakers gives the state of the
+// breaker that decided: the fleet's while the store answers, the
+// process's own while it fails.
+func TestBreakersOnFleet(t *testing.T) {
+	if st := retry.New(retry.WithBreaker(retry.Breaker{})).Stats(); st.BreakersOnFleet != nil {
+		t.Errorf("without a Store: BreakersOnFleet %v, want nil", st.BreakersOnFleet)
+	}
+	store := newMemStore(5 * time.Millisecond)
+	// Each process fails 4 calls of the 8 MinRequests: the fleet opens
+	// on their sum, while each process's own breaker stays closed.
+	spec := retry.Breaker{MinRequests: 8, OpenTimeout: time.Minute, StoreWait: 20 * time.Millisecond}
+	rs := fleet(2, store, spec)
+	fail := func(context.Context) error { return errTransient }
+	// The calls that look: their outcomes (Permanent) are left out of
+	// the counts.
+	look := func(context.Context) error { return retry.Permanent(errTransient) }
+	call := func(r *retry.Retrier, fn func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		r.Run(ctx, fn)
+	}
+	tests := []struct {
+		name    string
+		down    bool
+		fails   int // failing calls of each process first
+		onFleet bool
+		state   string
+	}{
+		{name: "store answers, fleet closed", onFleet: true, state: "closed"},
+		{name: "store answers, fleet open", fails: 4, onFleet: true, state: "open"},
+		{name: "store down: the process's own breaker decides", down: true, onFleet: false, state: "closed"},
+		{name: "store back: the fleet's state again", onFleet: true, state: "open"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store.set(tt.down, false)
+			for range tt.fails {
+				for _, r := range rs {
+					call(r, fail)
+				}
+			}
+			var st retry.Stats
+			deadline := time.Now().Add(time.Second)
+			for {
+				for _, r := range rs {
+					call(r, look)
+				}
+				st = rs[0].Stats()
+				if on, ok := st.BreakersOnFleet[""]; ok && on == tt.onFleet && st.Breakers[""] == tt.state {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("BreakersOnFleet %v, Breakers %v; want on fleet %v, state %q", st.BreakersOnFleet, st.Breakers, tt.onFleet, tt.state)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestSharedBreakerProbeOutcomeKept: a probe's outcome that fails to reach
+// the store (the store went down as the probe ran) is sent with the next
+// sync that reaches it: the fleet's breaker closes, instead of staying
+// half-open with its claim taken.
+func TestSharedBreakerProbeOutcomeKept(t *testing.T) {
+	store := newMemStore(5 * time.Millisecond)
+	spec := retry.Breaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: 30 * time.Millisecond, Probes: 1, StoreWait: 50 * time.Millisecond}
+	r := fleet(1, store, spec)[0]
+	call := func(fn func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		r.Run(ctx, fn)
+	}
+	look := func(context.Context) error { return retry.Permanent(errTransient) }
+	waitState := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Second); store.state("") != want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the fleet's breaker is %s, want %s", store.state(""), want)
+			}
+			call(look)
+		}
+	}
+	call(func(context.Context) error { return errTransient })
+	call(func(context.Context) error { return errTransient })
+	waitState("open")
+	var probed atomic.Bool
+	for deadline := time.Now().Add(time.Second); !probed.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe granted")
+		}
+		call(func(context.Context) error {
+			probed.Store(true)
+			store.set(true, false) // down as the probe runs: its outcome's sync fails
+			return nil
+		})
+	}
+	time.Sleep(20 * time.Millisecond) // a sync or two fail
+	store.set(false, false)
+	waitState("closed")
+}
