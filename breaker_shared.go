@@ -179,8 +179,8 @@ func (sb *sharedBreaker) syncs(f *flight) {
 		sb.sync()
 		sb.flight.Store(nil)
 		close(f.done)
-		if !sb.probesWaiting() {
-			return
+		if sb.failed.Load() || !sb.probesWaiting() {
+			return // outcomes kept from a failed sync wait for the next interval's
 		}
 		f = &flight{done: make(chan struct{})}
 		if !sb.flight.CompareAndSwap(nil, f) {

@@ -431,8 +431,10 @@ func TestSharedBreakerProbeOutcomeKept(t *testing.T) {
 	store := newMemStore(5 * time.Millisecond)
 	spec := retry.Breaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: 30 * time.Millisecond, Probes: 1, StoreWait: 50 * time.Millisecond}
 	r := fleet(1, store, spec)[0]
+	// Deadlines long enough for a loaded machine: a probe whose call's
+	// context ends is released, not a success.
 	call := func(fn func(context.Context) error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		r.Run(ctx, fn)
 	}
