@@ -162,7 +162,7 @@ func formatTime(t time.Time) string {
 // ID after ("" for the start of the stream). An entry that does not decode
 // to a Record (written by another program, or by hand) is skipped and
 // reported in Page.Bad with its ID and error, so that one bad entry hides
-// none of the records behind it; Get, Delete and Replay still take its ID.
+// none of the records behind it; Delete still takes its ID.
 // To page through the stream, pass Page.Next as after until it is "".
 // The error is Redis's, or a bad count.
 func (d *DeadLetters) List(ctx context.Context, after string, count int64) (Page, error) {

@@ -324,6 +324,19 @@ func TestDeadLettersListBad(t *testing.T) {
 				}
 				after = p.Next
 			}
+			// Delete takes a bad entry's ID.
+			p, err := dl.List(ctx, "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range p.Bad {
+				if err := dl.Delete(ctx, b.ID); err != nil {
+					t.Fatalf("Delete(%s): %v", b.ID, err)
+				}
+			}
+			if p, err = dl.List(ctx, "", 100); err != nil || len(p.Bad) != 0 {
+				t.Errorf("after deleting the bad entries: %+v, %v; want none left", p.Bad, err)
+			}
 		})
 	}
 }

@@ -32,11 +32,12 @@
 // (LimiterStats.Fallbacks, LimiterStats.Share), the budget allows the
 // retry (BudgetStats.FailOpen), and the dead-letter sink returns its
 // error, which the Retrier counts in Stats.DeadLetterFailed and joins into
-// the call's error. Each says whether it runs on the fleet's state
-// (retry.Stats.BreakersOnFleet, StoreStats.OnFleet, LimiterStats.OnFleet,
-// BudgetStats.OnFleet), counts its Redis errors, and logs them to
-// Options.Logger, at most once a second. After a failure a component
-// leaves Redis alone for one SyncInterval, then one request asks again.
+// the call's error. The Store, the Limiter and the Budget each say whether
+// they run on the fleet's state (retry.Stats.BreakersOnFleet,
+// StoreStats.OnFleet, LimiterStats.OnFleet, BudgetStats.OnFleet), count
+// their Redis errors, and log them to Options.Logger, at most once a
+// second; after a failure each leaves Redis alone for one SyncInterval,
+// then one request asks again.
 //
 // When Redis answers again, after a restart with empty data, a FLUSHALL or
 // a key's expiry too, every process is back on the fleet's state within
@@ -80,9 +81,10 @@
 //		retry.WithBudget(retry.Budget{Shared: budget}),
 //	)
 //
-// A component that is a typed nil (the nil a constructor returns with its
-// error) makes the Retrier report a configuration error (Retrier.Err), and
-// every call returns it; nothing panics.
+// A nil *Store, *Limiter or *Budget (the nil a constructor returns with
+// its error) makes the Retrier report a configuration error (Retrier.Err),
+// and every call returns it; every method of a nil *DeadLetters returns an
+// error. Nothing panics.
 //
 // The example in example/fleet runs three workers on a local Redis.
 package redis
