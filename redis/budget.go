@@ -88,13 +88,14 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	health := newHealth("budget", opts)
 	return &Budget{
 		client: client,
 		spec:   spec,
 		opts:   opts,
 		slice:  max(spec.Window/budgetSlices, time.Millisecond),
-		global: newFirsts(),
-		health: newHealth("budget", opts),
+		global: newFirsts(health),
+		health: health,
 	}, nil
 }
 
@@ -108,15 +109,16 @@ type firsts struct {
 		n atomic.Int64
 		_ [56]byte // a cache line each
 	}
-	mu   sync.Mutex
-	sent int64
-	last time.Time // when counts were last sent; at first, when f was made
+	mu     sync.Mutex
+	sent   int64
+	last   time.Time  // when counts were last sent; at first, when f was made
+	health *keyHealth // of this budget's counters in Redis
 }
 
 // newFirsts returns a counter whose counts date from now, on the wall
 // clock: the first Retry scales them by the time since, as it does counts
 // sent before.
-func newFirsts() *firsts { return &firsts{last: time.Now()} }
+func newFirsts(h *health) *firsts { return &firsts{last: time.Now(), health: h.key()} }
 
 func (f *firsts) load() int64 {
 	var n int64
@@ -133,7 +135,7 @@ func (b *Budget) firsts(key string) *firsts {
 	if f, ok := b.keys.Load(key); ok {
 		return f.(*firsts)
 	}
-	f, _ := b.keys.LoadOrStore(key, newFirsts())
+	f, _ := b.keys.LoadOrStore(key, newFirsts(b.health))
 	return f.(*firsts)
 }
 
@@ -172,11 +174,11 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 	if !b.spec.PerKey {
 		key = ""
 	}
-	if b.health.skip(time.Now()) {
+	f := b.firsts(key)
+	if f.health.skip(time.Now()) {
 		b.failOpen.Add(1)
 		return true
 	}
-	f := b.firsts(key)
 	f.mu.Lock()
 	total := f.load()
 	delta := total - f.sent
@@ -212,10 +214,10 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 		f.sent -= delta // send them with the next request
 		f.mu.Unlock()
 		b.failOpen.Add(1)
-		b.health.failed(ctx, err, timeout < b.opts.Timeout, "budget "+base)
+		f.health.failed(ctx, err, timeout < b.opts.Timeout, "budget "+base)
 		return true
 	}
-	b.health.ok()
+	f.health.ok()
 	if bal, err := strconv.ParseFloat(fmt.Sprint(res[1]), 64); err == nil {
 		b.balance.Store(int64(floatBits(bal)))
 	}
@@ -233,8 +235,9 @@ type BudgetStats struct {
 	Denied   int64 // retries Redis refused
 	FailOpen int64 // retries allowed because Redis failed
 	Errors   int64 // round trips that failed: Redis down, slow or refusing
-	// OnFleet is false while the last round trip failed: retries are
-	// allowed without the fleet's counts.
+	// OnFleet is false while a key's round trips fail (its last one
+	// failed, within the last two intervals and a Timeout): its retries
+	// are allowed without the fleet's counts.
 	OnFleet bool
 	// Balance is the retries the fleet's window had left after the last
 	// answer from Redis.

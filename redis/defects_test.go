@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,9 +313,11 @@ func TestLimiterZeroWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // quiet for more than an interval
-	l.Reserve(t.Context(), "", time.Now(), 0)
-	if st := l.Stats(); !st.OnFleet || st.Errors != 0 {
-		t.Fatalf("after one zero-wait reservation: %+v, want on the fleet without errors", st)
+	if _, _, ok := l.Reserve(t.Context(), "", time.Now(), 0); ok {
+		t.Error("a zero-wait reservation with no leased token was granted: it cannot ask Redis")
+	}
+	if st := l.Stats(); !st.OnFleet || st.Errors != 0 || st.Denied != 1 || st.Fallbacks != 0 {
+		t.Fatalf("after one zero-wait reservation: %+v, want it refused (Denied 1), on the fleet, without errors", st)
 	}
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		l.Reserve(t.Context(), "", time.Now(), 0)           // a hedge
@@ -325,9 +328,10 @@ func TestLimiterZeroWait(t *testing.T) {
 	}
 }
 
-// TestLimiterWaitBound: a reservation that waited on another's request
-// to a slow Redis and then asks itself waits on Redis for Timeout in all,
-// not for Timeout each time.
+// TestLimiterWaitBound: a reservation waits at most Timeout for a Redis
+// that does not answer, whether it waits on another's request or its own:
+// behind a request to a Redis slower than Timeout, it runs on the local
+// bucket at Timeout, and asks Redis no more.
 func TestLimiterWaitBound(t *testing.T) {
 	s := startServer(t)
 	c := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout, o.WriteTimeout = time.Second, time.Second })
@@ -338,17 +342,70 @@ func TestLimiterWaitBound(t *testing.T) {
 	}
 	l.Reserve(t.Context(), "", time.Now(), time.Second) // loads the script; a batch of one
 	time.Sleep(time.Second)                             // the demand ages: the next batch is one token
-	c.AddHook(latency(48 * time.Millisecond))
+	c.AddHook(latency(4 * timeout))
 	var wg sync.WaitGroup
 	wg.Go(func() { l.Reserve(context.Background(), "", time.Now(), time.Second) })
 	time.Sleep(3 * time.Millisecond)
 	start := time.Now()
-	l.Reserve(t.Context(), "", time.Now(), time.Second)
+	_, _, ok := l.Reserve(t.Context(), "", time.Now(), time.Second)
 	waited := time.Since(start)
 	wg.Wait()
-	t.Logf("the second reservation waited %v (Timeout %v): %+v", waited, timeout, l.Stats())
-	if waited > timeout+faultSlack {
-		t.Errorf("a reservation waited %v on Redis, want at most Timeout %v and slack", waited, timeout)
+	st := l.Stats()
+	t.Logf("the second reservation waited %v (Timeout %v): %+v", waited, timeout, st)
+	if waited > timeout+faultSlack || !ok || st.Fallbacks != 2 || st.Errors != 1 {
+		t.Errorf("waited %v, ok %v, %+v; want at most Timeout %v and slack, both on the local bucket, one round trip failed", waited, ok, st, timeout)
+	}
+}
+
+// TestLimiterSaturated: with Redis healthy and the limit saturated (30
+// callers against 20 a second, each willing to wait 10 s), reservations
+// wait their turn on the fleet's bucket: none runs on the local bucket,
+// none is refused, and the admitted stay within the limit, Redis a
+// millisecond away or on loopback.
+func TestLimiterSaturated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 2 s of saturated traffic a case")
+	}
+	for _, rtt := range []time.Duration{0, time.Millisecond} {
+		t.Run("rtt "+rtt.String(), func(t *testing.T) {
+			s := startServer(t)
+			c := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout, o.WriteTimeout = time.Second, time.Second })
+			if rtt > 0 {
+				c.AddHook(latency(rtt))
+			}
+			const limit, dur = 20.0, 2 * time.Second
+			l, err := retryredis.NewLimiter(c, limit, 1, false, retryredis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var admitted, refused atomic.Int64
+			ctx, cancel := context.WithTimeout(t.Context(), dur)
+			defer cancel()
+			var wg sync.WaitGroup
+			for range 30 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						w, _, ok := l.Reserve(ctx, "", time.Now(), 10*time.Second)
+						switch {
+						case ctx.Err() != nil:
+							return
+						case !ok:
+							refused.Add(1)
+							continue
+						}
+						time.Sleep(w)
+						admitted.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			st := l.Stats()
+			most := int64(limit*dur.Seconds()) + 2
+			t.Logf("admitted %d in %v (at most %d), refused %d: %+v", admitted.Load(), dur, most, refused.Load(), st)
+			if st.Fallbacks != 0 || refused.Load() != 0 || admitted.Load() > most {
+				t.Errorf("%d fallbacks, %d refused, %d admitted (at most %d), with Redis healthy", st.Fallbacks, refused.Load(), admitted.Load(), most)
+			}
+		})
 	}
 }
 
@@ -378,10 +435,10 @@ func TestReplayCanceledAfterSend(t *testing.T) {
 	}
 }
 
-// TestStoreRests: after a failed round trip the Store leaves Redis alone
-// for one SyncInterval, whatever the number of breakers: five breakers'
-// syncs against a stopped Redis make one round trip; one interval after
-// Redis answers again, they sync.
+// TestStoreRests: after a failed round trip for a breaker, the Store
+// leaves Redis alone for that breaker for one SyncInterval: five syncs
+// against a stopped Redis make one round trip; a second breaker asks on
+// its own; one interval after Redis answers again, they sync.
 func TestStoreRests(t *testing.T) {
 	s := startServer(t)
 	const interval = 20 * time.Millisecond
@@ -391,22 +448,119 @@ func TestStoreRests(t *testing.T) {
 	}
 	b := retry.Breaker{Window: time.Second, OpenTimeout: time.Second, Probes: 1, MinRequests: 1, FailureRatio: 0.5}
 	s.Stop()
-	for _, k := range []string{"a", "b", "c", "d", "e"} {
-		if _, err := st.Sync(t.Context(), k, b, retry.BreakerSync{}); err == nil {
-			t.Fatalf("Sync %s with Redis stopped: no error", k)
+	for range 5 {
+		if _, err := st.Sync(t.Context(), "a", b, retry.BreakerSync{}); err == nil {
+			t.Fatal("Sync with Redis stopped: no error")
 		}
 	}
 	if got := st.Stats(); got.Errors != 1 || got.OnFleet {
-		t.Errorf("five syncs with Redis stopped: %+v, want one round trip failed and the rest not sent", got)
+		t.Errorf("five syncs of one breaker with Redis stopped: %+v, want one round trip failed and the rest not sent", got)
+	}
+	if _, err := st.Sync(t.Context(), "b", b, retry.BreakerSync{}); err == nil || st.Stats().Errors != 2 {
+		t.Errorf("another breaker's sync: %v, %+v; want it sent, and failed", err, st.Stats())
 	}
 	s.Start()
 	time.Sleep(interval)
-	for _, k := range []string{"a", "b", "c", "d", "e"} {
+	for _, k := range []string{"a", "b"} {
 		if _, err := st.Sync(t.Context(), k, b, retry.BreakerSync{}); err != nil {
 			t.Errorf("Sync %s one interval after Redis answered: %v", k, err)
 		}
 	}
 	if !st.Stats().OnFleet {
 		t.Error("not on the fleet after syncs that succeeded")
+	}
+}
+
+// TestOneKeyFails: per key, a key that fails (here of the wrong type;
+// on a Cluster, a master down) rests alone: the other keys stay on the
+// fleet's state, Redis answering for them.
+func TestOneKeyFails(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	plant := func(keys ...string) {
+		for _, k := range keys {
+			if err := c.HSet(t.Context(), k, "f", "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	opts := retryredis.Options{SyncInterval: 10 * time.Millisecond}
+	tests := []struct {
+		name string
+		// build returns the component's option and its check, given the
+		// calls made on key bad so far.
+		build func(t *testing.T) (retry.Option, func(bad int64) (good bool, st any))
+	}{
+		{name: "breaker", build: func(t *testing.T) (retry.Option, func(int64) (bool, any)) {
+			// A string where the Store keeps a hash.
+			if err := c.Set(t.Context(), "retry:{breaker:bad}", "x", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			store, err := retryredis.NewStore(c, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := retry.New(retry.WithBreaker(retry.Breaker{Store: store, PerKey: true}))
+			return r, func(int64) (bool, any) {
+				on := r.Stats().BreakersOnFleet
+				return on["good"] && !on["bad"], on
+			}
+		}},
+		{name: "limiter", build: func(t *testing.T) (retry.Option, func(int64) (bool, any)) {
+			plant("retry:{limit:bad}")
+			l, err := retryredis.NewLimiter(c, 1000, 10, true, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before int64 = -1
+			return retry.WithRateLimit(retry.RateLimit{Shared: l}), func(int64) (bool, any) {
+				st := l.Stats()
+				grew := before >= 0 && st.Leases > before
+				before = st.Leases
+				return grew && st.Errors > 0, st
+			}
+		}},
+		{name: "budget", build: func(t *testing.T) (retry.Option, func(int64) (bool, any)) {
+			// The retries' counters of the slices to come.
+			now := time.Now().Unix()
+			for id := now - 2; id <= now+5; id++ {
+				plant(fmt.Sprintf("retry:{budget:bad}:r:%d", id))
+			}
+			b, err := retryredis.NewBudget(c, retry.Budget{PerKey: true, Reserve: 1000}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before int64 = -1
+			return retry.WithBudget(retry.Budget{Shared: b}), func(bad int64) (bool, any) {
+				st := b.Stats()
+				grew := before >= 0 && st.Granted > before
+				before = st.Granted
+				// Only key bad's retries fail open.
+				return grew && st.Errors > 0 && st.FailOpen <= bad, st
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opt, good := tt.build(t)
+			r := retry.New(opt, retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}))
+			var ok bool
+			var st any
+			var bad int64
+			for range 3 { // three rounds of calls, each of 30 ms
+				for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+					for _, k := range []string{"bad", "good"} {
+						ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+						retry.Run(ctx, flaky(), r, retry.WithKey(k))
+						cancel()
+					}
+					bad++
+				}
+				ok, st = good(bad)
+			}
+			if !ok {
+				t.Errorf("with key bad failing, key good is off the fleet's state: %+v", st)
+			}
+		})
 	}
 }

@@ -36,8 +36,9 @@
 // they run on the fleet's state (retry.Stats.BreakersOnFleet,
 // StoreStats.OnFleet, LimiterStats.OnFleet, BudgetStats.OnFleet), count
 // their Redis errors, and log them to Options.Logger, at most once a
-// second; after a failure each leaves Redis alone for one SyncInterval,
-// then one request asks again.
+// second; after a failure for a key, each leaves Redis alone for that key
+// for one SyncInterval, then one request asks again, the other keys going
+// on as before.
 //
 // When Redis answers again, after a restart with empty data, a FLUSHALL or
 // a key's expiry too, every process is back on the fleet's state within

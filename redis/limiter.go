@@ -39,12 +39,15 @@ import (
 // part of what the fleet left unused, among the processes that leased in
 // that window; at least half of an equal part.
 //
-// A reservation gives Redis at most Options.Timeout in all, and at most
-// half of what is left of the caller's deadline (the other half is the
-// fallback's). One that finds no leased token and cannot give Redis a
-// tenth of Timeout (a hedge that may not wait, a deadline about to pass)
-// does not ask, and is refused while Redis answers, as a wait that cannot
-// fit is.
+// A reservation waits for Redis's answer, to its own request or to the one
+// in flight, at most Options.Timeout, and its own request at most half of
+// what is left of the caller's deadline (the other half is the
+// fallback's); Redis answering without a token for it (others took them)
+// starts the wait again, as a rate-limited wait within the caller's
+// deadline. One that finds no leased token and cannot give Redis a tenth
+// of Timeout (a hedge that may not wait, a deadline about to pass) does
+// not ask, and is refused while Redis answers, as a wait that cannot fit
+// is.
 //
 // When Redis fails, or is slower than that bound, the attempt takes a
 // token from a local token bucket instead
@@ -58,8 +61,10 @@ import (
 // share and paces at the whole limit. After a failed round trip, the
 // Limiter runs on the local bucket for one SyncInterval without asking
 // Redis, and no attempt waits on a request in flight; then one request
-// asks, and the others stay local until it answers. No attempt waits on
-// Redis longer than Options.Timeout.
+// asks, and the others stay local until it answers. No attempt waits
+// longer than Options.Timeout for a Redis that does not answer. Each key
+// (with perKey) rests apart: a key that fails (a Cluster master down, a key
+// of the wrong type) leaves the others on the fleet's buckets.
 //
 // A Limiter needs no Close; a round trip that the client does not cut at
 // Timeout finishes on a goroutine of its own. It is safe for concurrent
@@ -84,14 +89,22 @@ type Limiter struct {
 // lease is one process's tokens of one key's bucket.
 type lease struct {
 	mu       sync.Mutex
-	tokens   int           // leased and not yet spent
-	lapses   time.Time     // when they lapse
-	empty    time.Time     // the bucket is empty until then
-	asked    int           // reservations since the last lease
-	since    time.Time     // start of that count
-	rate     float64       // reservations per second, smoothed
-	fetching chan struct{} // closed when the request in flight answers
-	granted  []grant       // this process's leases within the share window
+	tokens   int        // leased and not yet spent
+	lapses   time.Time  // when they lapse
+	empty    time.Time  // the bucket is empty until then
+	asked    int        // reservations since the last lease
+	since    time.Time  // start of that count
+	rate     float64    // reservations per second, smoothed
+	fetching *fetch     // the request in flight, if any
+	granted  []grant    // this process's leases within the share window
+	health   *keyHealth // of this key's bucket in Redis
+}
+
+// fetch is a lease request in flight: done closes when it ends, and
+// failed, set before, says that Redis did not answer it.
+type fetch struct {
+	done   chan struct{}
+	failed bool
 }
 
 // grant is the tokens one lease granted, and when.
@@ -127,6 +140,7 @@ func NewLimiter(client goredis.UniversalClient, limit float64, burst int, perKey
 	}
 	lim := &Limiter{client: client, limit: l, perSec: limit, perKey: perKey, opts: opts, fallback: local,
 		id: processID(), health: newHealth("limiter", opts)}
+	lim.global.health = lim.health.key()
 	lim.share.Store(math.Float64bits(1))
 	return lim, nil
 }
@@ -160,8 +174,9 @@ type LimiterStats struct {
 	Denied    int64 // reservations refused because the wait could not fit
 	Fallbacks int64 // reservations made on the local bucket, Redis failing or too slow
 	Errors    int64 // round trips that failed: Redis down, slow or refusing
-	// OnFleet is false while the last round trip failed: attempts are
-	// paced by the local bucket.
+	// OnFleet is false while a key's round trips fail (its last one
+	// failed, within the last two intervals and a Timeout): its attempts
+	// are paced by the local bucket.
 	OnFleet bool
 	// Share is the part of the limit (0 to 1) the local bucket paces
 	// this process at while Redis fails, from the last lease (of the last
@@ -189,7 +204,7 @@ func (l *Limiter) lease(key string) *lease {
 		l.keys.Clear()
 		l.nkeys.Store(0)
 	}
-	ls, loaded := l.keys.LoadOrStore(key, &lease{})
+	ls, loaded := l.keys.LoadOrStore(key, &lease{health: l.health.key()})
 	if !loaded {
 		l.nkeys.Add(1)
 	}
@@ -335,7 +350,6 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 	ls := l.lease(key)
 	start := time.Now()
 	counted := false
-	var onRedis time.Duration // waited on Redis so far: at most Timeout in all
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -384,27 +398,24 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		if f := ls.fetching; f != nil {
 			ls.mu.Unlock()
-			if !l.health.onFleet() {
+			if ls.health.down.Load() {
 				return local() // the request in flight is asking a failing Redis
 			}
 			if left <= 0 {
 				l.denied.Add(1)
 				return 0, nil, false
 			}
-			if onRedis >= l.opts.Timeout {
-				return local() // Redis is slower than Timeout
-			}
-			slept, bound := time.Now(), l.opts.Timeout-onRedis
-			woken, ok := sleep(min(left, bound), f)
-			onRedis += time.Since(slept)
+			// Wait for its answer, at most Timeout: Redis answering (with
+			// tokens, or none left for this call) starts the wait again.
+			woken, ok := sleep(min(left, l.opts.Timeout), f.done)
 			switch {
 			case !ok:
 				return 0, nil, false
-			case !woken && left < bound:
+			case !woken && left < l.opts.Timeout:
 				l.denied.Add(1) // the caller's time ran out first
 				return 0, nil, false
-			case !woken:
-				return local() // Redis is slower than Timeout
+			case !woken, f.failed:
+				return local() // Redis is slower than Timeout, or failed
 			}
 			continue
 		}
@@ -425,32 +436,37 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		// wait, a deadline about to pass) cannot tell a slow Redis from a
 		// healthy one: it does not ask, and with Redis answering others
 		// it is refused, as a wait that cannot fit is.
-		timeout := min(l.opts.Timeout-onRedis, left/2)
+		timeout := min(l.opts.Timeout, left/2)
 		if timeout < l.opts.Timeout/10 {
 			ls.mu.Unlock()
-			if !l.health.onFleet() {
+			if ls.health.down.Load() {
 				return local()
 			}
 			l.denied.Add(1)
 			return 0, nil, false
 		}
-		if l.health.skip(t) {
+		if ls.health.skip(t) {
 			ls.mu.Unlock()
 			return local()
 		}
 		n := ls.batch(t, l.opts.SyncInterval, l.limit.Burst)
-		f := make(chan struct{})
+		f := &fetch{done: make(chan struct{})}
 		ls.fetching = f
 		ls.mu.Unlock()
 
 		name := l.opts.key("limit", key)
-		asked := time.Now()
 		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n) })
 		got := time.Now()
-		onRedis += got.Sub(asked)
+		// The key's health first: the waiters woken below read it.
+		if err == nil {
+			ls.health.ok()
+		} else {
+			ls.health.failed(ctx, err, timeout < l.opts.Timeout, "limiter "+name)
+		}
 		ls.mu.Lock()
 		ls.fetching = nil
-		close(f)
+		f.failed = err != nil
+		close(f.done)
 		if err == nil {
 			share := l.shareOf(ls, got, res)
 			l.share.Store(math.Float64bits(share))
@@ -460,20 +476,16 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			ls.tokens = res.Allowed - 1 // this call's
 			ls.lapses = got.Add(l.opts.SyncInterval)
 			ls.mu.Unlock()
-			l.health.ok()
 			l.leases.Add(1)
 			l.allowed.Add(int64(res.Allowed))
 			return 0, nil, true
 		}
 		if err == nil {
 			ls.empty = got.Add(max(res.RetryAfter, time.Microsecond))
-		}
-		ls.mu.Unlock()
-		if err == nil {
-			l.health.ok()
+			ls.mu.Unlock()
 			continue
 		}
-		l.health.failed(ctx, err, timeout < l.opts.Timeout, "limiter "+name)
+		ls.mu.Unlock()
 		if ctx.Err() != nil || passed(ctx) {
 			return 0, nil, false
 		}

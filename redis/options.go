@@ -23,8 +23,11 @@ import (
 // the command runs on in the background until the client's ReadTimeout
 // (3 s by default), MaxRetries (3 by default) may repeat it, and
 // DialerRetries (5 by default) repeats each failed dial. After a failed
-// round trip a component does not ask Redis again for one SyncInterval;
-// then one request at a time asks, while the others run on the fallback.
+// round trip for a key (a breaker, a limit, a budget) a component does not
+// ask Redis again for that key for one SyncInterval; then one request at a
+// time asks, while the others run on the fallback. Other keys go on asking:
+// a key that fails alone (a Cluster master down, a key of the wrong type)
+// rests alone.
 type Options struct {
 	// Prefix starts every key this package writes; default "retry:". Give
 	// each dependency, or each service, its own prefix when their

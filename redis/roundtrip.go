@@ -37,21 +37,31 @@ func roundTrip[T any](ctx context.Context, timeout time.Duration, f func(context
 	}
 }
 
-// health is what one component knows of Redis: whether its last round trip
-// failed, when to ask again, and the rate-limited log of its errors.
+// health is what one component knows of Redis: its keys' health, its
+// error count and the rate-limited log of its errors.
 type health struct {
 	who   string // the component, as logs name it
 	log   *slog.Logger
-	retry time.Duration // how long to stay on the fallback after a failure
+	retry time.Duration // how long a key stays on the fallback after a failure
 
-	down   atomic.Bool  // the last round trip failed
-	lastOK atomic.Int64 // unix ns of the last round trip that succeeded
-	next   atomic.Int64 // while down: unix ns after which one request may ask Redis
-	errors atomic.Int64 // round trips that failed
+	timeout  time.Duration
+	errors   atomic.Int64 // round trips that failed
+	down     atomic.Int64 // keys whose last round trip failed
+	lastFail atomic.Int64 // unix ns of the last round trip that failed
 
 	mu         sync.Mutex
 	logged     time.Time // when an error was last logged
 	suppressed int       // errors not logged since
+}
+
+// keyHealth is what a component knows of Redis for one key (one breaker,
+// one limit, one budget): a key that fails (a Cluster master down, a key
+// of the wrong type) rests alone, and the others go on asking Redis.
+type keyHealth struct {
+	h        *health
+	down     atomic.Bool  // the last round trip failed
+	next     atomic.Int64 // while down: unix ns after which one request may ask Redis
+	cutSince atomic.Int64 // unix ns of the first cut round trip since the last success; 0 if none
 }
 
 // errResting is the error of a request not sent because Redis failed
@@ -62,48 +72,60 @@ var errResting = errors.New("not asked: Redis failed within the last SyncInterva
 const logEvery = time.Second
 
 func newHealth(who string, opts Options) *health {
-	h := &health{who: who, log: opts.Logger, retry: opts.SyncInterval}
-	h.lastOK.Store(time.Now().UnixNano())
-	return h
+	return &health{who: who, log: opts.Logger, retry: opts.SyncInterval, timeout: opts.Timeout}
 }
 
+// key returns the health of a new key.
+func (h *health) key() *keyHealth { return &keyHealth{h: h} }
+
 // skip reports whether a request should leave Redis alone and run on the
-// fallback: Redis failed at the last round trip, and either it is not yet
+// fallback: the key's last round trip failed, and either it is not yet
 // time to ask again or another request is asking. The request that finds
 // the time passed asks, and the next may ask one interval later.
-func (h *health) skip(now time.Time) bool {
-	if !h.down.Load() {
+func (k *keyHealth) skip(now time.Time) bool {
+	if !k.down.Load() {
 		return false
 	}
-	next := h.next.Load()
+	next := k.next.Load()
 	if now.UnixNano() < next {
 		return true
 	}
-	return !h.next.CompareAndSwap(next, now.Add(h.retry).UnixNano())
+	return !k.next.CompareAndSwap(next, now.Add(k.h.retry).UnixNano())
 }
 
 // failed counts a failed round trip and logs it, at most once a second;
 // what names the key. A round trip cut short because the caller's context
 // ended says nothing of Redis and is not counted; nor is one cut by the
-// caller's deadline before Timeout (cut), unless no round trip has
-// succeeded for a whole SyncInterval: callers whose deadlines are all
-// short then find Redis as slow as Timeout would, and stop waiting on it.
-func (h *health) failed(ctx context.Context, err error, cut bool, what string) {
+// caller's deadline before Timeout (cut), unless round trips have been cut
+// for a whole SyncInterval without one succeeding: callers whose deadlines
+// are all short then find Redis as slow as Timeout would, and stop waiting
+// on it.
+func (k *keyHealth) failed(ctx context.Context, err error, cut bool, what string) {
 	if ctx.Err() != nil {
 		return
 	}
-	if cut && errors.Is(err, context.DeadlineExceeded) && time.Since(time.Unix(0, h.lastOK.Load())) < h.retry {
-		return
+	if cut && errors.Is(err, context.DeadlineExceeded) {
+		now := time.Now().UnixNano()
+		if k.cutSince.CompareAndSwap(0, now) {
+			return
+		}
+		if time.Duration(now-k.cutSince.Load()) < k.h.retry {
+			return
+		}
 	}
-	err = fmt.Errorf("redis: %s: %w", what, err)
+	h := k.h
 	h.errors.Add(1)
-	if !h.down.Load() {
-		h.next.Store(time.Now().Add(h.retry).UnixNano())
-		h.down.Store(true)
+	h.lastFail.Store(time.Now().UnixNano())
+	if !k.down.Load() {
+		k.next.Store(time.Now().Add(h.retry).UnixNano())
+		if k.down.CompareAndSwap(false, true) {
+			h.down.Add(1)
+		}
 	}
 	if h.log == nil {
 		return
 	}
+	err = fmt.Errorf("redis: %s: %w", what, err)
 	h.mu.Lock()
 	now := time.Now()
 	if now.Sub(h.logged) < logEvery {
@@ -117,17 +139,28 @@ func (h *health) failed(ctx context.Context, err error, cut bool, what string) {
 	h.log.Warn("redis: "+h.who+": round trip failed; running on the fallback", "error", err, "suppressed", n)
 }
 
-// ok notes a round trip that succeeded, and logs the return of Redis after
-// a failure.
-func (h *health) ok() {
-	h.lastOK.Store(time.Now().UnixNano())
-	if !h.down.Load() || !h.down.CompareAndSwap(true, false) {
+// ok notes a round trip that succeeded, and logs the return of Redis when
+// it was the last key down. The errors left out of the log since the last
+// record are counted in that record, and the count starts again.
+func (k *keyHealth) ok() {
+	k.cutSince.Store(0)
+	if !k.down.Load() || !k.down.CompareAndSwap(true, false) {
 		return
 	}
-	if h.log != nil {
-		h.log.Info("redis: " + h.who + ": Redis answers again; back on the fleet's state")
+	h := k.h
+	if h.down.Add(-1) != 0 || h.log == nil {
+		return
 	}
+	h.mu.Lock()
+	n := h.suppressed
+	h.suppressed = 0
+	h.mu.Unlock()
+	h.log.Info("redis: "+h.who+": Redis answers again; back on the fleet's state", "suppressed", n)
 }
 
-// onFleet reports whether the last round trip succeeded.
-func (h *health) onFleet() bool { return !h.down.Load() }
+// onFleet reports whether the component runs on the fleet's state: no
+// key's last round trip failed, or none failed within two intervals and a
+// Timeout (a key that failed and has had no request since does not count).
+func (h *health) onFleet() bool {
+	return h.down.Load() == 0 || time.Since(time.Unix(0, h.lastFail.Load())) > 2*h.retry+h.timeout
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,7 @@ type Store struct {
 	client          goredis.UniversalClient
 	opts            Options
 	health          *health
+	keys            sync.Map // breaker name → *keyHealth
 	syncs           atomic.Int64
 	claims, granted atomic.Int64
 }
@@ -73,14 +75,24 @@ type StoreStats struct {
 	Errors  int64 // round trips that failed: Redis down, slow or refusing
 	Claims  int64 // probe claims asked for
 	Granted int64 // probe claims granted
-	// OnFleet is false while the last round trip failed; each breaker's
-	// own state is in retry.Stats.BreakersOnFleet.
+	// OnFleet is false while a breaker's round trips fail (its last one
+	// failed, within the last two intervals and a Timeout); each
+	// breaker's own state is in retry.Stats.BreakersOnFleet.
 	OnFleet bool
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() StoreStats {
 	return StoreStats{Syncs: s.syncs.Load(), Errors: s.health.errors.Load(), Claims: s.claims.Load(), Granted: s.granted.Load(), OnFleet: s.health.onFleet()}
+}
+
+// keyHealth returns what the Store knows of Redis for the breaker name.
+func (s *Store) keyHealth(name string) *keyHealth {
+	if k, ok := s.keys.Load(name); ok {
+		return k.(*keyHealth)
+	}
+	k, _ := s.keys.LoadOrStore(name, s.health.key())
+	return k.(*keyHealth)
 }
 
 // SyncInterval returns Options.SyncInterval.
@@ -204,7 +216,8 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 	}
 	ttl := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
 	key := s.key(name)
-	if s.health.skip(time.Now()) {
+	kh := s.keyHealth(name)
+	if kh.skip(time.Now()) {
 		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, errResting)
 	}
 	res, err := roundTrip(ctx, s.opts.Timeout, func(ctx context.Context) ([]int64, error) {
@@ -219,10 +232,10 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		s.health.failed(ctx, err, false, "breaker "+key)
+		kh.failed(ctx, err, false, "breaker "+key)
 		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, err)
 	}
-	s.health.ok()
+	kh.ok()
 	out := retry.BreakerFleet{
 		State:      []string{"closed", "half_open", "open"}[res[0]],
 		Generation: uint64(res[1]),
