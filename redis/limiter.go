@@ -249,7 +249,9 @@ local now = (tonumber(t[1]) - 1483228800) + tonumber(t[2]) / 1000000
 local tat = tonumber(redis.call('GET', KEYS[1]) or '') or now
 tat = math.max(tat, now)
 local diff = now - (tat - burst_offset)
-local avail = math.floor(diff / emission + 1e-6)
+-- now, counted in seconds since 2017, has a resolution of about 6e-8 s:
+-- a token whose time has just come must not be lost to it.
+local avail = math.floor(diff / emission + 1e-6 + 2.5e-7 / emission)
 local g, wait = 0, '0'
 if avail < 1 then
 	wait = string.format('%.9f', emission - diff)

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -85,5 +86,35 @@ func TestLimiterSmallRates(t *testing.T) {
 	}
 	if _, err := retryredis.NewLimiter(c, 1e-10, 1, false, retryredis.Options{}); err == nil {
 		t.Error("a limit under 1e-9 was accepted")
+	}
+}
+
+// TestLimiterOneTokenBursts: a bucket of one token grants it at every
+// rate, and paces the next at the emission interval: Redis's clock,
+// counted in seconds, does not round the token away.
+func TestLimiterOneTokenBursts(t *testing.T) {
+	s := startServer(t)
+	for _, limit := range []float64{20, 1000, 10_000, 100_000} {
+		t.Run(strconv.FormatFloat(limit, 'g', -1, 64), func(t *testing.T) {
+			l, err := retryredis.NewLimiter(s.Client(), limit, 1, false, retryredis.Options{Prefix: "one:" + strconv.FormatFloat(limit, 'g', -1, 64) + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			granted := 0
+			start := time.Now()
+			for range 20 {
+				if _, _, ok := l.Reserve(t.Context(), "", time.Now(), time.Second); ok {
+					granted++
+				}
+			}
+			took := time.Since(start)
+			st := l.Stats()
+			// 20 tokens at limit a second take 19 emission intervals.
+			least := time.Duration(19 / limit * float64(time.Second))
+			t.Logf("20 reservations in %v (at least %v): %+v", took, least, st)
+			if granted != 20 || st.Fallbacks != 0 || took < least-time.Millisecond {
+				t.Errorf("granted %d of 20 in %v (at least %v), %+v", granted, took, least, st)
+			}
+		})
 	}
 }
