@@ -41,7 +41,7 @@ var _ retry.BreakerStore = (*Store)(nil)
 // until Redis answers again. When Redis loses a breaker's state (a
 // restart with empty data, FLUSHALL, the key expired), it starts again
 // closed, and every process takes that state at its next sync. A breaker's
-// generations start at Redis's time in milliseconds when its state is
+// generations start at Redis's time in microseconds when its state is
 // made, so that they grow across such a loss: a late reply from before it
 // cannot pass for a newer state. A process that has never synced sends
 // generation 0, and its counts count in the current generation. A Store needs no Close; a round trip that the client does not cut
@@ -116,8 +116,10 @@ local gen = tonumber(h[2])
 local g = tonumber(ARGV[1]) or -1
 if not gen then
 	-- A new breaker, or one whose state Redis lost: its generations start
-	-- at the time in ms, past those of any state lost before.
-	gen = now
+	-- at the time in microseconds (exact below 2^53), past those of any
+	-- state lost before, which changes far less often than once a
+	-- microsecond.
+	gen = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 -- A process that has never synced (generation 0) counts in the current
 -- generation.
