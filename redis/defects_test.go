@@ -564,3 +564,32 @@ func TestOneKeyFails(t *testing.T) {
 		})
 	}
 }
+
+// TestLimiterFetcherCanceled: the caller whose lease request is in flight
+// is canceled; the calls waiting on that request ask Redis themselves,
+// which answers: none runs on the local bucket.
+func TestLimiterFetcherCanceled(t *testing.T) {
+	s := startServer(t)
+	c := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout, o.WriteTimeout = time.Second, time.Second })
+	l, err := retryredis.NewLimiter(c, 1000, 1000, false, retryredis.Options{Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Reserve(t.Context(), "", time.Now(), time.Second) // loads the script
+	time.Sleep(1200 * time.Millisecond)                 // the demand ages: the next batch is one token
+	c.AddHook(latency(20 * time.Millisecond))
+	ctx, cancel := context.WithCancel(t.Context())
+	var fetcher, waiters sync.WaitGroup
+	fetcher.Go(func() { l.Reserve(ctx, "", time.Now(), time.Second) })
+	time.Sleep(3 * time.Millisecond)
+	for range 10 {
+		waiters.Go(func() { l.Reserve(t.Context(), "", time.Now(), time.Second) })
+	}
+	time.Sleep(3 * time.Millisecond)
+	cancel()
+	fetcher.Wait()
+	waiters.Wait()
+	if st := l.Stats(); st.Fallbacks != 0 || st.Errors != 0 || !st.OnFleet {
+		t.Errorf("%+v: want no reservation on the local bucket, Redis healthy", st)
+	}
+}

@@ -101,7 +101,7 @@ type lease struct {
 }
 
 // fetch is a lease request in flight: done closes when it ends, and
-// failed, set before, says that Redis did not answer it.
+// failed, set before, says that Redis failed it (the key is down).
 type fetch struct {
 	done   chan struct{}
 	failed bool
@@ -467,7 +467,9 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		ls.mu.Lock()
 		ls.fetching = nil
-		f.failed = err != nil
+		// Failed for the waiters only if Redis did: a fetch its own caller
+		// canceled, or cut by its short deadline, leaves them to ask.
+		f.failed = err != nil && ls.health.down.Load()
 		close(f.done)
 		if err == nil {
 			share := l.shareOf(ls, got, res)
