@@ -3,10 +3,10 @@
 # command to run. `make test` and .ci/run run it first.
 #
 # What the tests need: make; a C compiler and the C library's headers
-# (go test -race needs cgo); redis-server (the redis module's tests start
-# their own servers on loopback ports). On Debian and Ubuntu it installs the
-# missing packages with apt-get when it can: as root, or through sudo
-# without a password. Otherwise it prints the command and exits 1.
+# (go test -race needs cgo); redis-server and redis-cli (the redis module's
+# tests start their own servers and Clusters on loopback ports). On Debian
+# and Ubuntu it installs the missing packages with apt-get when it can: as
+# root, or through sudo without a password. Otherwise it prints the command and exits 1.
 #
 #   scripts/setup.sh                 # check, and install what is missing
 #   SETUP_INSTALL=no scripts/setup.sh  # check only; print the command
@@ -44,6 +44,11 @@ if ! command -v redis-server >/dev/null 2>&1; then
 	pkgs+=(redis-server)
 	what+=(redis-server)
 fi
+# redis-cli joins the test Clusters (redis-cli --cluster create).
+if ! command -v redis-cli >/dev/null 2>&1; then
+	pkgs+=(redis-tools)
+	what+=(redis-cli)
+fi
 
 if [ ${#pkgs[@]} -gt 0 ]; then
 	missing=$(printf '%s, ' "${what[@]}")
@@ -79,7 +84,7 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 	say "installed ${pkgs[*]}"
 	# Installed where this PATH does not look, or not at all: say so now
 	# rather than fail later.
-	for c in make "$cc" redis-server; do
+	for c in make "$cc" redis-server redis-cli; do
 		if ! command -v "$c" >/dev/null 2>&1; then
 			say "$c is still not on PATH ($PATH) after the install"
 			exit 1
