@@ -255,8 +255,10 @@ func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
 // outcome too, stands in for it while the store cannot be read in time.
 func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(error), wait time.Duration) {
 	shared, wait, ok := b.shared.allow(ctx)
-	if !ended(ctx) { // a call whose context ended was not decided
-		b.shared.local.Store(!ok)
+	// A call whose context ended was not decided. Written only on a
+	// change: every call of every goroutine passes here.
+	if local := !ok; b.shared.local.Load() != local && !ended(ctx) {
+		b.shared.local.Store(local)
 	}
 	if ok {
 		if shared == nil {
