@@ -57,9 +57,8 @@ func newClusterFaulty(t *testing.T) *faulty {
 	return &faulty{masters: masters, cc: cc}
 }
 
-// client is a process's client: through the proxy, or of the Cluster,
-// with the harness's settings (short timeouts, no retries,
-// ContextTimeoutEnabled).
+// client is a process's client: through the proxy, or of the Cluster
+// (short timeouts, no retries, ContextTimeoutEnabled).
 func (f *faulty) client(t *testing.T) goredis.UniversalClient {
 	if f.cc != nil {
 		var addrs []string
@@ -86,14 +85,16 @@ func (f *faulty) client(t *testing.T) goredis.UniversalClient {
 		})
 		return c
 	}
+	// Through the proxy: a client that does not cut its commands at the
+	// context's deadline (no ContextTimeoutEnabled, a ReadTimeout of 1 s),
+	// so that only the components' own bound holds the calls to Timeout,
+	// whatever the client's settings.
 	c := goredis.NewClient(&goredis.Options{
-		Addr:                  f.p.Addr(),
-		DialTimeout:           faultTimeout,
-		ReadTimeout:           faultTimeout,
-		WriteTimeout:          faultTimeout,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		ContextTimeoutEnabled: true,
+		Addr:         f.p.Addr(),
+		DialTimeout:  time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		MaxRetries:   -1,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
