@@ -55,17 +55,8 @@ func decide(cfg *config, f failure) (d Decision, sampled bool) {
 	if f.done {
 		return stop(ReasonCanceled)
 	}
-	switch o.verdict {
-	case verdictDiscard:
-		return stop(ReasonDiscarded)
-	case verdictDeadLetter:
-		return stop(ReasonDeadLettered)
-	case verdictFail:
-		return stop(ReasonFailed)
-	}
-	transient := o.verdict == verdictRetry
-	if cfg.listed(o.typ) || !transient && (o.permanent || cfg.nonRetryable(o.typ)) {
-		return stop(ReasonNonRetryable)
+	if r := cfg.stops(o); r != reasonNone {
+		return stop(r)
 	}
 	if f.attempt >= cfg.policy.MaxAttempts {
 		return stop(ReasonExhausted)
@@ -97,6 +88,26 @@ func decide(cfg *config, f failure) (d Decision, sampled bool) {
 	}
 	d.Retry, d.Delay = true, wait
 	return d, sampled
+}
+
+// stops returns the reason a failure classified as o stops its call
+// whatever attempts and time are left (rules 2 to 4 of decide), or
+// reasonNone when it may be retried. A hedged turn ends at once on such a
+// failure, as gRFC A6 ends a hedged call on a fatal status.
+func (cfg *config) stops(o outcome) Reason {
+	switch o.verdict {
+	case verdictDiscard:
+		return ReasonDiscarded
+	case verdictDeadLetter:
+		return ReasonDeadLettered
+	case verdictFail:
+		return ReasonFailed
+	}
+	transient := o.verdict == verdictRetry
+	if cfg.listed(o.typ) || !transient && (o.permanent || cfg.nonRetryable(o.typ)) {
+		return ReasonNonRetryable
+	}
+	return reasonNone
 }
 
 // routed reports whether a call that stops for reason sends its failure to

@@ -12,11 +12,18 @@ import (
 // flight. The first success wins, whichever attempt returns it, and is
 // returned; the others are canceled through their contexts, and a success
 // that arrives after the winner is released (Release, or drained and
-// closed by the Transport), never returned. A failed attempt does not stop
-// the others: while others run, it starts the next hedge at once, and once
-// all have failed the policy decides the retry as usual. Every attempt,
-// hedge or retry, counts against the policy's MaxAttempts, and the
-// caller's context bounds them all.
+// closed by the Transport), never returned. A failure that may be retried
+// does not stop the others: while others run, it starts the next hedge at
+// once, or, when it carries a server-directed delay (After, Retry-After,
+// gRPC pushback), after that delay; a delay longer than the maximum server
+// delay (WithMaxServerDelay) starts no further hedge, and the attempts in
+// flight go on. A failure that stops the call whatever is left (Permanent,
+// a type the policy or the built-in rules call non-retryable, the Discard,
+// DeadLetter or Fail verdict) ends the call at once with that failure, as
+// gRFC A6's fatal status ends a hedged RPC: the others are canceled, and a
+// success that arrives later is released. Once all have failed, the policy
+// decides the retry as usual. Every attempt, hedge or retry, counts against
+// the policy's MaxAttempts, and the caller's context bounds them all.
 //
 // The first attempt of each round runs on the caller's goroutine, as
 // without hedging, so that a call that ends before the delay starts no

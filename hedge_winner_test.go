@@ -545,3 +545,54 @@ func TestHedgeTransportNilBodies(t *testing.T) {
 	}
 	goleak.VerifyNone(t)
 }
+
+// TestHedgeTransportFatalResponse: a response the Transport does not
+// retry (a 404) is an answer: it ends a hedged request when it arrives,
+// with its body whole, while a hedge still runs, and the hedge is
+// canceled.
+func TestHedgeTransportFatalResponse(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var n atomic.Int32
+	hedgeDone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) {
+		case 1: // the first attempt: slow, then a 404
+			time.Sleep(60 * time.Millisecond)
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, "no such thing")
+		default: // the hedge: slower still, until canceled
+			defer close(hedgeDone)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+				io.WriteString(w, "late success")
+			}
+		}
+	}))
+	defer srv.Close()
+	tr := retry.NewTransport(http.DefaultTransport.(*http.Transport).Clone(),
+		retry.WithHedge(retry.Hedge{Delay: 20 * time.Millisecond}))
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	start := time.Now()
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the request took %v: the 404 did not end it", took)
+	}
+	if resp.StatusCode != http.StatusNotFound || string(body) != "no such thing" || err != nil {
+		t.Errorf("got %d %q (%v); want the first attempt's 404 whole", resp.StatusCode, body, err)
+	}
+	select {
+	case <-hedgeDone:
+	case <-time.After(2 * time.Second):
+		t.Error("the hedge was not canceled")
+	}
+	if got := n.Load(); got != 2 {
+		t.Errorf("%d requests reached the server, want 2", got)
+	}
+}

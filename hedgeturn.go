@@ -30,6 +30,8 @@ type try struct {
 	timedOut bool
 	verdict  error // what the outcome means to the gates
 	panicked any
+	fatal    bool          // a failure that ends the turn (see judge)
+	hint     time.Duration // a failure's server-directed delay, or 0
 	p        pass // a hedge's way through the gates
 }
 
@@ -150,6 +152,7 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 		return first
 	}
 	tn.channels()
+	tn.judge(first, lost)
 	tn.report(first)
 	if tn.winner.Load() == first {
 		return first
@@ -165,14 +168,29 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	return t
 }
 
-// report hands an attempt's end to the coordinator. A success, or a
-// panic, claims the win if no attempt has; a success that comes after the
-// winner is given up at once.
+// judge notes what a failed attempt means to the rest of its turn: a
+// failure that stops the call whatever is left (Permanent, a non-retryable
+// type, a verdict that ends the call) is fatal and ends the turn, as a
+// fatal status ends a hedged call in gRFC A6; a server-directed delay
+// holds the next hedge back. An attempt canceled as a loser, or by the
+// caller, says nothing.
+func (tn *turn) judge(t *try, canceled bool) {
+	if t.failure == nil || t.panicked != nil || canceled || tn.ctx.Err() != nil {
+		return
+	}
+	o := attemptOutcome(tn.ctx, t.failure, t.timedOut)
+	t.fatal = tn.cfg.stops(o) != reasonNone
+	t.hint = o.hint
+}
+
+// report hands an attempt's end to the coordinator. A success, a fatal
+// failure or a panic claims the win if no attempt has; a success or a
+// fatal failure that comes after the winner is given up at once.
 func (tn *turn) report(t *try) {
-	if t.failure == nil || t.panicked != nil {
+	if t.failure == nil || t.fatal || t.panicked != nil {
 		switch {
 		case tn.winner.CompareAndSwap(nil, t):
-			if t.hedge && t.panicked == nil {
+			if t.hedge && t.panicked == nil && t.failure == nil {
 				tn.cfg.state.hedgeWins.Add(1)
 				tn.event(typeHedgeWon, t.n, 0)
 			}
@@ -205,6 +223,7 @@ func (tn *turn) coordinate() {
 	var (
 		running  = []*try{&tn.first}
 		inflight = 1
+		held     bool // a server's delay too long to honour: no more hedges
 		last     *try // the latest failure, kept until a later one or the answer
 		answer   *try // what the caller was answered: the caller's from then on
 		answered bool
@@ -240,6 +259,9 @@ func (tn *turn) coordinate() {
 		reply(t)
 	}
 	hedge := func() {
+		if held {
+			return
+		}
 		if h := tn.start(); h != nil {
 			running = append(running, h)
 			inflight++
@@ -258,7 +280,7 @@ func (tn *turn) coordinate() {
 			switch w := tn.winner.Load(); {
 			case answered && t == answer: // the caller's
 			case t == w && !answered: // the winner: answered below
-			case t.failure == nil && t.panicked == nil && t != w: // a loser, given up in report
+			case (t.failure == nil || t.fatal) && t.panicked == nil && t != w: // a loser, given up in report
 			case !answered && w == nil: // a failure: the latest
 				if last != nil {
 					drop(last)
@@ -277,11 +299,16 @@ func (tn *turn) coordinate() {
 				if firstIn {
 					settle(last)
 				}
+			case t.hint > tn.cfg.maxServerDelay: // the server wants no attempt this turn can wait for
+				held = true
+				next.Stop()
+			case t.hint > 0: // the next hedge when the server said, then every delay
+				next.Reset(t.hint)
 			default: // a failure while others run: the next hedge now
 				hedge()
 			}
 		case <-next.C:
-			if !answered && tn.winner.Load() == nil && inflight < tn.spec.Max {
+			if !answered && !held && tn.winner.Load() == nil && inflight < tn.spec.Max {
 				hedge()
 			}
 		case <-ctxDone: // the attempts' contexts end with it
@@ -347,12 +374,14 @@ func (tn *turn) hedge(actx context.Context, t *try) {
 	}()
 	tn.drv.attempt(actx, t)
 	finished = true
-	if actx.Err() != nil && tn.ctx.Err() == nil { // canceled as a loser
+	lost := actx.Err() != nil && tn.ctx.Err() == nil
+	if lost { // canceled as a loser
 		t.verdict = errBreakerExcluded
 	} else {
 		tn.spec.record(tn.key, time.Since(start))
 	}
 	t.p.learn(t.verdict)
+	tn.judge(t, actx.Err() != nil)
 	tn.report(t)
 }
 

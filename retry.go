@@ -64,6 +64,16 @@ func (r *Retrier) Err() error { return r.config().err }
 // Policy returns the policy r applies, with defaults filled in.
 func (r *Retrier) Policy() Policy { return r.config().policy }
 
+// Hedge returns the Hedge that WithHedge gave r, with defaults filled in,
+// and true; or the zero Hedge and false when r was given none, in which
+// case the Transport and the gRPC interceptors do not hedge.
+func (r *Retrier) Hedge() (Hedge, bool) {
+	if h := r.config().hedge; h != nil {
+		return h.Hedge, true
+	}
+	return Hedge{}, false
+}
+
 // Attempts returns an iterator over attempt numbers for loops that are not a
 // single function call, such as reconnect loops. The loop body reports the
 // attempt's outcome by assigning *errp: the iteration ends when the body
