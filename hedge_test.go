@@ -106,7 +106,7 @@ func TestHedgeDo(t *testing.T) {
 			hedge: retry.Hedge{Delay: 10 * ms}, want: 2, took: 100 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1, HedgeWins: 1}},
 		{name: "a success after a fatal failure is released", script: hedgePlan{lat: []time.Duration{20 * ms, 15 * ms}, errs: []error{retry.Permanent(errDown)}, stubborn: true},
 			hedge: retry.Hedge{Delay: 10 * ms}, reason: retry.ReasonNonRetryable, took: 20 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1}, released: []int{2}},
-		{name: "a server delay holds the next hedge back", script: hedgePlan{lat: []time.Duration{15 * ms, 100 * ms, 5 * ms}, errs: []error{retry.After(errDown, 30 * ms), errDown}},
+		{name: "a server delay holds the next hedge back", script: hedgePlan{lat: []time.Duration{15 * ms, 100 * ms, 5 * ms}, errs: []error{retry.After(errDown, 30*ms), errDown}},
 			hedge: retry.Hedge{Delay: 10 * ms, Max: 3}, want: 3, took: 50 * ms, // the third starts at 45 ms, not at 15 ms or 20 ms
 			stats: retry.Stats{Attempts: 3, Hedges: 2, HedgeWins: 1}, canceled: 1},
 		{name: "a server delay over MaxServerDelay starts no further hedge", script: hedgePlan{lat: []time.Duration{15 * ms, 100 * ms, 5 * ms}, errs: []error{retry.After(errDown, time.Hour)}},

@@ -32,7 +32,7 @@ type try struct {
 	panicked any
 	fatal    bool          // a failure that ends the turn (see judge)
 	hint     time.Duration // a failure's server-directed delay, or 0
-	p        pass // a hedge's way through the gates
+	p        pass          // a hedge's way through the gates
 }
 
 // turn is the attempts of a hedged call that run at once, from a first
