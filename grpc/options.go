@@ -23,24 +23,26 @@ func (f optionFunc) apply(c *config) { f(c) }
 // alone, so that one failing method does not stop the others of the same
 // server. As with the target, this takes effect for the parts of the
 // Retrier configured per key (retry.Breaker.PerKey, retry.Budget.PerKey,
-// retry.WithKeyedRateLimit); the key also names the call in events and
-// dead-letter records.
+// retry.RateLimit.PerKey) and for the adaptive hedge delay; the key also
+// names the call in events and dead-letter records.
 func PerMethod() Option {
 	return optionFunc(func(c *config) { c.perMethod = true })
 }
 
 // RetryableCodes sets the status codes that are retried, gRFC A6's
-// retryableStatusCodes; the default is codes.Unavailable alone. A
+// retryableStatusCodes, and on which a hedged call starts its next hedge at
+// once, A6's nonFatalStatusCodes; the default is codes.Unavailable alone. A
 // codes.ResourceExhausted with server pushback is retried whatever the set
 // (see the package documentation); list "grpc.resource_exhausted" in the
 // policy's non_retryable_errors to stop it. codes.OK is not an error and may
-// not be listed: every call then fails with an error saying so.
+// not be listed: every call then fails with codes.Internal and an error
+// saying so. WithCodes sets the codes of one call.
 func RetryableCodes(cs ...codes.Code) Option {
 	return optionFunc(func(c *config) {
 		c.codes = map[codes.Code]bool{}
 		for _, code := range cs {
 			if code == codes.OK {
-				c.err = fmt.Errorf("retry: grpc: option RetryableCodes: value %v: must be an error code, not OK", code)
+				c.err = &configError{fmt.Errorf("retry: grpc: option RetryableCodes: value %v: must be an error code, not OK", code)}
 				continue
 			}
 			c.codes[code] = true
@@ -69,8 +71,26 @@ type config struct {
 
 // keyedRetrier is a key and the Retrier derived for it.
 type keyedRetrier struct {
-	k key
-	r *retry.Retrier
+	k      key
+	r      *retry.Retrier
+	hedges bool // r has a Hedge: unary calls hedge unless told not to
+	// hedger is r with the Hedge that unary calls hedge with, made on
+	// first use (see hedging).
+	hedger atomic.Pointer[retry.Retrier]
+}
+
+// hedging returns the Retrier a hedged unary call of the key runs under:
+// r with r's own Hedge, or the zero Hedge when r has none, in either case
+// without its Release, which is for the values of retry.Hedged. It is
+// made once per key, so that the adaptive delay learns from every call.
+func (k *keyedRetrier) hedging() *retry.Retrier {
+	if h := k.hedger.Load(); h != nil {
+		return h
+	}
+	h, _ := k.r.Hedge()
+	h.Release = nil
+	k.hedger.CompareAndSwap(nil, retry.New(k.r, retry.WithHedge(h)))
+	return k.hedger.Load()
 }
 
 // key identifies the Retrier of a call: its target and, with PerMethod, its
@@ -82,6 +102,9 @@ func newConfig(r *retry.Retrier, opts []Option) *config {
 		r = retry.New()
 	}
 	c := &config{r: r}
+	if err := r.Err(); err != nil {
+		c.err = &configError{err}
+	}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(c)
@@ -90,27 +113,28 @@ func newConfig(r *retry.Retrier, opts []Option) *config {
 	return c
 }
 
-// retryable reports whether the status code is retried.
-func (c *config) retryable(code codes.Code) bool {
-	if c.codes == nil {
+// retryable reports whether the status code is retried under the code
+// set cs, nil for codes.Unavailable alone.
+func retryable(cs map[codes.Code]bool, code codes.Code) bool {
+	if cs == nil {
 		return code == codes.Unavailable
 	}
-	return c.codes[code]
+	return cs[code]
 }
 
-// retrier returns the Retrier for a call to method on target: one derived
+// entry returns the Retrier for a call to method on target: one derived
 // from the interceptor's Retrier per key, sharing its state, with the key
 // set. The lookup takes no lock and allocates nothing; the last key looked
 // up is answered without hashing, and a key seen for the first time copies
 // the map. Past maxKeys keys, a call's Retrier is derived for that call
 // alone, with the same key and state.
-func (c *config) retrier(target, method string) *retry.Retrier {
+func (c *config) entry(target, method string) *keyedRetrier {
 	if !c.perMethod {
 		method = ""
 	}
 	k := key{target, method}
 	if l := c.last.Load(); l != nil && l.k == k {
-		return l.r
+		return l
 	}
 	var e *keyedRetrier
 	if m := c.keyed.Load(); m != nil {
@@ -120,7 +144,7 @@ func (c *config) retrier(target, method string) *retry.Retrier {
 		e = c.add(k)
 	}
 	c.last.Store(e)
-	return e.r
+	return e
 }
 
 // add returns the entry of k, adding it to the map when there is room.
@@ -134,7 +158,8 @@ func (c *config) add(k key) *keyedRetrier {
 	if e, ok := old[k]; ok {
 		return e
 	}
-	e := &keyedRetrier{k, retry.New(c.r, retry.WithKey(k.target+k.method))}
+	e := &keyedRetrier{k: k, r: retry.New(c.r, retry.WithKey(k.target+k.method))}
+	_, e.hedges = e.r.Hedge()
 	if len(old) >= maxKeys {
 		return e
 	}

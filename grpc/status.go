@@ -2,6 +2,7 @@ package grpc
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -69,6 +70,12 @@ type statusError struct {
 	// timeout): the engine then types the error by its context, as it does
 	// for any function.
 	cause error
+	// The server's pushback: whether it sent one, and the wait it asked.
+	pushed bool
+	wait   time.Duration
+	// The attempt's header and trailer metadata, for a hedged call, which
+	// gives the caller those of the attempt whose outcome it returns.
+	header, trailer metadata.MD
 }
 
 // Error returns the text of the status error, as grpc-go wrote it.
@@ -93,14 +100,15 @@ func (e *statusError) Unwrap() []error {
 
 // classify turns the error of one attempt into what the engine decides on.
 // ctx is the attempt's context; committed says the server's response headers
-// had arrived; trailer is the attempt's trailer metadata, for pushback.
+// had arrived; trailer is the attempt's trailer metadata, for pushback; cs
+// is the set of retryable codes (see retryable).
 //
 // An error that carries no status goes to the engine as it is. A status
 // caused by the end of ctx is typed by ctx. Otherwise the error is typed by
 // its code and marked: Permanent when the RPC was committed, when the server
 // said not to retry, or when the code is not retried; After when the server
 // pushed back with a delay.
-func (c *config) classify(ctx context.Context, err error, committed bool, trailer metadata.MD) error {
+func classify(ctx context.Context, err error, committed bool, trailer metadata.MD, cs map[codes.Code]bool) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
@@ -122,10 +130,11 @@ func (c *config) classify(ctx context.Context, err error, committed bool, traile
 		return retry.Permanent(se)
 	}
 	wait, pushed, ok := pushback(trailer)
+	se.pushed, se.wait = pushed && ok, wait
 	switch {
 	case !ok:
 		return retry.Permanent(se) // the server said "do not retry"
-	case c.retryable(code):
+	case retryable(cs, code):
 	case code == codes.ResourceExhausted && pushed:
 	default:
 		return retry.Permanent(se)
@@ -169,42 +178,106 @@ func pushback(trailer metadata.MD) (wait time.Duration, pushed, ok bool) {
 	return time.Duration(ms) * time.Millisecond, true, true
 }
 
-// refusedError is the error of a call that the engine stopped before any
-// attempt reached the server (an open breaker, the rate limiter, the
-// caller's context): the engine's *retry.Error, with the status a gRPC
-// client expects in place of codes.Unknown.
-type refusedError struct {
+// callError is the error of a call that failed: the engine's *retry.Error,
+// which errors.As reaches, with the status a gRPC caller sees.
+type callError struct {
 	err *retry.Error
 	st  *status.Status
 }
 
-// Error returns the engine's error text.
-func (e *refusedError) Error() string { return e.err.Error() }
+// Error returns the engine's error text: why the call stopped, after how
+// many attempts, and the last attempt's error.
+func (e *callError) Error() string { return e.err.Error() }
 
 // Unwrap returns the engine's *retry.Error.
-func (e *refusedError) Unwrap() error { return e.err }
+func (e *callError) Unwrap() error { return e.err }
 
-// GRPCStatus returns codes.Canceled or codes.DeadlineExceeded when the
-// caller's context ended, and codes.Unavailable when the breaker or the rate
-// limiter refused the call.
-func (e *refusedError) GRPCStatus() *status.Status { return e.st }
+// GRPCStatus returns the status of the call (see final), for
+// status.FromError, status.Convert and status.Code.
+func (e *callError) GRPCStatus() *status.Status { return e.st }
 
 // final returns the error the interceptors give the caller for the error of
-// retry.Do: the *retry.Error itself, whose chain holds the last attempt's
-// status, or, when no attempt ran, a *retry.Error with a status of its own.
-func final(err error) error {
+// a call whose context is ctx. Its status, in this order:
+//
+//   - the caller's context ended: codes.Canceled or codes.DeadlineExceeded;
+//   - the wait before the next attempt could not end before the caller's
+//     deadline or the policy's MaxElapsed: codes.DeadlineExceeded;
+//   - an attempt reached the server: the last attempt's status, exactly
+//     (code, message, details), whatever stopped the call;
+//   - no attempt ran (the breaker or the rate limiter refused the call):
+//     codes.Unavailable, with the engine's text naming the refusal.
+func final(ctx context.Context, err error) error {
 	re, ok := err.(*retry.Error)
-	if !ok || re.Attempts > 0 {
+	if !ok {
 		return err
 	}
-	if _, ok := status.FromError(re.Err); ok {
-		return err
-	}
-	// The caller's context ended (codes.Canceled, codes.DeadlineExceeded),
-	// or the breaker or the rate limiter refused the call.
-	st := status.FromContextError(re)
-	if st.Code() == codes.Unknown {
+	var se *statusError
+	hasStatus := errors.As(re.Err, &se)
+	var st *status.Status
+	switch {
+	case re.Reason == retry.ReasonCanceled:
+		st = contextStatus(ctx)
+	case re.Reason == retry.ReasonDeadline && !se.pushedPast(ctx):
+		msg := "retry: the wait before attempt " + strconv.Itoa(re.Attempts+1) + " could not end before the deadline"
+		if re.Err != nil {
+			msg += "; last attempt: " + re.Err.Error()
+		}
+		st = status.New(codes.DeadlineExceeded, msg)
+	case hasStatus:
+		st = se.st
+	case re.Attempts == 0:
 		st = status.New(codes.Unavailable, re.Error())
+	default:
+		st = status.Convert(re.Err)
 	}
-	return &refusedError{err: re, st: st}
+	return &callError{err: re, st: st}
+}
+
+// contextStatus is the status of a call whose context ended: codes.Canceled
+// or codes.DeadlineExceeded, with the context's error and, when it differs,
+// its cause as the message.
+func contextStatus(ctx context.Context) *status.Status {
+	cerr := ctx.Err()
+	if cerr == nil { // not reached: the engine says canceled only then
+		cerr = context.Canceled
+	}
+	msg := cerr.Error()
+	if cause := context.Cause(ctx); cause != nil && cause != cerr {
+		msg += ": " + cause.Error()
+	}
+	code := codes.Canceled
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		code = codes.DeadlineExceeded
+	}
+	return status.New(code, msg)
+}
+
+// pushedPast reports whether e is a pushback that the engine refused for a
+// reason other than the caller's deadline: a wait longer than the
+// Retrier's maximum server delay, which fits the time the caller has
+// left. The call then reports the server's status. A nil e has no
+// pushback.
+func (e *statusError) pushedPast(ctx context.Context) bool {
+	if e == nil || !e.pushed {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > e.wait
+}
+
+// configError is an invalid configuration of an interceptor or a call:
+// every call it applies to fails with codes.Internal and the error's text,
+// which names the option, the value and the rule.
+type configError struct{ err error }
+
+// Error returns the configuration error's text.
+func (e *configError) Error() string { return e.err.Error() }
+
+// Unwrap returns the configuration error.
+func (e *configError) Unwrap() error { return e.err }
+
+// GRPCStatus returns codes.Internal with the error's text, as grpc-go
+// reports a client that cannot send a call.
+func (e *configError) GRPCStatus() *status.Status {
+	return status.New(codes.Internal, e.err.Error())
 }

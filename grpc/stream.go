@@ -16,10 +16,10 @@ import (
 )
 
 var (
-	errNilInvoker  = errors.New("retry: grpc: invoker is nil")
-	errNilStreamer = errors.New("retry: grpc: streamer is nil")
-	errNilDesc     = errors.New("retry: grpc: stream description is nil")
-	errNoStream    = errors.New("retry: grpc: streamer returned neither a stream nor an error")
+	errNilInvoker  error = &configError{errors.New("retry: grpc: invoker is nil")}
+	errNilStreamer error = &configError{errors.New("retry: grpc: streamer is nil")}
+	errNilDesc     error = &configError{errors.New("retry: grpc: stream description is nil")}
+	errNoStream          = errors.New("retry: grpc: streamer returned neither a stream nor an error")
 )
 
 // StreamClientInterceptor returns an interceptor that runs the start of every
@@ -60,11 +60,21 @@ func StreamClientInterceptor(r *retry.Retrier, opts ...Option) grpc.StreamClient
 		if cc != nil {
 			target = cc.Target()
 		}
-		s := &streamCall{cfg: c, r: c.retrier(target, method), ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
+		s := &streamCall{r: c.entry(target, method).r, codes: c.codes, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
+		var call callConfig
+		if call.scan(opts); call.set {
+			if call.err != nil {
+				return nil, &configError{call.err}
+			}
+			if call.codes != nil {
+				s.codes = call.codes
+			}
+			s.r = call.retrier(s.r)
+		}
 		if desc.ClientStreams {
 			cs, err := retry.Do(ctx, s.open, s.r)
 			if err != nil {
-				return nil, final(err)
+				return nil, final(ctx, err)
 			}
 			return cs, nil
 		}
@@ -74,9 +84,9 @@ func StreamClientInterceptor(r *retry.Retrier, opts ...Option) grpc.StreamClient
 
 // streamCall is what the attempts of one stream need.
 type streamCall struct {
-	cfg      *config
 	r        *retry.Retrier
-	ctx      context.Context // the caller's
+	codes    map[codes.Code]bool // the retryable codes, nil for UNAVAILABLE alone
+	ctx      context.Context     // the caller's
 	desc     *grpc.StreamDesc
 	cc       *grpc.ClientConn
 	method   string
@@ -139,7 +149,7 @@ func (s *streamCall) attempt(actx context.Context, replay bool) (cs grpc.ClientS
 		if cs != nil {
 			trailer = cs.Trailer()
 		}
-		return nil, false, s.cfg.classify(actx, err, committed, trailer)
+		return nil, false, classify(actx, err, committed, trailer, s.codes)
 	}
 	if cancel != nil {
 		context.AfterFunc(cs.Context(), cancel) // once the stream ends
@@ -221,7 +231,7 @@ func (s *replayStream) start(recvTo any) (cs grpc.ClientStream, received bool, e
 	}
 	s.cs, s.err = retry.Do(c.ctx, fn, c.r)
 	if s.err != nil {
-		s.cs, s.err = nil, final(s.err)
+		s.cs, s.err = nil, final(c.ctx, s.err)
 	}
 	c.msg, c.recvTo = nil, nil
 	close(s.ready)

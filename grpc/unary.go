@@ -7,34 +7,42 @@ import (
 
 	"github.com/steadyhq/retry"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // UnaryClientInterceptor returns an interceptor that runs every unary RPC
 // through r's engine: the RPC is sent again while the engine decides to retry
 // its failures, and the caller gets the reply of the attempt that succeeded,
 // or the error of the call. A nil r means a Retrier of its own with the
-// default policy and budget (retry.New()).
+// default policy and budget (retry.New()); an invalid r (r.Err() != nil)
+// fails every call with codes.Internal and r's error.
 //
 // An attempt's status becomes an error of type Type(code); codes other than
 // the retryable ones stop the call at once, and so does any failure once the
 // server's response headers had arrived. The server's pushback
 // (PushbackKey) is the least wait before the next attempt, and retries carry
-// PreviousAttemptsKey. The caller's Header and Trailer call options receive
-// the metadata of the attempt whose outcome is returned.
+// PreviousAttemptsKey. The caller's Header, Trailer and Peer call options
+// receive those of the attempt whose outcome is returned.
+//
+// When r has a Hedge (retry.WithHedge), or a call asks with WithHedge(true),
+// the call is hedged as gRFC A6's hedgingPolicy describes; see the package
+// documentation. CallOptions of this package change one call: Disable,
+// WithMax, WithCodes, WithAttemptTimeout, WithHedge.
 //
 // Attempts run under the Retrier derived from r for the connection's target
 // (and method, with PerMethod); see the package documentation for how keys
-// work. On failure the error is r's *retry.Error, whose chain holds the last
-// attempt's status, so that status.Code and status.FromError report it; a
-// call refused before any attempt (an open breaker, the rate limiter, the
-// caller's context) reports codes.Unavailable, codes.Canceled or
-// codes.DeadlineExceeded.
+// work. A call that fails returns an error that errors.As turns into r's
+// *retry.Error, and whose status (status.FromError, status.Convert,
+// status.Code) is the last attempt's status exactly, or CANCELED,
+// DEADLINE_EXCEEDED or UNAVAILABLE as the package documentation says.
 func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(r, opts)
 	pool := &sync.Pool{}
 	pool.New = func() any {
-		u := &unaryCall{cfg: c}
+		u := &unaryCall{}
 		u.fn = u.attempt
 		u.ownHeader = grpc.Header(&u.header)
 		u.ownTrailer = grpc.Trailer(&u.trailer)
@@ -51,17 +59,52 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 		if cc != nil {
 			target = cc.Target()
 		}
-		rt := c.retrier(target, method)
+		e := c.entry(target, method)
 		u := pool.Get().(*unaryCall)
 		u.start(ctx, method, req, reply, cc, invoker, opts)
-		err := rt.Run(ctx, u.fn)
+		err := u.run(ctx, c, e)
 		u.end()
 		pool.Put(u)
-		if err != nil {
-			return final(err)
-		}
-		return nil
+		return err
 	}
+}
+
+// run runs the call under the Retrier of its key, or one derived from it
+// for the call's CallOptions, hedged or not, and returns what the caller
+// gets.
+func (u *unaryCall) run(ctx context.Context, c *config, e *keyedRetrier) error {
+	rt, cs := e.r, c.codes
+	hedge := e.hedges
+	if call := &u.call; call.set {
+		if call.err != nil {
+			return &configError{call.err}
+		}
+		if call.codes != nil {
+			cs = call.codes
+		}
+		if call.hedge != 0 {
+			hedge = call.hedge > 0
+		}
+	}
+	if hedge {
+		_, okReq := u.req.(proto.Message)
+		_, okReply := u.reply.(proto.Message)
+		hedge = okReq && okReply // messages of another codec cannot be copied
+	}
+	if hedge {
+		rt = e.hedging()
+	}
+	if u.call.set {
+		rt = u.call.retrier(rt)
+	}
+	u.codes = cs
+	if hedge {
+		return u.hedged(ctx, rt)
+	}
+	if err := rt.Run(ctx, u.fn); err != nil {
+		return final(ctx, err)
+	}
+	return nil
 }
 
 // unaryCall is the state of one unary call. Calls take it from a pool, so
@@ -70,8 +113,9 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 // attempt are made with it. grpc-go fills in those options before the
 // invoker returns, and the call gives its state back only then.
 type unaryCall struct {
-	cfg *config
-	fn  func(context.Context) error // attempt
+	fn    func(context.Context) error // attempt
+	call  callConfig                  // what the call's CallOptions set
+	codes map[codes.Code]bool         // the retryable codes, nil for UNAVAILABLE alone
 
 	method  string
 	req     any
@@ -86,15 +130,19 @@ type unaryCall struct {
 	header, trailer       metadata.MD
 	headerAt, trailerAt   *metadata.MD
 	ownHeader, ownTrailer grpc.CallOption
+	peerAt                *peer.Peer // the caller's grpc.Peer, if any
 }
 
 // start prepares the call's attempts.
 func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) {
 	u.method, u.req, u.reply, u.cc, u.invoker = method, req, reply, cc, invoker
-	u.headerAt, u.trailerAt = nil, nil
+	u.headerAt, u.trailerAt, u.peerAt = nil, nil, nil
+	u.call.scan(opts)
 	u.opts = append(u.opts[:0], opts...)
 	for _, o := range opts {
 		switch o := o.(type) {
+		case grpc.PeerCallOption:
+			u.peerAt = o.PeerAddr
 		case grpc.HeaderCallOption:
 			if o.HeaderAddr != nil {
 				u.headerAt = o.HeaderAddr
@@ -121,7 +169,8 @@ func (u *unaryCall) end() {
 	u.req, u.reply, u.cc, u.invoker = nil, nil, nil, nil
 	clear(u.opts)
 	u.opts = u.opts[:0]
-	u.header, u.trailer, u.headerAt, u.trailerAt = nil, nil, nil, nil
+	u.header, u.trailer, u.headerAt, u.trailerAt, u.peerAt = nil, nil, nil, nil, nil
+	u.call, u.codes = callConfig{}, nil
 }
 
 // attempt runs one attempt of the call.
@@ -137,5 +186,5 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	}
 	// A header, even an empty one, is there only when the server's
 	// response headers arrived: the RPC is committed.
-	return u.cfg.classify(ctx, err, *u.headerAt != nil, *u.trailerAt)
+	return classify(ctx, err, *u.headerAt != nil, *u.trailerAt, u.codes)
 }

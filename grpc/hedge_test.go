@@ -1,0 +1,302 @@
+package grpc_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+	retrygrpc "github.com/steadyhq/retry/grpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// hang waits for the end of the attempt's RPC, which the client cancels
+// when another attempt wins, or for long, and reports whether it was
+// canceled.
+func hang(ctx context.Context, canceled *atomic.Int32) error {
+	select {
+	case <-ctx.Done():
+		canceled.Add(1)
+		return ctx.Err()
+	case <-time.After(5 * time.Second):
+		return nil
+	}
+}
+
+// TestUnaryHedge: unary calls hedged as gRFC A6's hedgingPolicy says,
+// against a real server. A success wins and cancels the others; a
+// non-fatal status starts the next hedge at once; a fatal status, or a
+// response committed by its headers, ends the call with that response and
+// cancels the others; a pushback delays the next hedge by its wait, or,
+// when it says not to retry, ends the call; every hedge carries
+// grpc-previous-rpc-attempts; the caller's reply, header and trailer are
+// the winner's.
+func TestUnaryHedge(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	tests := []struct {
+		name string
+		max  int // Hedge.Max, and the policy's MaxAttempts
+		// answer answers hit n; canceled counts the hits canceled.
+		answer   func(ctx context.Context, n int, canceled *atomic.Int32) error
+		code     codes.Code // of the call
+		message  string
+		winner   int           // the hit whose reply and header the caller gets; 0 for none
+		hits     int           // hits in all
+		canceled int           // hits canceled by the client
+		gap      time.Duration // the largest gap wanted between the last two hits' starts; 0: not checked
+		minGap   time.Duration // the least
+		took     time.Duration // the most the call may take
+	}{
+		{name: "a slow first attempt: the hedge wins, the first is canceled", max: 2,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				if n == 1 {
+					return hang(ctx, c)
+				}
+				return nil
+			}, winner: 2, hits: 2, canceled: 1, took: time.Second},
+		{name: "a non-fatal status starts the next hedge at once", max: 3,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				switch n {
+				case 1:
+					return hang(ctx, c)
+				case 2:
+					return status.Error(codes.Unavailable, "node-2 down")
+				}
+				return nil
+			}, winner: 3, hits: 3, canceled: 1, gap: delay / 2, took: time.Second},
+		{name: "a fatal status ends the call and cancels the others", max: 3,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				if n == 1 {
+					return hang(ctx, c)
+				}
+				return status.Error(codes.InvalidArgument, "no such service")
+			}, code: codes.InvalidArgument, message: "no such service", hits: 2, canceled: 1, took: time.Second},
+		{name: "a committed response ends the call", max: 3,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				if n == 1 {
+					return hang(ctx, c)
+				}
+				grpc.SendHeader(ctx, metadata.Pairs("hit", strconv.Itoa(n)))
+				return status.Error(codes.Unavailable, "broke after its headers")
+			}, code: codes.Unavailable, message: "broke after its headers", hits: 2, canceled: 1, took: time.Second},
+		{name: "a pushback delays the next hedge", max: 3,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				switch n {
+				case 1:
+					return hang(ctx, c)
+				case 2:
+					grpc.SetTrailer(ctx, metadata.Pairs(retrygrpc.PushbackKey, "150"))
+					return status.Error(codes.Unavailable, "later")
+				}
+				return nil
+			}, winner: 3, hits: 3, canceled: 1, minGap: 150 * time.Millisecond, took: time.Second},
+		{name: "a pushback that says not to retry ends the call", max: 3,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				if n == 1 {
+					return hang(ctx, c)
+				}
+				grpc.SetTrailer(ctx, metadata.Pairs(retrygrpc.PushbackKey, "-1"))
+				return status.Error(codes.Unavailable, "go away")
+			}, code: codes.Unavailable, message: "go away", hits: 2, canceled: 1, took: time.Second},
+		{name: "the first attempt wins before the delay: no hedge", max: 3,
+			answer: func(context.Context, int, *atomic.Int32) error { return nil },
+			winner: 1, hits: 1, took: delay},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var canceled atomic.Int32
+			var started sync.WaitGroup
+			s := &server{check: func(ctx context.Context, n int) error {
+				started.Add(1)
+				defer started.Done()
+				grpc.SetTrailer(ctx, metadata.Pairs("trailer-hit", strconv.Itoa(n)))
+				err := tt.answer(ctx, n, &canceled)
+				if err == nil {
+					// Headers set on a failure would be sent before its
+					// status, and commit the RPC.
+					grpc.SetHeader(ctx, metadata.Pairs("hit", strconv.Itoa(n)))
+				}
+				return err
+			}}
+			r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: tt.max, InitialInterval: time.Hour}),
+				retry.WithHedge(retry.Hedge{Delay: delay, Max: tt.max}))
+			c, _ := start(t, s, r)
+			var header, trailer metadata.MD
+			var p peer.Peer
+			begin := time.Now()
+			resp, err := c.Check(context.Background(), check, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+			took := time.Since(begin)
+			// The client cancels the losers; wait until the server saw it.
+			deadline := time.Now().Add(2 * time.Second)
+			for canceled.Load() < int32(tt.canceled) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if tt.code == codes.OK {
+				if err != nil || resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING {
+					t.Fatalf("Check = %v, %v; want SERVING", resp, err)
+				}
+				if got := header.Get("hit"); !slices.Equal(got, []string{strconv.Itoa(tt.winner)}) {
+					t.Errorf("header hit = %v, want the winner's %d", got, tt.winner)
+				}
+				if got := trailer.Get("trailer-hit"); !slices.Equal(got, []string{strconv.Itoa(tt.winner)}) {
+					t.Errorf("trailer hit = %v, want the winner's %d", got, tt.winner)
+				}
+				if p.Addr == nil {
+					t.Error("the caller's Peer was not filled in")
+				}
+			} else {
+				checkStatus(t, err, status.New(tt.code, tt.message))
+			}
+			if took > tt.took {
+				t.Errorf("the call took %v, want at most %v", took, tt.took)
+			}
+			if got := int(canceled.Load()); got != tt.canceled {
+				t.Errorf("%d hits canceled, want %d", got, tt.canceled)
+			}
+			time.Sleep(2 * delay) // no hedge may start after the call
+			h := s.seen()
+			if len(h) != tt.hits {
+				t.Fatalf("%d hits, want %d", len(h), tt.hits)
+			}
+			for i, hit := range h {
+				want := ""
+				if i > 0 {
+					want = strconv.Itoa(i)
+				}
+				if hit.previous != want {
+					t.Errorf("hit %d carried grpc-previous-rpc-attempts %q, want %q", i+1, hit.previous, want)
+				}
+			}
+			if n := len(h); n >= 2 {
+				gap := h[n-1].at.Sub(h[n-2].at)
+				if tt.gap > 0 && gap > tt.gap {
+					t.Errorf("hit %d started %v after hit %d, want at once (under %v)", n, gap, n-1, tt.gap)
+				}
+				if gap < tt.minGap {
+					t.Errorf("hit %d started %v after hit %d, want at least %v", n, gap, n-1, tt.minGap)
+				}
+			}
+			started.Wait()
+		})
+	}
+}
+
+// TestUnaryHedgeTail: against a real server whose handler is slow for 1%
+// of calls, hedging cuts the 99.9th percentile of the call latency at
+// least tenfold for at most 5% more attempts.
+func TestUnaryHedgeTail(t *testing.T) {
+	const (
+		calls   = 2000
+		workers = 8
+		slow    = 600 * time.Millisecond
+	)
+	run := func(t *testing.T, r *retry.Retrier) (p999 time.Duration, hits int) {
+		s := &server{check: func(ctx context.Context, n int) error {
+			if n%100 == 50 { // 1% of the hits
+				select {
+				case <-ctx.Done():
+				case <-time.After(slow):
+				}
+			}
+			return nil
+		}}
+		c, _ := start(t, s, r)
+		lat := make([]time.Duration, calls)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					i := next.Add(1) - 1
+					if i >= calls {
+						return
+					}
+					begin := time.Now()
+					if _, err := c.Check(context.Background(), check); err != nil {
+						t.Error(err)
+					}
+					lat[i] = time.Since(begin)
+				}
+			})
+		}
+		wg.Wait()
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return lat[calls*999/1000], s.count()
+	}
+	plainP, plainHits := run(t, retry.New())
+	hedgedP, hedgedHits := run(t, retry.New(retry.WithHedge(retry.Hedge{Delay: 20 * time.Millisecond})))
+	t.Logf("p99.9 %v without hedging, %v with; %d hits, %d with (%.3fx)", plainP, hedgedP, plainHits, hedgedHits,
+		float64(hedgedHits)/float64(plainHits))
+	if hedgedP*10 > plainP {
+		t.Errorf("p99.9 fell from %v to %v, want at least tenfold", plainP, hedgedP)
+	}
+	if hedgedHits*100 > plainHits*105 {
+		t.Errorf("hedging made %d attempts for %d, want at most 5%% more", hedgedHits, plainHits)
+	}
+}
+
+// TestUnaryHedgeOutage: hedges are load, and take tokens from the retry
+// budget as retries do: under a full outage of a server slower than the
+// hedge delay, hedges and retries together stay within the default
+// budget's bound, 15% of the first attempts plus the reserve of 2 a second
+// over its 10 s window, though every call could make three attempts.
+func TestUnaryHedgeOutage(t *testing.T) {
+	const calls = 300
+	s := &server{check: func(context.Context, int) error {
+		time.Sleep(3 * time.Millisecond)
+		return status.Error(codes.Unavailable, "down")
+	}}
+	r := retry.New(retry.WithPolicy(immediate(t, 3)), retry.WithHedge(retry.Hedge{Delay: time.Millisecond, Max: 3}))
+	c, _ := start(t, s, r)
+	for range calls {
+		if _, err := c.Check(context.Background(), check); status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v, want UNAVAILABLE", err)
+		}
+	}
+	st := r.Stats()
+	t.Logf("%d calls, %d hits (%.3fx), %d hedges", calls, s.count(), float64(s.count())/calls, st.Hedges)
+	if hits, bound := s.count(), calls+calls*15/100+2*10; hits > bound {
+		t.Errorf("%d calls hit the server %d times, want at most %d", calls, hits, bound)
+	}
+	if st.Hedges == 0 {
+		t.Error("no hedge started: the test does not exercise hedges")
+	}
+}
+
+// TestUnaryHedgeFirstWins: hedges that fail while the first attempt runs
+// start the next at once, up to the attempts allowed, and the first
+// attempt's success, arriving last, is the call's.
+func TestUnaryHedgeFirstWins(t *testing.T) {
+	s := &server{check: func(ctx context.Context, n int) error {
+		if n == 1 {
+			time.Sleep(80 * time.Millisecond)
+			return nil
+		}
+		return status.Error(codes.Unavailable, "hedges fail")
+	}}
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Hour}),
+		retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond, Max: 3}))
+	c, _ := start(t, s, r)
+	resp, err := c.Check(context.Background(), check)
+	if err != nil || resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING {
+		t.Fatalf("Check = %v, %v; want the first attempt's SERVING", resp, err)
+	}
+	if n := s.count(); n != 3 {
+		t.Errorf("%d hits, want 3", n)
+	}
+	var re *retry.Error
+	if errors.As(err, &re) {
+		t.Errorf("a *retry.Error on success: %v", re)
+	}
+}
