@@ -422,3 +422,31 @@ func TestHedgedDefault(t *testing.T) {
 		}
 	})
 }
+
+// TestRetrierHedge: Retrier.Hedge reports the Hedge of WithHedge with its
+// defaults filled in, and false for a Retrier without one.
+func TestRetrierHedge(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []retry.Option
+		want retry.Hedge
+		ok   bool
+	}{
+		{name: "none", opts: nil, ok: false},
+		{name: "the zero Hedge", opts: []retry.Option{retry.WithHedge(retry.Hedge{})}, ok: true,
+			want: retry.Hedge{Percentile: 95, Floor: time.Millisecond, Ceiling: time.Second, Max: 2}},
+		{name: "a fixed delay", opts: []retry.Option{retry.WithHedge(retry.Hedge{Delay: 5 * time.Millisecond, Max: 3})}, ok: true,
+			want: retry.Hedge{Delay: 5 * time.Millisecond, Percentile: 95, Floor: time.Millisecond, Ceiling: time.Second, Max: 3}},
+		{name: "derived from one with a Hedge", opts: []retry.Option{retry.New(retry.WithHedge(retry.Hedge{Max: 4})), retry.WithKey("k")}, ok: true,
+			want: retry.Hedge{Percentile: 95, Floor: time.Millisecond, Ceiling: time.Second, Max: 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, ok := retry.New(tt.opts...).Hedge()
+			if ok != tt.ok || h.Delay != tt.want.Delay || h.Percentile != tt.want.Percentile || h.Floor != tt.want.Floor ||
+				h.Ceiling != tt.want.Ceiling || h.Max != tt.want.Max {
+				t.Errorf("Hedge() = %+v, %v; want %+v, %v", h, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}

@@ -87,13 +87,85 @@
 // caller's deadline, as for HTTP; past them, the call stops with
 // codes.Unavailable and type "breaker.open" without reaching the server.
 //
+// # Per-call options
+//
+// CallOptions of this package, passed among a call's grpc.CallOptions,
+// change that call alone, as go-grpc-middleware's per-call options do:
+//
+//	client.Check(ctx, req, retrygrpc.WithMax(5))           // five attempts
+//	client.Check(ctx, req, retrygrpc.Disable())            // one attempt, no hedge
+//	client.Check(ctx, req, retrygrpc.WithCodes(codes.Unavailable, codes.Aborted))
+//	client.Check(ctx, req, retrygrpc.WithAttemptTimeout(200*time.Millisecond))
+//	client.Check(ctx, req, retrygrpc.WithHedge(false))     // retries only
+//
+// A call with WithMax or WithAttemptTimeout runs under a Retrier derived
+// for it, sharing the state of its key's (breaker, budget, limiter). The
+// later of two options that set the same thing wins. An invalid value
+// fails the call with codes.Internal before any attempt. Streams take all
+// but WithHedge.
+//
+// # Hedging (gRFC A6)
+//
+// When the Retrier has a Hedge (retry.WithHedge), or a call asks with
+// WithHedge(true), a unary call is hedged as A6's hedgingPolicy says, on
+// the same hedging as retry.Hedged and the Transport:
+//
+//   - the first attempt is sent at once; when it has not returned after
+//     the Hedge's Delay (or, with Delay zero, the Percentile of the recent
+//     latencies of the call's key, which starts at the Ceiling, 1 s by
+//     default, until 20 latencies are known), a hedge is sent beside it,
+//     up to Max in flight and the policy's MaxAttempts in all;
+//   - the first success wins: its reply, header, trailer and peer are the
+//     caller's, and the other attempts are canceled;
+//   - a retryable status (RetryableCodes or WithCodes: A6's
+//     nonFatalStatusCodes) sends the next hedge at once, or, with a
+//     pushback, after the pushback's wait; the hedges after it follow the
+//     delay again;
+//   - any other status, a response committed by its headers, or a pushback
+//     that says not to retry ends the call with that status, and cancels
+//     the attempts in flight (A6 lets them run after a pushback that says
+//     not to retry; here the server's word stops the call at once);
+//   - every hedge carries PreviousAttemptsKey, and passes the Retrier's
+//     gates as a retry does: the breaker, a rate-limit token there at
+//     once, a retry-budget token. Under a full outage, hedges and retries
+//     together stay within the budget.
+//
+// When every attempt of a round has failed and attempts are left, the
+// policy retries as usual after its backoff; A6 has no retry after hedges,
+// which a policy with MaxAttempts equal to Hedge.Max reproduces.
+//
+// Hedging needs messages it can copy: the request and the reply must be
+// protocol buffers (proto.Message), or the call is not hedged. The first
+// attempt uses the caller's request and reply; each hedge sends a copy of
+// the request, made while the call runs, and receives into a reply of its
+// own, which is merged into the caller's when the hedge wins. Call options
+// such as grpc.OnFinish run once per attempt, on the attempt's goroutine.
+// Stream calls are never hedged.
+//
 // # Errors
 //
-// A call that fails returns the engine's *retry.Error (Attempts, Reason,
-// Err), whose chain holds the last attempt's status: status.Code,
-// status.FromError and errors.Is reach it, and retry.TypeOf reports its
-// type. A call stopped before any attempt reached the server has a status of
-// its own: codes.Canceled or codes.DeadlineExceeded when the caller's
-// context ended, codes.Unavailable when the breaker or the rate limiter
-// refused it.
+// A call that fails returns an error whose status (status.FromError,
+// status.Convert, status.Code) is, in this order:
+//
+//   - codes.Canceled when the caller's context was canceled, at any moment
+//     (its message is the context's error and cause), and
+//     codes.DeadlineExceeded when its deadline passed;
+//   - codes.DeadlineExceeded when the wait before the next attempt could
+//     not end before the caller's deadline or the policy's MaxElapsed (a
+//     pushback the Retrier refuses as longer than its maximum server delay,
+//     though the deadline is further, reports the server's status below);
+//   - the last attempt's status exactly, code, message and details, when
+//     an attempt reached the server, whatever then stopped the call: the
+//     attempts used up, a code not retried, the budget, the breaker;
+//   - codes.Unavailable, with a message naming the refusal, when no
+//     attempt ran because the breaker or the rate limiter refused the call;
+//   - codes.Internal, with a message naming the option, the value and the
+//     rule, when the Retrier (r.Err()), an Option or a CallOption is
+//     invalid.
+//
+// errors.As reaches the engine's *retry.Error (Attempts, Reason, Err) in
+// all but the last case, errors.Is the last attempt's status error and the
+// context's error and cause, and retry.TypeOf reports the type. The
+// error's own text (Error) is the engine's, which says why the call
+// stopped; a server that passes the error on sends the status above.
 package grpc

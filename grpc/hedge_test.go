@@ -300,3 +300,48 @@ func TestUnaryHedgeFirstWins(t *testing.T) {
 		t.Errorf("a *retry.Error on success: %v", re)
 	}
 }
+
+// TestUnaryHedgeOnFinish: call options that act after an attempt, such as
+// grpc.OnFinish, act once per attempt of a hedged call.
+func TestUnaryHedgeOnFinish(t *testing.T) {
+	var canceled atomic.Int32
+	s := &server{check: func(ctx context.Context, n int) error {
+		if n == 1 {
+			return hang(ctx, &canceled)
+		}
+		return nil
+	}}
+	c, _ := start(t, s, retry.New(retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond})))
+	var finished atomic.Int32
+	if _, err := c.Check(context.Background(), check, grpc.OnFinish(func(error) { finished.Add(1) })); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for finished.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := finished.Load(); got != 2 {
+		t.Errorf("OnFinish ran %d times, want once for each of the 2 attempts", got)
+	}
+}
+
+// TestUnaryHedgeNotProto: a call whose request or reply is not a protocol
+// buffer, which the interceptor cannot copy, is not hedged. (The invoker
+// stands in for a connection with a codec of another kind.)
+func TestUnaryHedgeNotProto(t *testing.T) {
+	icpt := retrygrpc.UnaryClientInterceptor(retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond})))
+	var calls atomic.Int32
+	invoker := func(ctx context.Context, _ string, req, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		calls.Add(1)
+		time.Sleep(30 * time.Millisecond)
+		*reply.(*string) = *req.(*string)
+		return nil
+	}
+	req, reply := "ping", ""
+	if err := icpt(context.Background(), "/svc/M", &req, &reply, nil, invoker); err != nil || reply != "ping" {
+		t.Fatalf("call = %v, reply %q", err, reply)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d attempts, want 1: no hedge", n)
+	}
+}
