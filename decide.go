@@ -46,11 +46,13 @@ type failure struct {
 //     longer than f.left, stops (deadline).
 //
 // sampled says the wait is the policy's backoff, which the next
-// decorrelated draw starts from. The retry budget is the loop's:
-// it is state, not a rule.
-func decide(cfg *config, f failure) (d Decision, sampled bool) {
+// decorrelated draw starts from; so says the server that a stop for
+// ReasonDeadline came from a server's delay over MaxServerDelay, not from
+// the deadline or MaxElapsed. The retry budget is the loop's: it is state,
+// not a rule.
+func decide(cfg *config, f failure) (d Decision, how decided) {
 	d.Type = f.class.typ
-	stop := func(r Reason) (Decision, bool) { d.Reason = r; return d, false }
+	stop := func(r Reason) (Decision, decided) { d.Reason = r; return d, how }
 	o := f.class
 	if f.done {
 		return stop(ReasonCanceled)
@@ -72,6 +74,7 @@ func decide(cfg *config, f failure) (d Decision, sampled bool) {
 	case wait > 0:
 	case o.hint > 0:
 		if o.hint > cfg.maxServerDelay {
+			how.server = true
 			return stop(ReasonDeadline)
 		}
 		wait = o.hint
@@ -81,13 +84,19 @@ func decide(cfg *config, f failure) (d Decision, sampled bool) {
 		}
 	default:
 		wait = cfg.policy.sample(f.attempt, f.prev, unit(f.draw))
-		sampled = true
+		how.sampled = true
 	}
 	if wait > f.left {
 		return stop(ReasonDeadline)
 	}
 	d.Retry, d.Delay = true, wait
-	return d, sampled
+	return d, how
+}
+
+// decided is what decide tells its caller beside the Decision.
+type decided struct {
+	sampled bool // the wait is the policy's backoff
+	server  bool // the stop is for a server's delay over MaxServerDelay
 }
 
 // stops returns the reason a failure classified as o stops its call

@@ -128,3 +128,43 @@ func TestDecisionOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineStopIs: a call stopped because its next wait could not fit
+// the caller's deadline or MaxElapsed matches context.DeadlineExceeded; one
+// stopped, with the same Reason, because the server asked for a delay over
+// MaxServerDelay does not, for nothing timed out.
+func TestDeadlineStopIs(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    []retry.Option
+		err     error
+		timeout time.Duration
+		is      bool
+	}{
+		{name: "the backoff cannot fit the deadline", opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Hour})},
+			err: errors.New("down"), timeout: time.Minute, is: true},
+		{name: "the backoff cannot fit MaxElapsed", opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Hour}), retry.WithMaxElapsed(time.Minute)},
+			err: errors.New("down"), is: true},
+		{name: "a server delay cannot fit the deadline", err: retry.After(errors.New("down"), 2*time.Minute), timeout: time.Minute, is: true},
+		{name: "a server delay over MaxServerDelay", opts: []retry.Option{retry.WithMaxServerDelay(time.Second)},
+			err: retry.After(errors.New("down"), time.Minute), timeout: time.Hour, is: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tt.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+				defer cancel()
+			}
+			err := retry.New(tt.opts...).Run(ctx, func(context.Context) error { return tt.err })
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline {
+				t.Fatalf("err = %v, want ReasonDeadline", err)
+			}
+			if got := errors.Is(err, context.DeadlineExceeded); got != tt.is {
+				t.Errorf("errors.Is(err, context.DeadlineExceeded) = %v, want %v", got, tt.is)
+			}
+		})
+	}
+}

@@ -34,7 +34,9 @@ func (r Reason) String() string { return string(r) }
 // errors.Is(err, context.DeadlineExceeded) holds whether or not the context
 // carries a cause (context.WithCancelCause, context.WithTimeoutCause), and
 // the cause is reachable too. A call stopped because its next wait could
-// not fit the deadline (ReasonDeadline) matches context.DeadlineExceeded.
+// not fit the deadline or MaxElapsed (ReasonDeadline) matches
+// context.DeadlineExceeded; one stopped, with the same Reason, because a
+// server asked for a delay over MaxServerDelay does not.
 // Unwrap yields the dead-letter sink's error when routing failed as well.
 //
 // TypeOf reports a call stopped by the breaker, the rate limiter or the

@@ -216,8 +216,9 @@ func (tn *turn) release(t *try) {
 // goroutine: it starts hedges, each after the delay or at once after a
 // failure while others run; it answers the caller with the winner, or,
 // once every attempt has failed or the caller's context has ended and the
-// first attempt is in, with the last failure (nil if none), after which no
-// success can win; and it gives up whatever else the attempts return.
+// first attempt is in, with the last failure (nil if none; the one with
+// the longest server delay when any had one), after which no success can
+// win; and it gives up whatever else the attempts return.
 func (tn *turn) coordinate() {
 	tn.channels()
 	var (
@@ -281,6 +282,10 @@ func (tn *turn) coordinate() {
 			case answered && t == answer: // the caller's
 			case t == w && !answered: // the winner: answered below
 			case (t.failure == nil || t.fatal) && t.panicked == nil && t != w: // a loser, given up in report
+			case !answered && w == nil && last != nil && last.hint > t.hint:
+				// A failure after one that carried a longer server delay:
+				// the turn keeps the delay, which the policy must honour.
+				drop(t)
 			case !answered && w == nil: // a failure: the latest
 				if last != nil {
 					drop(last)

@@ -39,6 +39,9 @@ type call struct {
 	last    error         // the last attempt's error
 	lastTyp string        // its type, as the engine classified it
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
+	// serverDelay says the call stopped for a server's delay over
+	// MaxServerDelay, which is not the deadline's doing.
+	serverDelay bool
 }
 
 // run is the one attempt loop that Do, Run, Attempts, Hedged and the
@@ -222,11 +225,12 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 			f.left = c.left(ctx, now)
 		}
 	}
-	dec, sampled := decide(cfg, f)
+	dec, how := decide(cfg, f)
 	if !dec.Retry {
+		c.serverDelay = how.server
 		return c.terminal(ctx, drv, o, dec.Reason, now, true)
 	}
-	if sampled {
+	if how.sampled {
 		c.prev = dec.Delay
 	}
 	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: p.held}}

@@ -20,7 +20,9 @@ func (c *call) refused(ctx context.Context, drv *driver, no *refusal) error {
 // newError returns the error of a call that stops for reason. A call stopped
 // by the caller's context keeps the context's error and its cause, so that
 // errors.Is matches both; a call stopped because its next wait could not fit
-// (ReasonDeadline) matches context.DeadlineExceeded.
+// the deadline or MaxElapsed (ReasonDeadline) matches
+// context.DeadlineExceeded, and one stopped because a server's delay was
+// over MaxServerDelay does not.
 func (c *call) newError(ctx context.Context, reason Reason) *Error {
 	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last}
 	switch reason {
@@ -36,7 +38,9 @@ func (c *call) newError(ctx context.Context, reason Reason) *Error {
 			e.ctxErr = cerr
 		}
 	case ReasonDeadline:
-		e.ctxErr = context.DeadlineExceeded
+		if !c.serverDelay {
+			e.ctxErr = context.DeadlineExceeded
+		}
 	}
 	return e
 }

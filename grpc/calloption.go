@@ -54,7 +54,7 @@ func Disable() CallOption {
 
 // WithMax sets the call's maximum attempts, the first one, retries and
 // hedges included, in place of the policy's MaxAttempts. n must be at
-// least 1; 1 is Disable.
+// least 1, and within the policy's bound (2147483647); 1 is Disable.
 func WithMax(n int) CallOption {
 	return CallOption{apply: func(cc *callConfig) {
 		if n < 1 {
@@ -68,7 +68,9 @@ func WithMax(n int) CallOption {
 // WithCodes sets the status codes the call retries, and on which a hedged
 // call starts its next hedge at once (A6's nonFatalStatusCodes), in place
 // of the interceptor's RetryableCodes. No code at all makes every status
-// final. codes.OK is not an error and may not be listed.
+// final, but for RESOURCE_EXHAUSTED with a pushback, which is retried
+// whatever the set, as with RetryableCodes. codes.OK is not an error and
+// may not be listed.
 func WithCodes(cs ...codes.Code) CallOption {
 	set := make(map[codes.Code]bool, len(cs))
 	var err error

@@ -147,7 +147,8 @@
 // A call that fails returns an error whose status (status.FromError,
 // status.Convert, status.Code) is, in this order:
 //
-//   - codes.Canceled when the caller's context was canceled, at any moment
+//   - codes.Canceled when the caller's context was canceled before the
+//     call stopped, in an attempt, between attempts or before the first
 //     (its message is the context's error and cause), and
 //     codes.DeadlineExceeded when its deadline passed;
 //   - codes.DeadlineExceeded when the wait before the next attempt could

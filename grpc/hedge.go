@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // errReturned fails a hedge that would start after its call returned.
@@ -26,8 +27,9 @@ type hedgedUnary struct {
 	invoker grpc.UnaryInvoker
 	opts    []grpc.CallOption // the caller's, without Header, Trailer and Peer
 	codes   map[codes.Code]bool
-	reply   any  // the caller's: the first attempt's, on the caller's goroutine
-	peer    bool // the caller asked for the peer
+	reply   any                      // the caller's: the first attempt's, on the caller's goroutine
+	replyT  protoreflect.MessageType // the hedges make their replies of it
+	peer    bool                     // the caller asked for the peer
 
 	mu       sync.Mutex
 	req      any           // the caller's request
@@ -45,7 +47,8 @@ type hedgeResult struct {
 // hedged runs the call through retry.Hedged on rt and gives the caller
 // the winner's reply, header, trailer and peer, or the call's error.
 func (u *unaryCall) hedged(ctx context.Context, rt *retry.Retrier) error {
-	h := &hedgedUnary{method: u.method, cc: u.cc, invoker: u.invoker, codes: u.codes, reply: u.reply, peer: u.peerAt != nil, req: u.req}
+	h := &hedgedUnary{method: u.method, cc: u.cc, invoker: u.invoker, codes: u.codes, reply: u.reply, peer: u.peerAt != nil, req: u.req,
+		replyT: u.reply.(proto.Message).ProtoReflect().Type()}
 	h.opts = make([]grpc.CallOption, 0, len(u.opts)+3)
 	for _, o := range u.opts {
 		switch o.(type) {
@@ -59,8 +62,12 @@ func (u *unaryCall) hedged(ctx context.Context, rt *retry.Retrier) error {
 	h.returned = true
 	h.mu.Unlock()
 	if err != nil {
+		*u.headerAt, *u.trailerAt = nil, nil
 		if se := (*statusError)(nil); errors.As(err, &se) {
 			*u.headerAt, *u.trailerAt = se.header, se.trailer
+			if u.peerAt != nil && se.peer != nil {
+				*u.peerAt = *se.peer
+			}
 		}
 		return final(ctx, err)
 	}
@@ -90,7 +97,7 @@ func (h *hedgedUnary) attempt(ctx context.Context) (*hedgeResult, error) {
 		if req, err = h.request(); err != nil {
 			return nil, err
 		}
-		res.reply = h.reply.(proto.Message).ProtoReflect().New().Interface()
+		res.reply = h.replyT.New().Interface()
 		reply = res.reply
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(n-1))
 	}
@@ -105,6 +112,9 @@ func (h *hedgedUnary) attempt(ctx context.Context) (*hedgeResult, error) {
 	err = classify(ctx, err, res.header != nil, res.trailer, h.codes)
 	if se := (*statusError)(nil); errors.As(err, &se) {
 		se.header, se.trailer = res.header, res.trailer
+		if h.peer {
+			se.peer = &res.peer
+		}
 	}
 	return nil, err
 }

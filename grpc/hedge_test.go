@@ -345,3 +345,29 @@ func TestUnaryHedgeNotProto(t *testing.T) {
 		t.Errorf("%d attempts, want 1: no hedge", n)
 	}
 }
+
+// TestUnaryHedgeReplyReuse: hedges never touch the caller's reply, during
+// the call or after it returns, though the caller reuses it at once: run
+// under -race, many calls whose attempts finish near the hedge delay.
+func TestUnaryHedgeReplyReuse(t *testing.T) {
+	s := &server{check: func(_ context.Context, n int) error {
+		time.Sleep(time.Duration(n%4) * 500 * time.Microsecond)
+		return nil
+	}}
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3}), retry.WithHedge(retry.Hedge{Delay: time.Millisecond, Max: 3}))
+	_, cc := start(t, s, r)
+	reply := new(grpc_health_v1.HealthCheckResponse)
+	for range 400 {
+		if err := cc.Invoke(context.Background(), "/grpc.health.v1.Health/Check", check, reply); err != nil {
+			t.Fatal(err)
+		}
+		if reply.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING {
+			t.Fatalf("reply %v, want SERVING", reply)
+		}
+		reply.Reset() // the caller reuses its reply
+		reply.Status = grpc_health_v1.HealthCheckResponse_UNKNOWN
+	}
+	if r.Stats().Hedges == 0 {
+		t.Error("no hedge started: the test does not exercise hedges")
+	}
+}

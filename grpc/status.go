@@ -10,6 +10,7 @@ import (
 	"github.com/steadyhq/retry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -70,12 +71,10 @@ type statusError struct {
 	// timeout): the engine then types the error by its context, as it does
 	// for any function.
 	cause error
-	// The server's pushback: whether it sent one, and the wait it asked.
-	pushed bool
-	wait   time.Duration
-	// The attempt's header and trailer metadata, for a hedged call, which
+	// The attempt's header, trailer and peer, for a hedged call, which
 	// gives the caller those of the attempt whose outcome it returns.
 	header, trailer metadata.MD
+	peer            *peer.Peer
 }
 
 // Error returns the text of the status error, as grpc-go wrote it.
@@ -130,7 +129,6 @@ func classify(ctx context.Context, err error, committed bool, trailer metadata.M
 		return retry.Permanent(se)
 	}
 	wait, pushed, ok := pushback(trailer)
-	se.pushed, se.wait = pushed && ok, wait
 	switch {
 	case !ok:
 		return retry.Permanent(se) // the server said "do not retry"
@@ -209,7 +207,9 @@ func (e *callError) GRPCStatus() *status.Status { return e.st }
 func final(ctx context.Context, err error) error {
 	re, ok := err.(*retry.Error)
 	if !ok {
-		return err
+		// Not a call's end but the engine refusing to start it: an
+		// invalid Retrier, a nil context.
+		return &configError{err}
 	}
 	var se *statusError
 	hasStatus := errors.As(re.Err, &se)
@@ -217,7 +217,9 @@ func final(ctx context.Context, err error) error {
 	switch {
 	case re.Reason == retry.ReasonCanceled:
 		st = contextStatus(ctx)
-	case re.Reason == retry.ReasonDeadline && !se.pushedPast(ctx):
+	case re.Reason == retry.ReasonDeadline && errors.Is(re, context.DeadlineExceeded):
+		// Not a server's delay over MaxServerDelay, which the engine does
+		// not count as a deadline: that reports the server's status.
 		msg := "retry: the wait before attempt " + strconv.Itoa(re.Attempts+1) + " could not end before the deadline"
 		if re.Err != nil {
 			msg += "; last attempt: " + re.Err.Error()
@@ -250,19 +252,6 @@ func contextStatus(ctx context.Context) *status.Status {
 		code = codes.DeadlineExceeded
 	}
 	return status.New(code, msg)
-}
-
-// pushedPast reports whether e is a pushback that the engine refused for a
-// reason other than the caller's deadline: a wait longer than the
-// Retrier's maximum server delay, which fits the time the caller has
-// left. The call then reports the server's status. A nil e has no
-// pushback.
-func (e *statusError) pushedPast(ctx context.Context) bool {
-	if e == nil || !e.pushed {
-		return false
-	}
-	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > e.wait
 }
 
 // configError is an invalid configuration of an interceptor or a call:

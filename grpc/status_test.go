@@ -185,6 +185,23 @@ func TestStatusCodes(t *testing.T) {
 				defer cancel()
 				return c(ctx)
 			}, code: codes.DeadlineExceeded, maxTook: 90 * time.Millisecond, reason: retry.ReasonDeadline},
+		{name: "a jittered pushback cannot fit the deadline", check: func(ctx context.Context, n int) error {
+			return pushback(codes.Unavailable, 9, "1000")(ctx, n)
+		}, policy: fast, opts: []retry.Option{retry.WithRandom(func() float64 { return 0.99 })},
+			call: func(c callFunc, _ func() int) error {
+				ctx, cancel := context.WithTimeout(context.Background(), 1050*time.Millisecond)
+				defer cancel()
+				return c(ctx)
+			}, code: codes.DeadlineExceeded, maxTook: 500 * time.Millisecond, reason: retry.ReasonDeadline},
+		{name: "the next wait cannot fit MaxElapsed", check: down, policy: constant(t, 5, 2*time.Second),
+			opts: []retry.Option{retry.WithMaxElapsed(time.Second)},
+			call: func(c callFunc, _ func() int) error { return c(context.Background()) },
+			code: codes.DeadlineExceeded, maxTook: 500 * time.Millisecond, reason: retry.ReasonDeadline},
+		{name: "a pushback cannot fit MaxElapsed", check: func(ctx context.Context, n int) error {
+			return pushback(codes.Unavailable, 9, "2000")(ctx, n)
+		}, policy: fast, opts: []retry.Option{retry.WithMaxElapsed(time.Second)},
+			call: func(c callFunc, _ func() int) error { return c(context.Background()) },
+			code: codes.DeadlineExceeded, maxTook: 500 * time.Millisecond, reason: retry.ReasonDeadline},
 		{name: "the breaker refuses before any attempt", check: down, policy: retry.Policy{MaxAttempts: 1},
 			opts: []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, OpenTimeout: time.Hour, MaxWait: -1})},
 			call: func(c callFunc, _ func() int) error {

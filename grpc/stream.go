@@ -19,7 +19,7 @@ var (
 	errNilInvoker  error = &configError{errors.New("retry: grpc: invoker is nil")}
 	errNilStreamer error = &configError{errors.New("retry: grpc: streamer is nil")}
 	errNilDesc     error = &configError{errors.New("retry: grpc: stream description is nil")}
-	errNoStream          = errors.New("retry: grpc: streamer returned neither a stream nor an error")
+	errNoStream    error = &configError{errors.New("retry: grpc: streamer returned neither a stream nor an error")}
 )
 
 // StreamClientInterceptor returns an interceptor that runs the start of every
@@ -69,7 +69,9 @@ func StreamClientInterceptor(r *retry.Retrier, opts ...Option) grpc.StreamClient
 			if call.codes != nil {
 				s.codes = call.codes
 			}
-			s.r = call.retrier(s.r)
+			if s.r = call.retrier(s.r); s.r.Err() != nil {
+				return nil, &configError{s.r.Err()}
+			}
 		}
 		if desc.ClientStreams {
 			cs, err := retry.Do(ctx, s.open, s.r)

@@ -85,6 +85,9 @@ func (u *unaryCall) run(ctx context.Context, c *config, e *keyedRetrier) error {
 		if call.hedge != 0 {
 			hedge = call.hedge > 0
 		}
+		if call.max == 1 {
+			hedge = false
+		}
 	}
 	if hedge {
 		_, okReq := u.req.(proto.Message)
@@ -95,7 +98,9 @@ func (u *unaryCall) run(ctx context.Context, c *config, e *keyedRetrier) error {
 		rt = e.hedging()
 	}
 	if u.call.set {
-		rt = u.call.retrier(rt)
+		if rt = u.call.retrier(rt); rt.Err() != nil {
+			return &configError{rt.Err()}
+		}
 	}
 	u.codes = cs
 	if hedge {
