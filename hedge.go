@@ -21,8 +21,10 @@ import (
 // a type the policy or the built-in rules call non-retryable, the Discard,
 // DeadLetter or Fail verdict) ends the call at once with that failure, as
 // gRFC A6's fatal status ends a hedged RPC: the others are canceled, and a
-// success that arrives later is released. Once all have failed, the policy
-// decides the retry as usual. Every attempt, hedge or retry, counts against
+// success that arrives later is released; unless it also carries a delay
+// over the maximum server delay, which only starts no further hedge. Once
+// all have failed, the policy decides the retry as usual, on the failure
+// with the longest server delay, or else the last. Every attempt, hedge or retry, counts against
 // the policy's MaxAttempts, and the caller's context bounds them all.
 //
 // The first attempt of each round runs on the caller's goroutine, as

@@ -111,6 +111,8 @@ func TestHedgeDo(t *testing.T) {
 			stats: retry.Stats{Attempts: 3, Hedges: 2, HedgeWins: 1}, canceled: 1},
 		{name: "a server delay over MaxServerDelay starts no further hedge", script: hedgePlan{lat: []time.Duration{15 * ms, 100 * ms, 5 * ms}, errs: []error{retry.After(errDown, time.Hour)}},
 			hedge: retry.Hedge{Delay: 10 * ms, Max: 3}, want: 2, took: 110 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1, HedgeWins: 1}},
+		{name: "a fatal failure with a delay over MaxServerDelay only stops further hedges", script: hedgePlan{lat: []time.Duration{15 * ms, 100 * ms, 5 * ms}, errs: []error{retry.After(retry.Permanent(errDown), time.Hour)}},
+			hedge: retry.Hedge{Delay: 10 * ms, Max: 3}, want: 2, took: 110 * ms, stats: retry.Stats{Attempts: 2, Hedges: 1, HedgeWins: 1}},
 		{name: "a round keeps its longest server delay", script: hedgePlan{lat: []time.Duration{50 * ms, 5 * ms, 5 * ms}, errs: []error{errDown, retry.After(errDown, 200*ms)}},
 			hedge: retry.Hedge{Delay: 10 * ms}, attempts: 3, want: 3, took: 255 * ms, // the first fails last, at 50 ms; the retry waits the hedge's 200 ms
 			stats: retry.Stats{Attempts: 3, Hedges: 1}},

@@ -172,15 +172,17 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 // failure that stops the call whatever is left (Permanent, a non-retryable
 // type, a verdict that ends the call) is fatal and ends the turn, as a
 // fatal status ends a hedged call in gRFC A6; a server-directed delay
-// holds the next hedge back. An attempt canceled as a loser, or by the
-// caller, says nothing.
+// holds the next hedge back, and one over MaxServerDelay starts no further
+// hedge but lets the attempts in flight finish, fatal or not, as A6's
+// pushback that says not to retry. An attempt canceled as a loser, or by
+// the caller, says nothing.
 func (tn *turn) judge(t *try, canceled bool) {
 	if t.failure == nil || t.panicked != nil || canceled || tn.ctx.Err() != nil {
 		return
 	}
 	o := attemptOutcome(tn.ctx, t.failure, t.timedOut)
-	t.fatal = tn.cfg.stops(o) != reasonNone
 	t.hint = o.hint
+	t.fatal = tn.cfg.stops(o) != reasonNone && t.hint <= tn.cfg.maxServerDelay
 }
 
 // report hands an attempt's end to the coordinator. A success, a fatal

@@ -121,10 +121,11 @@
 //     nonFatalStatusCodes) sends the next hedge at once, or, with a
 //     pushback, after the pushback's wait; the hedges after it follow the
 //     delay again;
-//   - any other status, a response committed by its headers, or a pushback
-//     that says not to retry ends the call with that status, and cancels
-//     the attempts in flight (A6 lets them run after a pushback that says
-//     not to retry; here the server's word stops the call at once);
+//   - any other status, or a response committed by its headers, ends the
+//     call with that status, and cancels the attempts in flight;
+//   - a pushback that says not to retry sends no further hedge; the
+//     attempts in flight go on, and if they all fail the call ends with
+//     the pushback's status;
 //   - every hedge carries PreviousAttemptsKey, and passes the Retrier's
 //     gates as a retry does: the breaker, a rate-limit token there at
 //     once, a retry-budget token. Under a full outage, hedges and retries

@@ -51,6 +51,7 @@ func TestUnaryHedge(t *testing.T) {
 		answer   func(ctx context.Context, n int, canceled *atomic.Int32) error
 		code     codes.Code // of the call
 		message  string
+		reason   retry.Reason  // of a failed call, when set
 		winner   int           // the hit whose reply and header the caller gets; 0 for none
 		hits     int           // hits in all
 		canceled int           // hits canceled by the client
@@ -101,14 +102,24 @@ func TestUnaryHedge(t *testing.T) {
 				}
 				return nil
 			}, winner: 3, hits: 3, canceled: 1, minGap: 150 * time.Millisecond, took: time.Second},
-		{name: "a pushback that says not to retry ends the call", max: 3,
+		{name: "a pushback that says not to retry: no further hedge, the first goes on and wins", max: 3,
 			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
 				if n == 1 {
-					return hang(ctx, c)
+					time.Sleep(150 * time.Millisecond)
+					return nil
 				}
 				grpc.SetTrailer(ctx, metadata.Pairs(retrygrpc.PushbackKey, "-1"))
 				return status.Error(codes.Unavailable, "go away")
-			}, code: codes.Unavailable, message: "go away", hits: 2, canceled: 1, took: time.Second},
+			}, winner: 1, hits: 2, took: time.Second},
+		{name: "a pushback that says not to retry, then the first fails: the pushback's status", max: 3,
+			answer: func(ctx context.Context, n int, c *atomic.Int32) error {
+				if n == 1 {
+					time.Sleep(150 * time.Millisecond)
+					return status.Error(codes.Unavailable, "node-1 down")
+				}
+				grpc.SetTrailer(ctx, metadata.Pairs(retrygrpc.PushbackKey, "-1"))
+				return status.Error(codes.Unavailable, "go away")
+			}, code: codes.Unavailable, message: "go away", reason: retry.ReasonNonRetryable, hits: 2, took: time.Second},
 		{name: "the first attempt wins before the delay: no hedge", max: 3,
 			answer: func(context.Context, int, *atomic.Int32) error { return nil },
 			winner: 1, hits: 1, took: delay},
@@ -157,6 +168,9 @@ func TestUnaryHedge(t *testing.T) {
 				}
 			} else {
 				checkStatus(t, err, status.New(tt.code, tt.message))
+				if tt.reason != "" && reasonOf(err) != tt.reason.String() {
+					t.Errorf("reason %q, want %q", reasonOf(err), tt.reason)
+				}
 			}
 			if took > tt.took {
 				t.Errorf("the call took %v, want at most %v", took, tt.took)

@@ -131,7 +131,9 @@ func classify(ctx context.Context, err error, committed bool, trailer metadata.M
 	wait, pushed, ok := pushback(trailer)
 	switch {
 	case !ok:
-		return retry.Permanent(se) // the server said "do not retry"
+		// The server said "do not retry": no retry, and, in a hedged
+		// call, no further hedge, the attempts in flight going on (A6).
+		return retry.After(retry.Permanent(se), math.MaxInt64)
 	case retryable(cs, code):
 	case code == codes.ResourceExhausted && pushed:
 	default:
