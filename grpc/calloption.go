@@ -38,10 +38,17 @@ type callConfig struct {
 func (cc *callConfig) scan(opts []grpc.CallOption) {
 	*cc = callConfig{}
 	for _, o := range opts {
-		if co, ok := o.(CallOption); ok && co.apply != nil {
-			cc.set = true
-			co.apply(cc)
+		if co, ok := o.(CallOption); ok {
+			cc.add(co)
 		}
+	}
+}
+
+// add applies one CallOption; the zero CallOption does nothing.
+func (cc *callConfig) add(co CallOption) {
+	if co.apply != nil {
+		cc.set = true
+		co.apply(cc)
 	}
 }
 

@@ -142,10 +142,12 @@ type unaryCall struct {
 func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) {
 	u.method, u.req, u.reply, u.cc, u.invoker = method, req, reply, cc, invoker
 	u.headerAt, u.trailerAt, u.peerAt = nil, nil, nil
-	u.call.scan(opts)
+	u.call = callConfig{}
 	u.opts = append(u.opts[:0], opts...)
 	for _, o := range opts {
 		switch o := o.(type) {
+		case CallOption:
+			u.call.add(o)
 		case grpc.PeerCallOption:
 			u.peerAt = o.PeerAddr
 		case grpc.HeaderCallOption:
