@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +95,7 @@ func WithBreaker(b Breaker) Option {
 
 func (b Breaker) validate() error {
 	bad := func(field string, v any, rule string) error {
-		return fmt.Errorf("retry: option WithBreaker: %s = %v: %s", field, v, rule)
+		return optionError("WithBreaker", field, v, rule)
 	}
 	switch {
 	case b.FailureRatio < 0 || b.FailureRatio > 1 || b.FailureRatio != b.FailureRatio:

@@ -49,17 +49,17 @@ func WithBudget(b Budget) Option {
 	return optionFunc(func(c *config) {
 		switch {
 		case b.Shared != nil && isNil(b.Shared):
-			c.invalid("WithBudget", "nil", "Shared "+typedNil(b.Shared))
+			c.invalid("WithBudget", "Shared", "nil", typedNil(b.Shared))
 			return
 		case b.Off, b.Shared != nil:
 		case b.Ratio != b.Ratio || b.Ratio > 1000:
-			c.invalid("WithBudget", b.Ratio, "Ratio must be at most 1000 (negative for none)")
+			c.invalid("WithBudget", "Ratio", b.Ratio, "must be at most 1000 (negative for none)")
 			return
 		case b.Reserve != b.Reserve || b.Reserve > 1e9:
-			c.invalid("WithBudget", b.Reserve, "Reserve must be at most 1e9 (negative for none)")
+			c.invalid("WithBudget", "Reserve", b.Reserve, "must be at most 1e9 (negative for none)")
 			return
 		case b.Window < 0:
-			c.invalid("WithBudget", b.Window, "Window must be >= 0")
+			c.invalid("WithBudget", "Window", b.Window, "must be >= 0")
 			return
 		}
 		c.budgetSpec = &b

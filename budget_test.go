@@ -25,9 +25,9 @@ func TestBudgetSettings(t *testing.T) {
 	}{
 		{name: "zero", budget: retry.Budget{}},
 		{name: "none", budget: retry.Budget{Ratio: -1, Reserve: -1}},
-		{name: "ratio too high", budget: retry.Budget{Ratio: 1001}, want: "retry: option WithBudget: value 1001: Ratio must be at most 1000 (negative for none)"},
-		{name: "reserve too high", budget: retry.Budget{Reserve: 2e9}, want: "retry: option WithBudget: value 2e+09: Reserve must be at most 1e9 (negative for none)"},
-		{name: "negative window", budget: retry.Budget{Window: -time.Second}, want: "retry: option WithBudget: value -1s: Window must be >= 0"},
+		{name: "ratio too high", budget: retry.Budget{Ratio: 1001}, want: "retry: option WithBudget: Ratio = 1001: must be at most 1000 (negative for none)"},
+		{name: "reserve too high", budget: retry.Budget{Reserve: 2e9}, want: "retry: option WithBudget: Reserve = 2e+09: must be at most 1e9 (negative for none)"},
+		{name: "negative window", budget: retry.Budget{Window: -time.Second}, want: "retry: option WithBudget: Window = -1s: must be >= 0"},
 		{name: "off", budget: retry.Budget{Off: true, Window: -time.Second}},
 		{name: "shared", budget: retry.Budget{Shared: &tokenBudget{}, Window: -time.Second}},
 	}

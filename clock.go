@@ -25,13 +25,13 @@ type Clock interface {
 }
 
 // WithClock sets the Retrier's clock; nil means the real clock.
-func WithClock(c Clock) Option {
+func WithClock(clock Clock) Option {
 	return optionFunc(func(cfg *config) {
-		if c != nil && isNil(c) {
-			cfg.invalid("WithClock", "nil", typedNil(c))
+		if clock != nil && isNil(clock) {
+			cfg.invalid("WithClock", "clock", "nil", typedNil(clock))
 			return
 		}
-		cfg.clock = c
+		cfg.clock = clock
 	})
 }
 

@@ -43,7 +43,7 @@ type DeadLetters struct {
 func WithDeadLetter(d DeadLetters) Option {
 	return optionFunc(func(c *config) {
 		if d.Timeout < 0 {
-			c.invalid("WithDeadLetter", d.Timeout, "Timeout must be >= 0 (0 means 10 s)")
+			c.invalid("WithDeadLetter", "Timeout", d.Timeout, "must be >= 0 (0 means 10 s)")
 			return
 		}
 		c.deadLetters = d.withDefaults()

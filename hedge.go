@@ -106,15 +106,15 @@ func WithHedge(h Hedge) Option {
 		c.hedge = nil
 		switch {
 		case h.Delay < 0:
-			c.invalid("WithHedge", h.Delay, "Delay must be >= 0")
+			c.invalid("WithHedge", "Delay", h.Delay, "must be >= 0")
 		case h.Percentile != 0 && !(h.Percentile > 0 && h.Percentile < 100):
-			c.invalid("WithHedge", h.Percentile, "Percentile must be above 0 and below 100")
+			c.invalid("WithHedge", "Percentile", h.Percentile, "must be above 0 and below 100")
 		case h.Floor < 0:
-			c.invalid("WithHedge", h.Floor, "Floor must be >= 0")
+			c.invalid("WithHedge", "Floor", h.Floor, "must be >= 0")
 		case h.Ceiling < 0 || h.Ceiling != 0 && h.Ceiling < h.Floor:
-			c.invalid("WithHedge", h.Ceiling, fmt.Sprintf("Ceiling must be >= Floor (%v)", h.Floor))
+			c.invalid("WithHedge", "Ceiling", h.Ceiling, fmt.Sprintf("must be >= Floor (%v)", h.Floor))
 		case h.Max < 0:
-			c.invalid("WithHedge", h.Max, "Max must be >= 0")
+			c.invalid("WithHedge", "Max", h.Max, "must be >= 0")
 		default:
 			c.hedge = newHedgeSpec(h)
 		}

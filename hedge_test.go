@@ -312,15 +312,15 @@ func TestHedgeInvalid(t *testing.T) {
 		hedge retry.Hedge
 		want  string
 	}{
-		{name: "negative delay", hedge: retry.Hedge{Delay: -1}, want: "value -1ns: Delay must be >= 0"},
-		{name: "percentile 100", hedge: retry.Hedge{Percentile: 100}, want: "value 100: Percentile must be above 0 and below 100"},
-		{name: "ceiling under floor", hedge: retry.Hedge{Floor: time.Second, Ceiling: time.Millisecond}, want: "value 1ms: Ceiling must be >= Floor (1s)"},
-		{name: "negative max", hedge: retry.Hedge{Max: -2}, want: "value -2: Max must be >= 0"},
+		{name: "negative delay", hedge: retry.Hedge{Delay: -1}, want: "Delay = -1ns: must be >= 0"},
+		{name: "percentile 100", hedge: retry.Hedge{Percentile: 100}, want: "Percentile = 100: must be above 0 and below 100"},
+		{name: "ceiling under floor", hedge: retry.Hedge{Floor: time.Second, Ceiling: time.Millisecond}, want: "Ceiling = 1ms: must be >= Floor (1s)"},
+		{name: "negative max", hedge: retry.Hedge{Max: -2}, want: "Max = -2: must be >= 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := retry.New(retry.WithHedge(tc.hedge)).Err()
-			if err == nil || !strings.Contains(err.Error(), "WithHedge") || !strings.Contains(err.Error(), tc.want) {
+			if want := "retry: option WithHedge: " + tc.want; err == nil || err.Error() != want {
 				t.Errorf("Err() = %v, want %q", err, tc.want)
 			}
 		})

@@ -67,7 +67,7 @@ func WithRateLimit(rl RateLimit) Option {
 	return optionFunc(func(c *config) {
 		l, field, value, rule := newRateLimiter(rl)
 		if l == nil {
-			c.invalid("WithRateLimit", value, field+" "+rule)
+			c.invalid("WithRateLimit", field, value, rule)
 			return
 		}
 		c.limiter = &limiter{l: l}
@@ -82,7 +82,7 @@ func newRateLimiter(rl RateLimit) (l Limiter, field string, value any, rule stri
 		case isNil(rl.Shared):
 			return nil, "Shared", "nil", typedNil(rl.Shared)
 		case rl.Limiter != nil:
-			return nil, "Limiter", rl.Limiter, "must be nil when Shared is set"
+			return nil, "Limiter", "non-nil", "must be nil when Shared is set"
 		case rl.PerKey:
 			return nil, "PerKey", rl.PerKey, "must be false when Shared is set: Shared keeps its own keys"
 		case rl.Limit != 0:

@@ -142,8 +142,17 @@ func (c *config) finish() {
 	}
 }
 
-func (c *config) invalid(option string, value any, rule string) {
-	c.optErrs = append(c.optErrs, fmt.Errorf("retry: option %s: value %v: %s", option, value, rule))
+// invalid records an option's error, in the shape of every configuration
+// error: "retry: option <Option>: <field> = <value>: <rule>". field is the
+// struct field of the option's argument, or the argument's own name for an
+// option of one value.
+func (c *config) invalid(option, field string, value any, rule string) {
+	c.optErrs = append(c.optErrs, optionError(option, field, value, rule))
+}
+
+// optionError is an option's error; see config.invalid.
+func optionError(option, field string, value any, rule string) error {
+	return fmt.Errorf("retry: option %s: %s = %v: %s", option, field, value, rule)
 }
 
 // WithPolicy sets the retry policy. Zero fields of p take their defaults, so a
@@ -154,48 +163,48 @@ func WithPolicy(p Policy) Option {
 }
 
 // WithDecider sets the RetryPolicy SPI consulted after the policy; see Decider.
-func WithDecider(d Decider) Option {
+func WithDecider(decider Decider) Option {
 	return optionFunc(func(c *config) {
-		if d != nil && isNil(d) {
-			c.invalid("WithDecider", "nil", typedNil(d))
+		if decider != nil && isNil(decider) {
+			c.invalid("WithDecider", "decider", "nil", typedNil(decider))
 			return
 		}
-		c.decider = d
+		c.decider = decider
 	})
 }
 
 // WithAttemptTimeout bounds each attempt; an attempt that runs out of time
 // fails with type "timeout.attempt", which is retried. Zero means no bound.
-func WithAttemptTimeout(d time.Duration) Option {
+func WithAttemptTimeout(timeout time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d < 0 {
-			c.invalid("WithAttemptTimeout", d, "must be >= 0")
+		if timeout < 0 {
+			c.invalid("WithAttemptTimeout", "timeout", timeout, "must be >= 0")
 		}
-		c.attemptTimeout = d
+		c.attemptTimeout = timeout
 	})
 }
 
 // WithMaxElapsed bounds the whole call, waits included: a wait that would end
 // past it is not slept and the call stops with ReasonDeadline. Zero means no
 // bound beyond the context's deadline.
-func WithMaxElapsed(d time.Duration) Option {
+func WithMaxElapsed(limit time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d < 0 {
-			c.invalid("WithMaxElapsed", d, "must be >= 0")
+		if limit < 0 {
+			c.invalid("WithMaxElapsed", "limit", limit, "must be >= 0")
 		}
-		c.maxElapsed = d
+		c.maxElapsed = limit
 	})
 }
 
 // WithMaxServerDelay bounds the server-directed delays (Retry-After, After)
 // that the engine will honour; a longer one stops the call at once with
 // ReasonDeadline. The default is 5 minutes.
-func WithMaxServerDelay(d time.Duration) Option {
+func WithMaxServerDelay(limit time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.invalid("WithMaxServerDelay", d, "must be > 0")
+		if limit <= 0 {
+			c.invalid("WithMaxServerDelay", "limit", limit, "must be > 0")
 		}
-		c.maxServerDelay = d
+		c.maxServerDelay = limit
 	})
 }
 

@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync"
 	"time"
 )
 
 func readUpTo(r io.Reader, limit int64) ([]byte, bool) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if limit < math.MaxInt64 { // limit+1 would wrap
+		r = io.LimitReader(r, limit+1)
+	}
+	b, err := io.ReadAll(r)
 	if err != nil || int64(len(b)) > limit {
 		return nil, false
 	}

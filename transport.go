@@ -111,7 +111,11 @@ type HTTP struct {
 }
 
 // WithHTTP sets the Transport's own settings, in place of those before it.
-// Do and Run ignore them; Retrier.HTTPFailure reads AllMethods.
+// Do and Run ignore them; Retrier.HTTPFailure reads AllMethods. It refuses
+// nothing, for every value of every field has a meaning: a negative
+// MaxReplayBytes keeps nothing (as a negative Budget.Ratio or
+// DeadLetters.DedupWindow means none), math.MaxInt64 keeps any body, and a
+// nil Key keys requests by host.
 func WithHTTP(h HTTP) Option {
 	return optionFunc(func(c *config) { c.http = h })
 }

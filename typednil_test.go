@@ -43,10 +43,10 @@ func TestTypedNil(t *testing.T) {
 		want string
 	}{
 		{name: "Breaker.Store", opt: retry.WithBreaker(retry.Breaker{Store: (*nilStore)(nil)}), want: "WithBreaker: Store = nil: is a nil *retry_test.nilStore"},
-		{name: "RateLimit.Shared", opt: retry.WithRateLimit(retry.RateLimit{Shared: (*nilLimiter)(nil)}), want: "WithRateLimit: value nil: Shared is a nil *retry_test.nilLimiter"},
-		{name: "Budget.Shared", opt: retry.WithBudget(retry.Budget{Shared: (*nilBudget)(nil)}), want: "WithBudget: value nil: Shared is a nil *retry_test.nilBudget"},
-		{name: "WithClock", opt: retry.WithClock((*nilClock)(nil)), want: "WithClock: value nil: is a nil *retry_test.nilClock"},
-		{name: "WithDecider", opt: retry.WithDecider((*nilDecider)(nil)), want: "WithDecider: value nil: is a nil *retry_test.nilDecider"},
+		{name: "RateLimit.Shared", opt: retry.WithRateLimit(retry.RateLimit{Shared: (*nilLimiter)(nil)}), want: "WithRateLimit: Shared = nil: is a nil *retry_test.nilLimiter"},
+		{name: "Budget.Shared", opt: retry.WithBudget(retry.Budget{Shared: (*nilBudget)(nil)}), want: "WithBudget: Shared = nil: is a nil *retry_test.nilBudget"},
+		{name: "WithClock", opt: retry.WithClock((*nilClock)(nil)), want: "WithClock: clock = nil: is a nil *retry_test.nilClock"},
+		{name: "WithDecider", opt: retry.WithDecider((*nilDecider)(nil)), want: "WithDecider: decider = nil: is a nil *retry_test.nilDecider"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
