@@ -2,8 +2,14 @@
 // runs with other lines mixed in, and prints what go test prints without
 // -v: the output of each failing test and one line per package ("ok",
 // "FAIL", "?"). Lines that are not test events (a module's name, a build
-// error on standard error) pass through as they come. While tests run and
-// nothing has been printed for a while, it names the tests still running.
+// error on standard error) pass through as they come. A package with
+// benchmarks only gets "[benchmarks only: make bench runs them]" on its "ok"
+// line instead of go test's "[no tests to run]" and warning.
+//
+// Whenever nothing has been printed for 15 seconds it says what is going on:
+// the tests still running and for how long, a package running outside its
+// tests (TestMain, package set-up), or, when no test binary is running yet,
+// that the last step announced (a line starting "go test") is compiling.
 //
 // At the end it prints one line naming the skipped tests' reasons, when a
 // test was skipped, then the counts:
@@ -33,7 +39,7 @@ import (
 
 func main() {
 	s := newSummary(os.Stdout, os.Getenv("CI") == "true")
-	os.Exit(s.run(os.Stdin, 20*time.Second))
+	os.Exit(s.run(os.Stdin, 15*time.Second))
 }
 
 // event is one line of `go test -json`: a test2json TestEvent or, from
@@ -54,12 +60,16 @@ type summary struct {
 
 	buf     map[string][]string  // test → its output lines so far
 	running map[string]time.Time // test → when it started
+	started map[string]time.Time // package whose test binary runs → when it started
 	failing map[string]bool      // package → a test of it failed
 
 	passed, failed, skipped int
 	reasons                 map[string]int // skip reason → tests
 	order                   []string       // reasons in order of appearance
 	failedPkgs              []string       // packages that failed with no failing test
+
+	step      string    // the last "go test ..." line passed through
+	stepStart time.Time // when it came
 
 	last time.Time // when something was last printed
 	now  func() time.Time
@@ -70,6 +80,7 @@ func newSummary(out io.Writer, ci bool) *summary {
 		out: out, ci: ci,
 		buf:     map[string][]string{},
 		running: map[string]time.Time{},
+		started: map[string]time.Time{},
 		failing: map[string]bool{},
 		reasons: map[string]int{},
 		now:     time.Now,
@@ -77,8 +88,8 @@ func newSummary(out io.Writer, ci bool) *summary {
 }
 
 // run reads in to its end and prints the summary; it returns the exit
-// status. Every quiet interval without output it names the tests still
-// running; quiet 0 turns that off.
+// status. After each quiet interval without output it says what is running
+// (stillRunning); quiet 0 turns that off.
 func (s *summary) run(in io.Reader, quiet time.Duration) int {
 	lines := make(chan string)
 	errc := make(chan error, 1)
@@ -93,7 +104,7 @@ func (s *summary) run(in io.Reader, quiet time.Duration) int {
 	}()
 	var tick <-chan time.Time
 	if quiet > 0 {
-		t := time.NewTicker(quiet)
+		t := time.NewTicker(min(quiet, time.Second))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -127,6 +138,9 @@ func (s *summary) print(line string) {
 func (s *summary) line(line string) {
 	var e event
 	if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &e) != nil || e.Action == "" {
+		if strings.HasPrefix(line, "go test ") {
+			s.step, s.stepStart = line, s.now()
+		}
 		s.print(line)
 		return
 	}
@@ -134,13 +148,21 @@ func (s *summary) line(line string) {
 	switch e.Action {
 	case "build-output":
 		s.write(e.Output)
+	case "start":
+		s.started[e.Package] = s.now()
 	case "run":
 		s.running[key] = s.now()
 	case "output":
 		if e.Test == "" {
 			// The package's own lines: "ok", "FAIL", "?", and whatever
-			// TestMain prints. go test without -v drops "PASS".
-			if e.Output != "PASS\n" {
+			// TestMain prints. go test without -v drops "PASS". A
+			// package of benchmarks has no tests to run, which is
+			// expected: say why instead of go test's warning.
+			switch {
+			case e.Output == "PASS\n" || e.Output == noTestsWarning:
+			case strings.HasSuffix(e.Output, noTestsOK):
+				s.write(strings.TrimSuffix(e.Output, noTestsOK) + benchOnly)
+			default:
 				s.write(e.Output)
 			}
 			return
@@ -148,6 +170,7 @@ func (s *summary) line(line string) {
 		s.buf[key] = append(s.buf[key], e.Output)
 	case "pass", "fail", "skip":
 		if e.Test == "" {
+			delete(s.started, e.Package)
 			if e.Action == "fail" && !s.failing[e.Package] {
 				s.failed++
 				s.failedPkgs = append(s.failedPkgs, e.Package)
@@ -177,6 +200,15 @@ func (s *summary) line(line string) {
 		delete(s.buf, key)
 	}
 }
+
+// What go test prints for a package whose test binary has no test to run,
+// and what testsummary prints instead: in this repository such a package
+// holds benchmarks only.
+const (
+	noTestsWarning = "testing: warning: no tests to run\n"
+	noTestsOK      = " [no tests to run]\n"
+	benchOnly      = " [benchmarks only: make bench runs them]\n"
+)
 
 // write prints output that go test produced, which ends its own lines.
 func (s *summary) write(out string) {
@@ -213,9 +245,13 @@ func shortPkg(pkg string) string {
 	return pkg
 }
 
-// stillRunning names the tests that have run longest, so that a long,
-// quiet test is seen to be running.
+// stillRunning says what a quiet spell is spent on: the tests that have
+// run longest; else the packages whose test binaries run outside their
+// tests (TestMain, set-up, leak checks); else, as no test binary runs, the
+// compilation of the last step announced.
 func (s *summary) stillRunning() {
+	now := s.now()
+	secs := func(since time.Time) int { return int(now.Sub(since).Seconds()) }
 	type run struct {
 		name  string
 		since time.Time
@@ -228,20 +264,30 @@ func (s *summary) stillRunning() {
 		}
 		runs = append(runs, run{shortPkg(pkg) + " " + test, t})
 	}
+	what := "running: "
 	if len(runs) == 0 {
+		// No test runs: a test binary in TestMain, or go test compiling.
+		for pkg, t := range s.started {
+			runs = append(runs, run{shortPkg(pkg), t})
+		}
+		what = "running outside its tests (TestMain, set-up): "
+	}
+	if len(runs) == 0 {
+		if s.step != "" {
+			s.print(fmt.Sprintf("    compiling: %ds into %s", secs(s.stepStart), s.step))
+		}
 		return
 	}
 	slices.SortFunc(runs, func(a, b run) int { return a.since.Compare(b.since) })
-	now := s.now()
 	var names []string
 	for _, r := range runs[:min(len(runs), 3)] {
-		names = append(names, fmt.Sprintf("%s (%ds)", r.name, int(now.Sub(r.since).Seconds())))
+		names = append(names, fmt.Sprintf("%s (%ds)", r.name, secs(r.since)))
 	}
 	more := ""
 	if len(runs) > 3 {
 		more = fmt.Sprintf(" and %d more", len(runs)-3)
 	}
-	s.print("    running: " + strings.Join(names, ", ") + more)
+	s.print("    " + what + strings.Join(names, ", ") + more)
 }
 
 // finish prints the closing lines and returns the exit status.

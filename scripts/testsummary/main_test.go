@@ -179,20 +179,56 @@ func checkLines(t *testing.T, out string, want, notWant []string) {
 	}
 }
 
-// TestStillRunning: a quiet spell names the longest-running tests.
+// TestStillRunning: a quiet spell names the longest-running tests, else
+// the test binaries running outside their tests, else the step compiling.
 func TestStillRunning(t *testing.T) {
-	var out bytes.Buffer
-	s := newSummary(&out, false)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return now }
-	for i, name := range []string{"TestSlow", "TestSlow/sub", "TestB", "TestC", "TestD"} {
-		s.line(ev("run", pkg, name, ""))
-		now = now.Add(time.Duration(i+1) * time.Second)
+	const other = "github.com/steadyhq/retry/otel"
+	tests := []struct {
+		name  string
+		lines []string // one a second
+		want  string
+	}{
+		{
+			name: "the longest-running tests",
+			lines: []string{"go test -race /work/redis", ev("start", pkg, "", ""),
+				ev("run", pkg, "TestSlow", ""), ev("run", pkg, "TestSlow/sub", ""),
+				ev("run", pkg, "TestB", ""), ev("run", pkg, "TestC", ""), ev("run", pkg, "TestD", "")},
+			want: "    running: retry/redis TestSlow (5s), retry/redis TestB (3s), retry/redis TestC (2s) and 1 more\n",
+		},
+		{
+			name: "a test binary in TestMain",
+			lines: []string{"go test -race /work/redis", ev("start", pkg, "", ""),
+				ev("start", other, "", ""), ev("run", other, "TestA", ""), ev("pass", other, "TestA", "")},
+			want: "    running outside its tests (TestMain, set-up): retry/redis (4s), retry/otel (3s)\n",
+		},
+		{
+			name: "compiling",
+			lines: []string{"go test -race /work/redis", ev("start", other, "", ""),
+				ev("output", other, "", "ok  \t"+other+"\t0.01s\n"), ev("pass", other, "", "")},
+			want: "    compiling: 4s into go test -race /work/redis\n",
+		},
+		{
+			name:  "nothing announced",
+			lines: []string{"something else"},
+			want:  "",
+		},
 	}
-	s.stillRunning()
-	want := "    running: retry/redis TestSlow (15s), retry/redis TestB (12s), retry/redis TestC (9s) and 1 more\n"
-	if out.String() != want {
-		t.Errorf("got %q, want %q", out.String(), want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			s := newSummary(&out, false)
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			s.now = func() time.Time { return now }
+			for _, l := range tt.lines {
+				s.line(l)
+				now = now.Add(time.Second)
+			}
+			out.Reset()
+			s.stillRunning()
+			if out.String() != tt.want {
+				t.Errorf("got %q, want %q", out.String(), tt.want)
+			}
+		})
 	}
 }
 
@@ -216,6 +252,7 @@ func TestSub(t *testing.T) {
 `,
 		"b/b_test.go": "package b\n\nfunc broken( {}\n",
 		"c/c.go":      "package c\n",
+		"d/d_test.go": "package d\n\nimport \"testing\"\n\nfunc BenchmarkD(b *testing.B) {}\n",
 	}
 	for name, text := range files {
 		path := filepath.Join(dir, name)
@@ -240,9 +277,13 @@ func TestSub(t *testing.T) {
 		"    a_test.go:6: boom",
 		"--- FAIL: TestFail",
 		"FAIL\texample.com/m/a",
+		"ok  \texample.com/m/d\t",
 		"skipped 2: 2× needs a database (a)",
 		"3 passed, 2 failed, 2 skipped", // TestPass, TestSub, TestSub/ok; TestFail and package b
-	}, []string{"=== RUN", "--- SKIP", "--- PASS"})
+	}, []string{"=== RUN", "--- SKIP", "--- PASS", "no tests to run"})
+	if !strings.Contains(out.String(), "s [benchmarks only: make bench runs them]\n") {
+		t.Errorf("the benchmarks-only package's ok line does not say so:\n%s", out.String())
+	}
 	if !strings.Contains(out.String(), "example.com/m/b failed outside its tests") {
 		t.Errorf("package b's build failure is not reported:\n%s", out.String())
 	}
