@@ -39,7 +39,7 @@ and a full outage in the middle) and send it the same workload twice: with a pla
 then with retry.Transport (the default policy and retry budget, plus a circuit breaker). Then
 compare them side by side: requests that succeeded, attempts, waits, breaker trips, and the load
 on the server during the outage. It needs no flag and ends by itself in about 20 seconds.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := runDemo(cmd.Context(), e)
 			return err

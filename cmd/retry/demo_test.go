@@ -76,8 +76,4 @@ func TestShowProgress(t *testing.T) {
 			t.Errorf("progress %s, terminal %v: %v, want %v", c.progress, c.terminal, got, c.want)
 		}
 	}
-	_, stderr, code := cli(t, "", "demo", "now")
-	if code != exitUsage || !strings.Contains(stderr, `unknown command "now"`) {
-		t.Errorf("demo now: status %d, stderr %q", code, stderr)
-	}
 }

@@ -184,6 +184,15 @@ func line(err error) string {
 	return msg
 }
 
+// noArgs refuses any argument to a command that takes only flags.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s: argument = %q: must be none; %s takes only flags (see %s --help)",
+			cmd.Name(), args[0], cmd.Name(), cmd.CommandPath())
+	}
+	return nil
+}
+
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "retry",

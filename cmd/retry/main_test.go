@@ -95,7 +95,19 @@ func TestUsageErrors(t *testing.T) {
 		{name: "bad param", args: []string{"schedule", "--preset", "daycry", "--param", "multiplier=0.5"}, want: `flag --param multiplier = "0.5": must be a number in [1, 1e6]`},
 		{name: "param without preset", args: []string{"schedule", "--param", "base=1s"}, want: "flag --param: needs --preset"},
 		{name: "samples", args: []string{"schedule", "--samples", "0"}, want: "flag --samples = 0: must be in [1, 100000]"},
-		{name: "stray argument", args: []string{"schedule", "extra"}, want: `unknown command "extra"`},
+		{name: "stray argument", args: []string{"schedule", "extra"}, want: `retry: schedule: argument = "extra": must be none; schedule takes only flags (see retry schedule --help)`},
+		{name: "stray argument to sim", args: []string{"sim", "--rate", "5", "extra"}, want: `retry: sim: argument = "extra": must be none`},
+		{name: "stray argument to demo", args: []string{"demo", "now"}, want: `retry: demo: argument = "now": must be none`},
+		{name: "param duration negative", args: []string{"schedule", "--preset", "ratchet", "--param", "base=-5s"}, want: `retry: flag --param base = "-5s": must be > 0`},
+		{name: "param duration negative ISO", args: []string{"schedule", "--preset", "daycry", "--param", "max=-PT5M"}, want: `flag --param max = "-PT5M": must be > 0`},
+		{name: "param duration zero", args: []string{"schedule", "--preset", "ratchet", "--param", "base=0"}, want: `flag --param base = "0": must be > 0`},
+		{name: "param duration negative, 0 allowed", args: []string{"schedule", "--preset", "zizq", "--param", "jitter=-1s"}, want: `flag --param jitter = "-1s": must be >= 0`},
+		{name: "param negative without a unit", args: []string{"schedule", "--preset", "zizq", "--param", "jitter=-3"}, want: `flag --param jitter = "-3": must be a duration with a unit`},
+		{name: "param word, upper case as in the help", args: []string{"schedule", "--preset", "ratchet", "--param", "backoff=WAT"}, want: `retry: flag --param backoff = "WAT": must be NONE, FIXED or EXPONENTIAL (in any case)`},
+		{name: "param word, lower case as in the help", args: []string{"schedule", "--preset", "daycry", "--param", "strategy=x"}, want: `flag --param strategy = "x": must be none, fixed or exponential (in any case)`},
+		{name: "inline policy, an array", args: []string{"schedule", "--policy", "[1,2]"}, want: `[1,2]: must be a JSON object`},
+		{name: "inline policy, a number", args: []string{"schedule", "--policy", "3"}, want: `3: must be a JSON object`},
+		{name: "inline policy, an array cut short", args: []string{"schedule", "--policy", "[1,2"}, want: `[1,2`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,6 +133,13 @@ func TestHelp(t *testing.T) {
 		stdout, stderr, code := cli(t, "", args...)
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage:") {
 			t.Errorf("%v: status %d, stderr %q, stdout %q", args, code, stderr, stdout)
+		}
+	}
+	// A preset's words are listed in the help as its errors list them.
+	stdout, _, _ := cli(t, "", "schedule", "--help")
+	for _, w := range []string{"NONE, FIXED or EXPONENTIAL", "none, fixed or exponential", "retryBackoffJitter: true or false"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("schedule --help lacks %q", w)
 		}
 	}
 	// Preset parameters say what a duration is.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"slices"
@@ -118,16 +119,23 @@ func (f *policyFlags) anyField(shape bool) bool {
 	return false
 }
 
-// readSource reads --policy: inline JSON, "-" for stdin, or a file.
+// readSource reads --policy: inline JSON, "-" for stdin, or a file. Text
+// that starts as a JSON object or array does, or that is JSON and names no
+// file, is inline JSON, so that a policy that is not an object is reported
+// as such rather than as a missing file.
 func readSource(src string, stdin io.Reader) (data []byte, name string, err error) {
-	switch t := strings.TrimSpace(src); {
-	case strings.HasPrefix(t, "{"):
+	t := strings.TrimSpace(src)
+	switch {
+	case strings.HasPrefix(t, "{") || strings.HasPrefix(t, "["):
 		return []byte(t), "policy", nil
 	case t == "-":
 		data, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
 		return data, "stdin", err
 	}
 	data, err = os.ReadFile(src)
+	if errors.Is(err, fs.ErrNotExist) && json.Valid([]byte(t)) {
+		return []byte(t), "policy", nil
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("flag --policy = %q: %v", src, unwrapPath(err))
 	}

@@ -19,8 +19,13 @@ type preset struct {
 	build  func(v *values) (retry.Policy, error)
 }
 
-// param is one parameter of a preset, with its default.
-type param struct{ name, def, about string }
+// param is one parameter of a preset, with its default. A parameter that
+// takes one of a few words lists them in choices, spelled as the system
+// spells them; they are read in any case.
+type param struct {
+	name, def, about string
+	choices          []string
+}
 
 const day = 24 * time.Hour
 
@@ -28,12 +33,12 @@ var presets = map[string]preset{
 	"ratchet": {
 		about: "Ratchet: maxRetries N is N+1 attempts; EXPONENTIAL doubles from base, capped at min(24h, base·2^20), no jitter",
 		params: []param{
-			{"retries", "5", "maxRetries"},
-			{"base", "1s", "base delay"},
-			{"backoff", "exponential", "NONE, FIXED or EXPONENTIAL"},
+			{name: "retries", def: "5", about: "maxRetries"},
+			{name: "base", def: "1s", about: "base delay"},
+			{name: "backoff", def: "EXPONENTIAL", choices: []string{"NONE", "FIXED", "EXPONENTIAL"}},
 		},
 		build: func(v *values) (retry.Policy, error) {
-			n, base, kind := v.retries("retries"), v.duration("base"), v.word("backoff", "none", "fixed", "exponential")
+			n, base, kind := v.retries("retries"), v.duration("base"), v.word("backoff")
 			if v.err != nil {
 				return retry.Policy{}, v.err
 			}
@@ -60,16 +65,16 @@ var presets = map[string]preset{
 	"daycry": {
 		about: "Daycry Jobs: the first retry waits base, then base·multiplier^(n-1) up to max, ±15% jitter",
 		params: []param{
-			{"retries", "4", "retries after the first attempt"},
-			{"base", "5s", "retryBackoffBase"},
-			{"multiplier", "2", "retryBackoffMultiplier"},
-			{"max", "300s", "retryBackoffMax"},
-			{"strategy", "exponential", "none, fixed or exponential"},
-			{"jitter", "true", "retryBackoffJitter: true or false"},
+			{name: "retries", def: "4", about: "retries after the first attempt"},
+			{name: "base", def: "5s", about: "retryBackoffBase"},
+			{name: "multiplier", def: "2", about: "retryBackoffMultiplier"},
+			{name: "max", def: "300s", about: "retryBackoffMax"},
+			{name: "strategy", def: "exponential", choices: []string{"none", "fixed", "exponential"}},
+			{name: "jitter", def: "true", about: "retryBackoffJitter", choices: []string{"true", "false"}},
 		},
 		build: func(v *values) (retry.Policy, error) {
 			n, base, mult, top := v.retries("retries"), v.duration("base"), v.number("multiplier"), v.duration("max")
-			kind, jitter := v.word("strategy", "none", "fixed", "exponential"), v.word("jitter", "true", "false")
+			kind, jitter := v.word("strategy"), v.word("jitter")
 			if v.err != nil {
 				return retry.Policy{}, v.err
 			}
@@ -92,10 +97,10 @@ var presets = map[string]preset{
 	"zizq": {
 		about: "Zizq: t = B + a^E + a·rand(0..J) with a the retry number: polynomial from 1s, offset B, additive jitter J",
 		params: []param{
-			{"retries", "25", "retry limit"},
-			{"base", "15s", "B, added to every delay"},
-			{"exponent", "4", "E"},
-			{"jitter", "30s", "J (0 for none)"},
+			{name: "retries", def: "25", about: "retry limit"},
+			{name: "base", def: "15s", about: "B, added to every delay"},
+			{name: "exponent", def: "4", about: "E"},
+			{name: "jitter", def: "30s", about: "J (0 for none)"},
 		},
 		build: func(v *values) (retry.Policy, error) {
 			n, b, e, j := v.retries("retries"), v.duration("base"), v.number("exponent"), v.durationOrZero("jitter")
@@ -131,7 +136,7 @@ func presetHelp() string {
 		pr := presets[name]
 		fmt.Fprintf(&b, "  %-8s %s\n", name, pr.about)
 		for _, p := range pr.params {
-			fmt.Fprintf(&b, "           %-10s %-12s %s\n", p.name, p.def, p.about)
+			fmt.Fprintf(&b, "           %-10s %-12s %s\n", p.name, p.def, p.describe())
 		}
 	}
 	return b.String()
@@ -167,6 +172,26 @@ func (v *values) get(name string) string {
 	return ""
 }
 
+// describe says what p is; the words a parameter takes are listed as its
+// errors list them.
+func (p param) describe() string {
+	if len(p.choices) == 0 {
+		return p.about
+	}
+	if p.about == "" {
+		return oneOf(p.choices)
+	}
+	return p.about + ": " + oneOf(p.choices)
+}
+
+// oneOf lists words as "a, b or c".
+func oneOf(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
 func paramNames(params []param) []string {
 	var names []string
 	for _, p := range params {
@@ -193,25 +218,52 @@ func (v *values) retries(name string) int {
 	return n
 }
 
+// duration reads a duration parameter that must be > 0.
 func (v *values) duration(name string) time.Duration {
-	d := v.durationOrZero(name)
-	if d == 0 {
+	d, ok := v.signedDuration(name)
+	if ok && d <= 0 {
 		v.fail(name, v.get(name), "must be > 0")
 	}
 	return d
 }
 
+// durationOrZero reads a duration parameter that must be >= 0.
 func (v *values) durationOrZero(name string) time.Duration {
-	s := v.get(name)
-	d, err := retry.ParseDuration(s)
-	_, bare := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	switch {
-	case err != nil || (bare == nil && d != 0):
-		v.fail(name, s, "must be a duration with a unit, such as 1.5s, 500ms or PT1.5S")
-	case d < 0:
-		v.fail(name, s, "must be >= 0")
+	d, ok := v.signedDuration(name)
+	if ok && d < 0 {
+		v.fail(name, v.get(name), "must be >= 0")
 	}
 	return d
+}
+
+// signedDuration reads a duration parameter, with its unit (0 may go
+// without one) and possibly negative, for the caller to name the rule a
+// negative value breaks; ok is false when it is not a duration.
+func (v *values) signedDuration(name string) (d time.Duration, ok bool) {
+	s := v.get(name)
+	d, err := parseSigned(s)
+	_, bare := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || (bare == nil && d != 0) {
+		v.fail(name, s, "must be a duration with a unit, such as 1.5s, 500ms or PT1.5S")
+		return 0, false
+	}
+	return d, true
+}
+
+// parseSigned reads a duration as retry.ParseDuration does, and a negative
+// one too, so that its error can say the rule a negative value breaks
+// rather than call it not a duration.
+func parseSigned(s string) (time.Duration, error) {
+	d, err := retry.ParseDuration(s)
+	if err == nil {
+		return d, nil
+	}
+	if abs, neg := strings.CutPrefix(strings.TrimSpace(s), "-"); neg {
+		if d, err2 := retry.ParseDuration(abs); err2 == nil && d > 0 {
+			return -d, nil
+		}
+	}
+	return 0, err
 }
 
 func (v *values) number(name string) float64 {
@@ -223,10 +275,18 @@ func (v *values) number(name string) float64 {
 	return f
 }
 
-func (v *values) word(name string, allowed ...string) string {
-	s := strings.ToLower(v.get(name))
-	if !slices.Contains(allowed, s) {
-		v.fail(name, v.get(name), "must be "+strings.Join(allowed, ", "))
+// word reads a parameter that takes one of its choices, in any case, and
+// returns it in lower case.
+func (v *values) word(name string) string {
+	s := v.get(name)
+	var choices []string
+	for _, p := range v.params {
+		if p.name == name {
+			choices = p.choices
+		}
 	}
-	return s
+	if !slices.ContainsFunc(choices, func(c string) bool { return strings.EqualFold(c, s) }) {
+		v.fail(name, s, "must be "+oneOf(choices)+" (in any case)")
+	}
+	return strings.ToLower(s)
 }

@@ -172,7 +172,7 @@ schedule, between the min and max drawn; --seed makes the draws reproducible.
 		Example: `  retry schedule --preset ratchet --param retries=20
   retry schedule --preset zizq --jitter none --json
   retry schedule --policy '{"max_attempts": 6, "initial_interval": "PT0.2S"}' --samples 10000`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, label, err := pf.policy(e.stdin)
 			if err != nil {
@@ -244,8 +244,9 @@ func (s schedule) writeText(w io.Writer, samples int) {
 	}
 }
 
-// human formats d for people: whole units past a minute (days past 48
-// hours, zero units left out), and no more digits than a schedule needs.
+// human formats d for people: whole units past a minute (days once past
+// a day, so 24h but 1d20h26m55s and 2d; zero units left out), and no more
+// digits than a schedule needs.
 func human(d time.Duration) string {
 	if d < time.Minute {
 		switch {
@@ -260,7 +261,7 @@ func human(d time.Duration) string {
 	}
 	d = d.Round(time.Second)
 	var b strings.Builder
-	if d >= 48*time.Hour {
+	if d > day {
 		fmt.Fprintf(&b, "%dd", d/day)
 		d %= day
 	}

@@ -72,7 +72,7 @@ The circuit breaker is left out: it measures its open period on real time.`,
   retry sim --rate 100 --duration 1m --outage 10s:20s --capacity 120
   retry sim --contention
   retry sim --hedge --plot hedge.svg`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			flags := cmd.Flags()
 			if err := simFlagsApply(flags, contend, hedge); err != nil {
@@ -257,12 +257,22 @@ func parseOutage(v string) (start, end time.Duration, err error) {
 		return 0, 0, nil
 	}
 	a, b, ok := strings.Cut(v, ":")
-	s, err1 := retry.ParseDuration(a)
-	l, err2 := retry.ParseDuration(b)
-	if !ok || err1 != nil || err2 != nil || s < 0 || l <= 0 || s > 366*day || l > 366*day {
-		return 0, 0, usagef("flag --outage = %q: must be START:LENGTH, two durations such as 30s:60s, the length > 0", v)
+	s, err1 := parseSigned(a)
+	l, err2 := parseSigned(b)
+	rule := ""
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		rule = "must be START:LENGTH, two durations such as 30s:60s"
+	case s < 0:
+		rule = "START must be >= 0"
+	case l <= 0:
+		rule = "LENGTH must be > 0"
+	case s > 366*day || l > 366*day:
+		rule = "START and LENGTH must be at most 366 days each"
+	default:
+		return s, s + l, nil
 	}
-	return s, s + l, nil
+	return 0, 0, usagef("flag --outage = %q: %s", v, rule)
 }
 
 // parseBudget reads --budget; nil means the default budget.

@@ -200,7 +200,11 @@ func TestSimUsage(t *testing.T) {
 		want string
 	}{
 		{args: []string{"--rate", "0"}, want: "flag --rate = 0: must be in (0, 1e6]"},
-		{args: []string{"--outage", "30s"}, want: `flag --outage = "30s": must be START:LENGTH`},
+		{args: []string{"--outage", "30s"}, want: `flag --outage = "30s": must be START:LENGTH, two durations such as 30s:60s`},
+		{args: []string{"--outage", "-5s:10s"}, want: `flag --outage = "-5s:10s": START must be >= 0`},
+		{args: []string{"--outage", "5s:-10s"}, want: `flag --outage = "5s:-10s": LENGTH must be > 0`},
+		{args: []string{"--outage", "5s:0s"}, want: `flag --outage = "5s:0s": LENGTH must be > 0`},
+		{args: []string{"--outage", "P400D:1s"}, want: `flag --outage = "P400D:1s": START and LENGTH must be at most 366 days each`},
 		{args: []string{"--budget", "ratio=x"}, want: `flag --budget = "ratio=x": ratio = "x"`},
 		{args: []string{"--budget", "spare=1"}, want: `"spare" is not ratio, reserve or window`},
 		{args: []string{"--fail-rate", "2"}, want: "flag --fail-rate = 2: must be in [0, 1]"},
