@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,9 +20,50 @@ import (
 	"github.com/steadyhq/retry/redact"
 )
 
-// exitHTTPError is get's status for a response of 400 or more with --fail,
-// as curl's.
-const exitHTTPError = 22
+// get's exit statuses, as curl's: a response of 400 or more with --fail,
+// and, when no response came, why.
+const (
+	exitHTTPError = 22 // a final status of 400 or more, with --fail
+	exitResolve   = 6  // the host could not be resolved
+	exitConnect   = 7  // no connection could be made
+	exitTimeout   = 28 // the time ran out: --timeout, or --attempt-timeout on the last attempt
+	exitTLS       = 35 // the TLS handshake failed
+	exitTLSCert   = 60 // the server's certificate was not trusted
+	exitRecv      = 56 // the connection failed before a response: reset or closed
+)
+
+// noResponseStatus is get's exit status for the error of a request that
+// got no response, by its last attempt's error: as curl's where curl has
+// one, else exitFailure.
+func noResponseStatus(err error) int {
+	var (
+		dns  *net.DNSError
+		op   *net.OpError
+		cert *tls.CertificateVerificationError
+		rec  tls.RecordHeaderError
+		alrt tls.AlertError
+		ne   net.Error
+	)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return exitFailure
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return exitTimeout
+	case errors.As(err, &dns):
+		return exitResolve
+	case errors.As(err, &op) && op.Op == "dial":
+		return exitConnect
+	case errors.As(err, &cert) || errors.As(err, new(x509.UnknownAuthorityError)) ||
+		errors.As(err, new(x509.HostnameError)) || errors.As(err, new(x509.CertificateInvalidError)):
+		return exitTLSCert
+	case errors.As(err, &rec) || errors.As(err, &alrt) || strings.HasPrefix(retry.TypeOf(err), "tls."):
+		return exitTLS
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.As(err, &op) || retry.TypeOf(err) == "net.eof" || retry.TypeOf(err) == "net.connection_reset":
+		return exitRecv
+	}
+	return exitFailure
+}
 
 func newGet(e *env) *cobra.Command {
 	var (
@@ -43,7 +89,14 @@ requests with an Idempotency-Key are retried after they may have been sent (--re
 --idempotency-key change that), and Retry-After is honoured.
 
 The exit status is 0 when a response arrived, whatever its status (22 with --fail and a status
-of 400 or more), and 1 when none did.
+of 400 or more). When none did, it says why, by the last attempt's error, as curl's does:
+   6  the host could not be resolved
+   7  no connection could be made (refused, unreachable)
+  28  the time ran out: --timeout, or --attempt-timeout on the last attempt
+  35  the TLS handshake failed
+  56  the connection failed before a response (reset, or closed by the server)
+  60  the server's certificate was not trusted
+and 1 for any other failure, such as an interrupt.
 
 ` + presetHelp(),
 		Example: `  retry get http://127.0.0.1:8080/health
@@ -122,7 +175,8 @@ of 400 or more), and 1 when none did.
 			resp, err := client.Do(req)
 			attempts := r.Stats().Attempts
 			if err != nil {
-				return failed(fmt.Errorf("%s %s: %s", method, redact.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: ")))
+				return &exitStatus{code: noResponseStatus(err),
+					err: fmt.Errorf("%s %s: %s", method, redact.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: "))}
 			}
 			defer resp.Body.Close()
 			fmt.Fprintf(e.stderr, "retry: %s %s after %d %s in %s\n", resp.Proto, resp.Status, attempts,

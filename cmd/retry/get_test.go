@@ -114,8 +114,120 @@ func TestGet(t *testing.T) {
 	}
 }
 
+// rawServer listens on loopback and hands each connection to serve, which
+// owns it; it stops with the test, closing what serve left open.
+func rawServer(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() { serve(c) })
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// readRequest reads the request's head from c.
+func readRequest(c net.Conn) {
+	buf := make([]byte, 4096)
+	var got []byte
+	for !strings.Contains(string(got), "\r\n\r\n") {
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		got = append(got, buf[:n]...)
+	}
+}
+
+// TestGetExitStatus: when no response came, get's exit status says why,
+// as curl's does, against real loopback servers: a closed port, a name
+// that does not resolve, a server that never answers, one that resets or
+// closes the connection, one that does not speak TLS, one whose
+// certificate is not trusted. Each ends with one line on stderr.
+func TestGetExitStatus(t *testing.T) {
+	// A closed port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	silent := rawServer(t, func(c net.Conn) { readRequest(c) })
+	reset := rawServer(t, func(c net.Conn) {
+		readRequest(c)
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	})
+	hangUp := rawServer(t, func(c net.Conn) {
+		readRequest(c)
+		c.Close()
+	})
+	plain := httptest.NewServer(&scripted{script: []int{200}})
+	defer plain.Close()
+	untrusted := httptest.NewTLSServer(&scripted{script: []int{200}})
+	defer untrusted.Close()
+	// A name with a label over 63 bytes (RFC 1035) is never sent to DNS:
+	// Go's resolver reports no such host at once, offline or not.
+	unresolvable := strings.Repeat("x", 64) + ".invalid"
+	defer func(v bool) { net.DefaultResolver.PreferGo = v }(net.DefaultResolver.PreferGo)
+	net.DefaultResolver.PreferGo = true
+
+	cases := []struct {
+		name string
+		url  string
+		args []string
+		code int
+		last string // in the last line
+	}{
+		{name: "connection refused", url: "http://" + closed + "/", code: exitConnect, last: "connection refused"},
+		{name: "unknown host", url: "http://" + unresolvable + "/", code: exitResolve, last: "no such host"},
+		{name: "no answer in --timeout", url: "http://" + silent + "/", args: []string{"--timeout", "100ms"}, code: exitTimeout},
+		{name: "no answer in --attempt-timeout", url: "http://" + silent + "/", args: []string{"--attempt-timeout", "50ms"}, code: exitTimeout},
+		{name: "connection reset", url: "http://" + reset + "/", code: exitRecv},
+		{name: "connection closed", url: "http://" + hangUp + "/", code: exitRecv, last: "EOF"},
+		{name: "not TLS", url: strings.Replace(plain.URL, "http:", "https:", 1), code: exitTLS},
+		{name: "untrusted certificate", url: untrusted.URL, code: exitTLSCert, last: "certificate"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"get", "--attempts", "1"}, c.args...)
+			stdout, stderr, code := cli(t, "", append(args, c.url)...)
+			if code != c.code || stdout != "" {
+				t.Errorf("status %d, want %d; stdout %q", code, c.code, stdout)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if last := lines[len(lines)-1]; len(lines) != 2 || !strings.HasPrefix(last, "retry: GET ") || !strings.Contains(last, c.last) {
+				t.Errorf("stderr, want an attempt's line then the outcome's with %q:\n%s", c.last, stderr)
+			}
+		})
+	}
+}
+
 // TestGetNoResponse: nothing listening: every attempt is refused, and get
-// ends with one line and status 1.
+// ends with one line and status 7, as curl's.
 func TestGetNoResponse(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,7 +236,7 @@ func TestGetNoResponse(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	stdout, stderr, code := cli(t, "", "get", "--initial", "1ms", "--attempts", "2", "http://"+addr+"/")
-	if code != exitFailure || stdout != "" {
+	if code != exitConnect || stdout != "" {
 		t.Errorf("status %d, stdout %q", code, stdout)
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")

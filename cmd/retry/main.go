@@ -8,7 +8,10 @@
 //	retry get URL                               a request through retry.Transport, attempts on stderr
 //
 // A bad flag or a bad policy is reported on one line of standard error with
-// exit status 2; `retry run` exits with the command's own final status.
+// exit status 2; `retry run` exits with the command's own final status, and
+// `retry get`, when no response came, with curl's status for the cause (6
+// the host did not resolve, 7 no connection, 28 timed out; see retry get
+// --help).
 //
 // Install it with
 //
