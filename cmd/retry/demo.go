@@ -209,17 +209,7 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 func drive(ctx context.Context, e *env, srv *flaky, client *http.Client, name, url string) demoSide {
 	n := int(demoRate * demoDuration.Seconds())
 	s := demoSide{Name: name, Requests: n, Failures: map[string]int{}}
-	var bar *progressbar.ProgressBar
-	if e.showProgress() {
-		bar = progressbar.NewOptions(n,
-			progressbar.OptionSetWriter(e.stderr),
-			progressbar.OptionSetDescription("   "+name),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
+	bar := e.newProgress(n, "   "+name)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var done atomic.Int64
@@ -258,19 +248,56 @@ func drive(ctx context.Context, e *env, srv *flaky, client *http.Client, name, u
 			}
 			mu.Unlock()
 			done.Add(1)
-			if bar != nil {
-				bar.Add(1)
-			}
+			bar.add(1)
 		})
 	}
 	wg.Wait()
-	if bar != nil {
-		bar.Finish()
-	}
+	bar.finish()
 	s.Hits, s.OutageHits = srv.counts()
 	slices.Sort(s.Latencies)
 	fmt.Fprintf(e.stdout, "   %d requests in %s\n\n", done.Load(), human(time.Since(start).Round(10*time.Millisecond)))
 	return s
+}
+
+// progress is a progress bar on stderr, safe for concurrent use; a nil
+// *progress draws nothing.
+type progress struct{ bar *progressbar.ProgressBar }
+
+// newProgress returns a bar of n steps labelled desc, or nil when progress
+// is not shown (see showProgress). The bar is cleared when it finishes.
+func (e *env) newProgress(n int, desc string) *progress {
+	if !e.showProgress() {
+		return nil
+	}
+	return &progress{progressbar.NewOptions(n,
+		progressbar.OptionSetWriter(e.stderr),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+// add moves the bar n steps on.
+func (p *progress) add(n int) {
+	if p != nil {
+		p.bar.Add(n)
+	}
+}
+
+// describe changes the bar's label.
+func (p *progress) describe(desc string) {
+	if p != nil {
+		p.bar.Describe(desc)
+	}
+}
+
+// finish completes the bar and clears it.
+func (p *progress) finish() {
+	if p != nil {
+		p.bar.Finish()
+	}
 }
 
 // get performs one GET; it returns "" on success, or why it failed.

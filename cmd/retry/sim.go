@@ -79,7 +79,7 @@ The circuit breaker is left out: it measures its open period on real time.`,
 				return err
 			}
 			if hedge {
-				return runHedgeSim(e, seed, asJSON, plotFile)
+				return runHedgeSim(e, defaultHedgeSim(seed), asJSON, plotFile)
 			}
 			if contend {
 				n := 100
@@ -100,7 +100,7 @@ The circuit breaker is left out: it measures its open period on real time.`,
 					}
 					kinds = []string{k}
 				}
-				return runContention(e.stdout, n, runs, seed, kinds, asJSON)
+				return runContention(e, n, runs, seed, kinds, asJSON)
 			}
 			p, label, err := pf.policy(e.stdin)
 			if err != nil {
@@ -411,10 +411,16 @@ type contentionRow struct {
 	Runs     int     `json:"runs"`
 }
 
-func runContention(w io.Writer, clients, runs int, seed uint64, kinds []string, asJSON bool) error {
+// runContention runs sim --contention: runs of each of kinds, a progress
+// bar of every run on stderr when progress is shown.
+func runContention(e *env, clients, runs int, seed uint64, kinds []string, asJSON bool) error {
+	w := e.stdout
 	var rows []contentionRow
+	bar := e.newProgress(len(kinds)*runs, "contention")
+	defer bar.finish()
 	for _, k := range kinds {
 		row := contentionRow{Strategy: k, Runs: runs}
+		bar.describe(k)
 		for i := range runs {
 			c := &contention{clients: clients, net: 10 * time.Millisecond, netSD: 2 * time.Millisecond,
 				seed: seed + uint64(i), policy: contentionPolicy(k), budget: retry.Budget{Off: true}}
@@ -427,11 +433,13 @@ func runContention(w io.Writer, clients, runs int, seed uint64, kinds []string, 
 			}
 			row.Calls += float64(res.Calls)
 			row.TimeMS += ms(res.Time)
+			bar.add(1)
 		}
 		row.Calls /= float64(runs)
 		row.TimeMS /= float64(runs)
 		rows = append(rows, row)
 	}
+	bar.finish()
 	if asJSON {
 		return writeJSON(w, rows)
 	}
@@ -445,8 +453,14 @@ func runContention(w io.Writer, clients, runs int, seed uint64, kinds []string, 
 	return tw.Flush()
 }
 
-// runHedgeSim runs sim --hedge.
-func runHedgeSim(e *env, seed uint64, asJSON bool, plotFile string) error {
+// defaultHedgeSim is the setup of sim --hedge.
+func defaultHedgeSim(seed uint64) *hedgeSim {
+	return &hedgeSim{requests: 20000, workers: 200, base: 10 * time.Millisecond, slowP: 0.01, slowX: 100, pct: 95, seed: seed}
+}
+
+// runHedgeSim runs sim --hedge on s, a progress bar of each run on stderr
+// when progress is shown.
+func runHedgeSim(e *env, s *hedgeSim, asJSON bool, plotFile string) error {
 	format := ""
 	if plotFile != "" {
 		var err error
@@ -457,7 +471,7 @@ func runHedgeSim(e *env, seed uint64, asJSON bool, plotFile string) error {
 			return err
 		}
 	}
-	s := &hedgeSim{requests: 20000, workers: 200, base: 10 * time.Millisecond, slowP: 0.01, slowX: 100, pct: 95, seed: seed}
+	s.progress = e.newProgress
 	res, err := s.run()
 	if err != nil {
 		return err

@@ -94,6 +94,39 @@ func TestContention(t *testing.T) {
 	}
 }
 
+// TestContentionProgress: with --progress always, sim --contention draws a
+// bar of its runs on stderr (every strategy's runs); without it, on a
+// stderr that is not a terminal, nothing. Stdout is the same either way.
+func TestContentionProgress(t *testing.T) {
+	args := []string{"sim", "--contention", "--runs", "3", "--clients", "10"}
+	cases := []struct {
+		name     string
+		progress string
+		stderr   []string // in stderr; none means stderr is empty
+	}{
+		{name: "always", progress: "always", stderr: []string{"/15)", "no-backoff"}},
+		{name: "auto, not a terminal", progress: "auto"},
+		{name: "never", progress: "never"},
+	}
+	want, _, _ := cli(t, "", args...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", append(args, "--progress", c.progress)...)
+			if code != 0 || stdout != want {
+				t.Errorf("status %d, stdout %q, want %q", code, stdout, want)
+			}
+			if len(c.stderr) == 0 && stderr != "" {
+				t.Errorf("stderr %q, want nothing", stderr)
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q: %q", w, stderr)
+				}
+			}
+		})
+	}
+}
+
 // TestSimOutage: a 60 s outage at 100 requests per second. The default
 // budget holds the load during the outage near 1.15× the requests; without
 // it, three attempts per request reach the server.

@@ -33,6 +33,9 @@ type hedgeSim struct {
 	slowX    float64       // by this factor
 	pct      float64       // the hedge delay's percentile
 	seed     uint64
+	// progress, when set, returns a bar for one run of n calls labelled
+	// desc; nil draws none.
+	progress func(n int, desc string) *progress
 }
 
 // hedgeRow is one run's latencies, in milliseconds, and its attempts.
@@ -92,6 +95,11 @@ func (s *hedgeSim) once(hedge bool) (hedgeRow, error) {
 	// A warm-up of one call per worker, not measured, gives the adaptive
 	// delay its first latencies; the measured calls come after it.
 	warm := s.workers
+	var bar *progress
+	if s.progress != nil {
+		bar = s.progress(warm+s.requests, row.Mode)
+	}
+	defer bar.finish()
 	lat := make([]time.Duration, warm+s.requests)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -108,6 +116,7 @@ func (s *hedgeSim) once(hedge bool) (hedgeRow, error) {
 						return struct{}{}, sleepCtx(ctx, s.latency(i, retry.AttemptFrom(ctx)))
 					}, r)
 					lat[i] = time.Since(start)
+					bar.add(1)
 				}
 			})
 		}

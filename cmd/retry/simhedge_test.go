@@ -31,6 +31,37 @@ func TestHedgeSim(t *testing.T) {
 	}
 }
 
+// TestHedgeSimProgress: sim --hedge draws a bar of each run's calls (the
+// warm-up's included) on stderr when progress is shown, and nothing when it
+// is not; scaled down to 300 calls.
+func TestHedgeSimProgress(t *testing.T) {
+	for _, c := range []struct {
+		progress string
+		want     []string
+	}{
+		{progress: "always", want: []string{"no hedging", "hedging at p95", "/310)"}},
+		{progress: "never"},
+	} {
+		var out, errb strings.Builder
+		e := &env{stdout: &out, stderr: &errb, progress: c.progress}
+		s := &hedgeSim{requests: 300, workers: 10, base: time.Millisecond, slowP: 0.01, slowX: 10, pct: 95, seed: 1}
+		if err := runHedgeSim(e, s, false, ""); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "300 requests, 10 at a time") {
+			t.Errorf("progress %s: stdout %q", c.progress, out.String())
+		}
+		if len(c.want) == 0 && errb.Len() > 0 {
+			t.Errorf("progress %s: stderr %q, want nothing", c.progress, errb.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("progress %s: stderr lacks %q: %q", c.progress, w, errb.String())
+			}
+		}
+	}
+}
+
 // TestHedgeSimFlags: --hedge takes only --seed, --json and --plot.
 func TestHedgeSimFlags(t *testing.T) {
 	_, stderr, code := cli(t, "", "sim", "--hedge", "--rate", "5")
