@@ -12,10 +12,10 @@ STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)-$(shell go env GOVERSIO
 # Every module of the workspace (go.work).
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 
-.PHONY: test setup vet lint unit tidy fuzz bench demo chaos-soak
+.PHONY: test setup vet lint unit installcheck tidy fuzz bench demo chaos-soak
 
-## test: installs what the tests need (scripts/setup.sh), then vet, gofmt, staticcheck, tidy go.mod files and the race-enabled tests of every module
-test: setup vet lint unit
+## test: installs what the tests need (scripts/setup.sh), then vet, gofmt, staticcheck, tidy go.mod files, the race-enabled tests of every module and README's install commands
+test: setup vet lint unit installcheck
 
 ## setup: install make, a C compiler and redis-server when missing, or stop with the command to run
 setup:
@@ -46,6 +46,10 @@ unit: setup
 		go test -count=1 -json -run 'Allocs$$' . 2>&1 || rc=1; \
 		exit $$rc; } | go run ./scripts/testsummary
 
+## installcheck: README's install commands, run in a module outside the clone, then a program using the root and each nested library module
+installcheck:
+	@scripts/installcheck/run.sh
+
 ## tidy: rewrite the go.mod and go.sum files of the nested modules
 tidy:
 	scripts/tidy.sh
@@ -63,9 +67,15 @@ bench:
 	bench/run.sh
 
 ## demo: a plain client and retry.Transport against a flaky loopback server
+# Built into .bin, then run, so that a long first build is seen to be one.
 demo:
-	@echo "make demo: building cmd/retry (a first run downloads its modules: up to a minute), then: retry demo"
-	@go run ./cmd/retry demo
+	@echo "make demo: compiling cmd/retry into .bin/retry (about a minute the first time, after its downloads; seconds after that), then: retry demo"
+	@go build -o $(BIN)/retry ./cmd/retry & pid=$$!; \
+		for ((t = 15; ; t += 15)); do \
+			for ((i = 0; i < 15; i++)); do kill -0 $$pid 2>/dev/null || break 2; sleep 1; done; \
+			echo "    still compiling cmd/retry ($${t}s)"; \
+		done; wait $$pid
+	@$(BIN)/retry demo
 
 ## chaos-soak: the chaos suite with 200,000 requests
 chaos-soak:
