@@ -23,8 +23,22 @@ func durationRuleFor(err error) string {
 	return durationRule
 }
 
+// negativeError is a duration that would be valid but for its minus sign.
+type negativeError struct{ s string }
+
+func (e *negativeError) Error() string {
+	return "retry: duration " + strconv.Quote(clip(e.s)) + " is negative"
+}
+
+// isNegative reports whether err is that of a negative duration.
+func isNegative(err error) bool {
+	var ne *negativeError
+	return errors.As(err, &ne)
+}
+
 // jsonDuration reads a duration given as a JSON string or as a JSON number
-// of milliseconds without a fractional part.
+// of milliseconds without a fractional part. A negative duration, string or
+// number, is a *negativeError.
 func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
@@ -34,7 +48,10 @@ func jsonDuration(raw json.RawMessage) (time.Duration, error) {
 		return ParseDuration(s)
 	}
 	n, neg, ok := jsonWhole(raw)
-	if !ok || neg && n != 0 || n > uint64(math.MaxInt64/int64(time.Millisecond)) {
+	if ok && neg && n != 0 {
+		return 0, &negativeError{string(raw)}
+	}
+	if !ok || n > uint64(math.MaxInt64/int64(time.Millisecond)) {
 		return 0, errors.New("retry: " + clip(string(raw)) + " is not a whole number of milliseconds in range")
 	}
 	return time.Duration(n) * time.Millisecond, nil
@@ -94,7 +111,9 @@ func appendISO(b []byte, d time.Duration) []byte {
 // are refused for having no fixed length), as a Go duration ("1.5s",
 // "250ms") or as an integer number of milliseconds ("1500"). In ISO 8601,
 // the last component may have a decimal fraction, written with a point or a
-// comma between digits ("PT0.5S", not "PT.5S" or "PT5.S").
+// comma between digits ("PT0.5S", not "PT.5S" or "PT5.S"). A duration of
+// any of these forms with a minus sign is refused as negative, not as
+// unreadable.
 func ParseDuration(s string) (time.Duration, error) {
 	switch {
 	case s == "":
@@ -102,18 +121,27 @@ func ParseDuration(s string) (time.Duration, error) {
 	case s[0] == 'P' || s[0] == 'p':
 		return parseISO(s)
 	case s[0] == '-':
-		return 0, errors.New("retry: duration " + strconv.Quote(clip(s)) + " is negative")
+		switch d, err := ParseDuration(s[1:]); {
+		case err != nil:
+			return 0, notDuration(s)
+		case d == 0:
+			return 0, nil // "-0s", as JSON's -0
+		}
+		return 0, &negativeError{s}
 	case allDigits(s):
 		return parseMillis(s)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, errors.New("retry: " + strconv.Quote(clip(s)) + " is not a duration: ISO 8601 (\"PT1.5S\"), Go (\"1.5s\") or integer milliseconds")
+		return 0, notDuration(s)
 	}
-	if d < 0 {
-		return 0, errors.New("retry: duration " + strconv.Quote(clip(s)) + " is negative")
-	}
-	return d, nil
+	return d, nil // not negative: s does not begin with a minus sign
+}
+
+// notDuration is the error of a string that is no duration ParseDuration
+// reads.
+func notDuration(s string) error {
+	return errors.New("retry: " + strconv.Quote(clip(s)) + " is not a duration: ISO 8601 (\"PT1.5S\"), Go (\"1.5s\") or integer milliseconds")
 }
 
 func allDigits(s string) bool {

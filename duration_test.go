@@ -62,6 +62,34 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
+// TestParseDurationNegative: a duration of any form with a minus sign is
+// refused as negative; a minus sign before what is no duration is refused
+// as no duration; minus zero is zero.
+func TestParseDurationNegative(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // the error; "" for a duration of zero
+	}{
+		{in: "-1s", want: `retry: duration "-1s" is negative`},
+		{in: "-PT1S", want: `retry: duration "-PT1S" is negative`},
+		{in: "-1500", want: `retry: duration "-1500" is negative`},
+		{in: "-0s", want: ""},
+		{in: "-soon", want: `retry: "-soon" is not a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds`},
+		{in: "--1s", want: `retry: "--1s" is not a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			d, err := retry.ParseDuration(tt.in)
+			switch {
+			case tt.want == "" && (err != nil || d != 0):
+				t.Errorf("ParseDuration(%q) = %v, %v; want 0", tt.in, d, err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Errorf("ParseDuration(%q) = %v, %v; want %q", tt.in, d, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestParseDurationErrors: a string that is almost ISO 8601 is rejected
 // with an error that says what is wrong.
 func TestParseDurationErrors(t *testing.T) {

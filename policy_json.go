@@ -3,6 +3,7 @@ package retry
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"math/bits"
@@ -22,9 +23,15 @@ import (
 // false, or an object {"kind": k, "factor": f, "amount": d}. An explicit
 // "max_attempts": 0 means one attempt, as OJS says. Unknown or repeated
 // fields and invalid values are rejected with a *PolicyError naming the
-// field, the value and the rule.
+// field, the value and the rule; a document that is not one JSON object,
+// JSON null included, with the field "JSON" and, when it is malformed, the
+// line and column where it goes wrong. ({} is the default policy; null is
+// refused because it is what a missing value reads as, not a policy.)
 func ParsePolicy(data []byte) (Policy, error) {
 	var p Policy
+	if isNull(data) {
+		return Policy{}, &PolicyError{Field: documentField, Value: "null", Rule: "must be a JSON object, not null ({} is the default policy)"}
+	}
 	if err := p.UnmarshalJSON(data); err != nil {
 		return Policy{}, err
 	}
@@ -35,14 +42,21 @@ func ParsePolicy(data []byte) (Policy, error) {
 // held before is replaced: omitted fields take the defaults. A JSON null
 // leaves p as it was.
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	if string(bytes.TrimSpace(data)) == "null" {
+	if isNull(data) {
 		return nil // the json.Unmarshaler convention: null changes nothing
 	}
 	fields, err := jsonObject(data, "")
 	if err != nil {
 		return err
 	}
-	if len(fields) == 1 && fields[0].name == "retry" {
+	if i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == "retry" }); i >= 0 {
+		if len(fields) > 1 {
+			other := fields[0]
+			if i == 0 {
+				other = fields[1]
+			}
+			return &PolicyError{Field: shownName(other.name), Value: clip(string(other.raw)), Rule: `must not appear beside "retry": a policy is bare, or alone in {"retry": {...}}`}
+		}
 		if fields, err = jsonObject(fields[0].raw, "retry"); err != nil {
 			return err
 		}
@@ -71,50 +85,106 @@ type jsonField struct {
 	raw  json.RawMessage
 }
 
+// documentField is the field a PolicyError names when the document itself,
+// rather than one of its fields, is wrong.
+const documentField = "JSON"
+
+func isNull(data []byte) bool { return string(bytes.TrimSpace(data)) == "null" }
+
 // jsonObject splits a JSON object into its fields, in order, rejecting
-// repeated names and trailing data. where names the object in errors.
+// repeated names and trailing data. where names the object in errors; ""
+// is the whole document.
 func jsonObject(data []byte, where string) ([]jsonField, error) {
-	field := where
+	field, value := where, clip(string(data))
 	if field == "" {
-		field = "(policy)"
+		field = documentField
 	}
-	notObject := func(detail string) error {
-		return &PolicyError{Field: field, Value: clip(string(data)), Rule: "must be a JSON object" + detail}
+	if len(bytes.TrimSpace(data)) == 0 {
+		value = `""`
+	}
+	notObject := func(err error) error {
+		rule := "must be a JSON object"
+		if err != nil {
+			rule += "; " + err.Error()
+		}
+		return &PolicyError{Field: field, Value: value, Rule: rule}
+	}
+	// Malformed JSON, found by a scan of the whole document, which gives
+	// the offending byte's offset (the decoder's offsets are relative to
+	// the value it reads).
+	var whole json.RawMessage
+	if err := json.Unmarshal(data, &whole); err != nil {
+		var se *json.SyntaxError
+		switch {
+		case len(bytes.TrimSpace(data)) == 0:
+			return nil, notObject(errors.New("the input is empty"))
+		case errors.As(err, &se) && strings.HasPrefix(se.Error(), "unexpected end"):
+			return nil, notObject(errors.New("the input ends early, at " + position(data, int64(len(data)))))
+		case errors.As(err, &se):
+			// se.Offset counts the offending byte.
+			return nil, notObject(errors.New(se.Error() + " at " + position(data, se.Offset-1)))
+		}
+		return nil, notObject(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, notObject(": " + err.Error())
+		return nil, notObject(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, notObject("")
+		return nil, notObject(nil)
 	}
 	var fields []jsonField
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, notObject(": " + err.Error())
+			return nil, notObject(err)
 		}
 		name, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, notObject(": " + err.Error())
+			return nil, notObject(err)
 		}
 		for _, f := range fields {
 			if f.name == name {
-				return nil, &PolicyError{Field: qualify(where, name), Value: clip(string(raw)), Rule: "must appear only once"}
+				return nil, &PolicyError{Field: qualify(where, shownName(name)), Value: clip(string(raw)), Rule: "must appear only once"}
 			}
 		}
 		fields = append(fields, jsonField{name, raw})
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, notObject(": " + err.Error())
+		return nil, notObject(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, notObject(": data after the object")
+		return nil, notObject(errors.New("data follows it")) // caught above
 	}
 	return fields, nil
+}
+
+// position names the byte at offset off of data by its line and column,
+// both from 1; the column counts bytes.
+func position(data []byte, off int64) string {
+	off = max(0, min(off, int64(len(data))))
+	before := data[:off]
+	line := 1 + bytes.Count(before, []byte("\n"))
+	col := off - int64(bytes.LastIndexByte(before, '\n'))
+	return "line " + strconv.Itoa(line) + ", column " + strconv.FormatInt(col, 10)
+}
+
+// shownName is a field name as an error shows it: as it is when it is a
+// plain name of letters, digits and underscores, quoted otherwise (an
+// empty name, or one with spaces, dots or colons, would blur the error).
+func shownName(name string) string {
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return strconv.Quote(clip(name))
+		}
+	}
+	if name == "" {
+		return `""`
+	}
+	return name
 }
 
 func qualify(where, name string) string {
@@ -124,8 +194,11 @@ func qualify(where, name string) string {
 	return where + "." + name
 }
 
-// clip bounds a value quoted in an error.
+// clip bounds a value quoted in an error, and puts it on one line.
 func clip(s string) string {
+	if strings.ContainsAny(s, "\n\r\t") {
+		s = strings.Join(strings.Fields(s), " ")
+	}
 	const n = 64
 	if len(s) <= n {
 		return s
@@ -148,14 +221,17 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 		}
 		p.MaxAttempts = max(int(n), 1)
 	case "initial_interval", "max_interval":
+		// The rules of Validate, in its words.
+		rule := "must be > 0"
+		if name == "initial_interval" {
+			rule += " (use the immediate strategy for retries without delay)"
+		}
 		d, err := jsonDuration(raw)
 		switch {
+		case isNegative(err) || err == nil && d <= 0:
+			return bad(rule)
 		case err != nil:
 			return bad(durationRuleFor(err))
-		case d <= 0 && name == "initial_interval":
-			return bad("must be > 0 (use the immediate strategy for retries without delay)")
-		case d <= 0:
-			return bad("must be > 0")
 		}
 		if name == "initial_interval" {
 			p.InitialInterval = d
@@ -164,7 +240,10 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 		}
 	case "delay_offset":
 		d, err := jsonDuration(raw)
-		if err != nil {
+		switch {
+		case isNegative(err):
+			return bad("must be >= 0")
+		case err != nil:
 			return bad(durationRuleFor(err))
 		}
 		p.Offset = d
@@ -210,7 +289,7 @@ func (p *Policy) setField(name string, raw json.RawMessage) error {
 			return bad(`must be "discard" or "dead_letter"`)
 		}
 	default:
-		return &PolicyError{Field: name, Value: clip(string(raw)), Rule: "unknown field; the fields are " + strings.Join(policyFields, ", ")}
+		return &PolicyError{Field: shownName(name), Value: clip(string(raw)), Rule: "unknown field; the fields are " + strings.Join(policyFields, ", ")}
 	}
 	return nil
 }
@@ -244,7 +323,7 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 	j := Jitter{Kind: JitterProportional}
 	for _, f := range fields {
 		bad := func(rule string) error {
-			return &PolicyError{Field: "jitter." + f.name, Value: clip(string(f.raw)), Rule: rule}
+			return &PolicyError{Field: "jitter." + shownName(f.name), Value: clip(string(f.raw)), Rule: rule}
 		}
 		switch f.name {
 		case "kind":
@@ -265,7 +344,10 @@ func parseJitter(raw json.RawMessage) (Jitter, error) {
 			j.Factor = v
 		case "amount":
 			d, err := jsonDuration(f.raw)
-			if err != nil {
+			switch {
+			case isNegative(err):
+				return Jitter{}, bad("must be > 0 for additive jitter")
+			case err != nil:
 				return Jitter{}, bad(durationRuleFor(err))
 			}
 			j.Amount = d

@@ -308,6 +308,77 @@ func TestPolicyJSONIntegers(t *testing.T) {
 	}
 }
 
+// TestPolicyJSONErrors: bad policy JSON gets one line naming the field, the
+// value and the rule: a negative duration the rule Validate states for the
+// field, a field beside the wrapper that field, and a malformed document
+// the line and column where it goes wrong.
+func TestPolicyJSONErrors(t *testing.T) {
+	const positive = "must be > 0 (use the immediate strategy for retries without delay)"
+	tests := []struct {
+		name, json, want string
+		goAPI            retry.Policy // the same mistake in Go, when there is one
+	}{
+		{name: "negative Go duration", json: `{"initial_interval": "-1s"}`, want: `retry: policy: initial_interval = "-1s": ` + positive,
+			goAPI: retry.Policy{InitialInterval: -time.Second}},
+		{name: "negative milliseconds", json: `{"initial_interval": -5}`, want: `retry: policy: initial_interval = -5: ` + positive,
+			goAPI: retry.Policy{InitialInterval: -5 * time.Millisecond}},
+		{name: "negative ISO duration", json: `{"max_interval": "-PT1S"}`, want: `retry: policy: max_interval = "-PT1S": must be > 0`,
+			goAPI: retry.Policy{MaxInterval: -time.Second}},
+		{name: "negative offset", json: `{"delay_offset": "-1s"}`, want: `retry: policy: delay_offset = "-1s": must be >= 0`,
+			goAPI: retry.Policy{Offset: -time.Second}},
+		{name: "negative offset in milliseconds", json: `{"delay_offset": -5}`, want: `retry: policy: delay_offset = -5: must be >= 0`,
+			goAPI: retry.Policy{Offset: -5 * time.Millisecond}},
+		{name: "negative jitter amount", json: `{"jitter": {"kind": "additive", "amount": "-1s"}}`, want: `retry: policy: jitter.amount = "-1s": must be > 0 for additive jitter`,
+			goAPI: retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterAdditive, Amount: -time.Second}}},
+		{name: "minus before no duration", json: `{"delay_offset": "-soon"}`, want: `retry: policy: delay_offset = "-soon": must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds (1500, 1500.0 or 1.5e3)`},
+		{name: "field beside the wrapper", json: `{"retry": {"max_attempts": 5}, "extra": 1}`, want: `retry: policy: extra = 1: must not appear beside "retry": a policy is bare, or alone in {"retry": {...}}`},
+		{name: "policy field before the wrapper", json: `{"max_attempts": 5, "retry": {}}`, want: `retry: policy: max_attempts = 5: must not appear beside "retry": a policy is bare, or alone in {"retry": {...}}`},
+		{name: "malformed", json: `{bad json`, want: `retry: policy: JSON = {bad json: must be a JSON object; invalid character 'b' looking for beginning of object key string at line 1, column 2`},
+		{name: "malformed on a later line", json: "{\n  \"max_attempts\": 3,\n  \"jitter\": }\n", want: `retry: policy: JSON = { "max_attempts": 3, "jitter": }: must be a JSON object; invalid character '}' looking for beginning of value at line 3, column 13`},
+		{name: "cut short", json: `{"max_attempts": 3`, want: `retry: policy: JSON = {"max_attempts": 3: must be a JSON object; the input ends early, at line 1, column 19`},
+		{name: "data after the object", json: `{"max_attempts": 3} {}`, want: `retry: policy: JSON = {"max_attempts": 3} {}: must be a JSON object; invalid character '{' after top-level value at line 1, column 21`},
+		{name: "empty", json: ` `, want: `retry: policy: JSON = "": must be a JSON object; the input is empty`},
+		{name: "null", json: `null`, want: `retry: policy: JSON = null: must be a JSON object, not null ({} is the default policy)`},
+		{name: "null wrapped", json: `{"retry": null}`, want: `retry: policy: retry = null: must be a JSON object`},
+		{name: "empty field name", json: `{"": false}`, want: `retry: policy: "" = false: unknown field; the fields are max_attempts, initial_interval, backoff_coefficient, max_interval, backoff_strategy, jitter, non_retryable_errors, on_exhaustion, delay_offset`},
+		{name: "field name with a colon", json: `{"jitter": {"a: b": 1}}`, want: `retry: policy: jitter."a: b" = 1: unknown field; the fields are kind, factor, amount`},
+		{name: "array", json: `[1, 2]`, want: `retry: policy: JSON = [1, 2]: must be a JSON object`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := retry.ParsePolicy([]byte(tt.json))
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("ParsePolicy(%q) = %v\nwant %s", tt.json, err, tt.want)
+			}
+			var pe *retry.PolicyError
+			if !errors.As(err, &pe) {
+				t.Fatalf("%T is not a *PolicyError", err)
+			}
+			if tt.goAPI.Validate() != nil {
+				// The Go API says the same rule for the same field.
+				var ge *retry.PolicyError
+				if err := tt.goAPI.Validate(); !errors.As(err, &ge) || ge.Field != pe.Field || ge.Rule != pe.Rule {
+					t.Errorf("Validate of %+v: %v, want field %q and rule %q", tt.goAPI, err, pe.Field, pe.Rule)
+				}
+			}
+		})
+	}
+}
+
+// TestPolicyNull: ParsePolicy refuses a JSON null, which is what a missing
+// value reads as, while Policy.UnmarshalJSON follows the json.Unmarshaler
+// convention and leaves the policy as it was, so that a null field of a
+// larger document keeps its Go value.
+func TestPolicyNull(t *testing.T) {
+	if p, err := retry.ParsePolicy([]byte(" null\n")); err == nil {
+		t.Errorf("ParsePolicy(null) = %+v, want an error", p)
+	}
+	p := retry.Policy{MaxAttempts: 7}
+	if err := json.Unmarshal([]byte(`null`), &p); err != nil || p.MaxAttempts != 7 {
+		t.Errorf("Unmarshal(null) into a policy: %v, MaxAttempts %d, want it unchanged", err, p.MaxAttempts)
+	}
+}
+
 // TestPolicyJSON covers partial merge, the wrapper, aliases and round trips.
 func TestPolicyJSON(t *testing.T) {
 	tests := []struct {
@@ -363,6 +434,9 @@ func TestPolicyJSON(t *testing.T) {
 	})
 }
 
+// policyErrorShape is the shape of every policy error, on one line.
+var policyErrorShape = regexp.MustCompile(`^retry: policy: (?:[A-Za-z_.\[\]0-9]+|(?:jitter\.)?"(?:[^"\\]|\\.)*") = [^\n]+: [^\n]+$`)
+
 func FuzzParsePolicy(f *testing.F) {
 	for _, tc := range seedCases {
 		f.Add(tc.json)
@@ -380,12 +454,19 @@ func FuzzParsePolicy(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	for _, s := range []string{`{"initial_interval": "-1s"}`, `{"delay_offset": -5}`, `{"retry": {"max_attempts": 5}, "extra": 1}`,
+		`{bad json`, "{\n\"jitter\": }", `null`, ``, `{"retry": null}`} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := retry.ParsePolicy([]byte(s))
 		if err != nil {
 			var pe *retry.PolicyError
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v (%T) is not a *PolicyError", err, err)
+			}
+			if msg := err.Error(); !policyErrorShape.MatchString(msg) || pe.Field == "" || pe.Value == "" || pe.Rule == "" {
+				t.Fatalf("error %q is not one line of the shape %s", msg, policyErrorShape)
 			}
 			return
 		}

@@ -503,10 +503,10 @@ func TestPolicyValidation(t *testing.T) {
 		{name: "bad pattern", json: `{"non_retryable_errors": ["auth.*", "*.timeout"]}`, field: "non_retryable_errors[1]", value: `"*.timeout"`},
 		{name: "repeated pattern", json: `{"non_retryable_errors": ["FatalError", "FatalError"]}`, field: "non_retryable_errors[1]", value: `"FatalError"`},
 		{name: "unknown exhaustion", json: `{"on_exhaustion": "retry_forever"}`, field: "on_exhaustion", value: `"retry_forever"`},
-		{name: "not an object", json: `[1, 2]`, field: "(policy)", value: "[1, 2]"},
+		{name: "not an object", json: `[1, 2]`, field: "JSON", value: "[1, 2]"},
 		{name: "wrapper not an object", json: `{"retry": 5}`, field: "retry", value: "5"},
-		{name: "trailing data", json: `{"max_attempts": 3} {}`, field: "(policy)", value: `{"max_attempts": 3} {}`},
-		{name: "broken JSON", json: `{"max_attempts": 3`, field: "(policy)", value: `{"max_attempts": 3`},
+		{name: "trailing data", json: `{"max_attempts": 3} {}`, field: "JSON", value: `{"max_attempts": 3} {}`},
+		{name: "broken JSON", json: `{"max_attempts": 3`, field: "JSON", value: `{"max_attempts": 3`},
 	}
 	for _, tc := range jsonCases {
 		t.Run("json/"+tc.name, func(t *testing.T) {
