@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -120,8 +121,10 @@ type demoSide struct {
 	OutageSucceeded int
 	Hits            int // attempts the server received
 	OutageHits      int
-	Retries         int           // waits before a retry
-	Waited          time.Duration // their total
+	Resent          int           // requests net/http sent again by itself (see wireCount)
+	Retries         int           // retries by retry.Transport, each after a wait
+	Waited          time.Duration // the waits' sum over all requests, concurrent ones included
+	LongestWait     time.Duration
 	BreakerTrips    int
 	Failures        map[string]int
 	Latencies       []time.Duration
@@ -163,7 +166,9 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 	plainRT := base.Clone()
 	defer plainRT.CloseIdleConnections()
 	fmt.Fprintln(out, "1. a plain http.Client")
-	plain := drive(ctx, e, srv, &http.Client{Transport: plainRT}, "plain client", ts.URL+"/")
+	plainWire := &wireCount{base: plainRT}
+	plain := drive(ctx, e, srv, &http.Client{Transport: plainWire}, "plain client", ts.URL+"/")
+	plain.Resent = int(plainWire.resent.Load())
 
 	var side demoSide
 	var mu sync.Mutex
@@ -187,22 +192,45 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 			mu.Lock()
 			side.Retries++
 			side.Waited += ev.Delay
+			side.LongestWait = max(side.LongestWait, ev.Delay)
 			mu.Unlock()
 		}),
 	)
-	rt := retry.NewTransport(retryBase, r)
+	retryWire := &wireCount{base: retryBase}
+	rt := retry.NewTransport(retryWire, r)
 	fmt.Fprintln(out, "2. retry.NewTransport(nil, retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second}))")
 	fmt.Fprintln(out, "   the default policy and retry budget, and a circuit breaker")
 	withRetry := drive(ctx, e, srv, &http.Client{Transport: rt}, "retry.Transport", ts.URL+"/")
 	mu.Lock()
-	withRetry.Retries, withRetry.Waited, withRetry.BreakerTrips = side.Retries, side.Waited, side.BreakerTrips
+	withRetry.Retries, withRetry.Waited, withRetry.LongestWait, withRetry.BreakerTrips = side.Retries, side.Waited, side.LongestWait, side.BreakerTrips
 	mu.Unlock()
+	withRetry.Resent = int(retryWire.resent.Load())
 	if err := ctx.Err(); err != nil {
 		return nil, failed(fmt.Errorf("demo: %w", err))
 	}
 	rep := &demoReport{Plain: plain, Retry: withRetry}
 	rep.write(out, r.Stats())
 	return rep, nil
+}
+
+// wireCount counts the requests that net/http's Transport sends again by
+// itself: it re-sends an idempotent request such as a GET, once, when a
+// keep-alive connection it reused fails before any response (a reset, or
+// the server closing it). Each send takes a connection; a round trip that
+// took n connections was sent again n-1 times.
+type wireCount struct {
+	base   http.RoundTripper
+	resent atomic.Int64
+}
+
+func (w *wireCount) RoundTrip(req *http.Request) (*http.Response, error) {
+	var conns atomic.Int64
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }}
+	resp, err := w.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if n := conns.Load(); n > 1 {
+		w.resent.Add(n - 1)
+	}
+	return resp, err
 }
 
 // drive sends the workload through client and tallies what it saw.
@@ -340,14 +368,22 @@ func (r *demoReport) write(w io.Writer, st retry.Stats) {
 	fmt.Fprintf(tw, "requests that succeeded\t%s\t%s\n", pct(p.Succeeded, p.Requests), pct(q.Succeeded, q.Requests))
 	fmt.Fprintf(tw, "  sent outside the outage\t%s\t%s\n", pct(p.Succeeded-p.OutageSucceeded, p.Requests-p.OutageRequests), pct(q.Succeeded-q.OutageSucceeded, q.Requests-q.OutageRequests))
 	fmt.Fprintf(tw, "  sent during the outage\t%s\t%s\n", pct(p.OutageSucceeded, p.OutageRequests), pct(q.OutageSucceeded, q.OutageRequests))
-	fmt.Fprintf(tw, "attempts (server hits)\t%d\t%d\n", p.Hits, q.Hits)
-	fmt.Fprintf(tw, "attempts per request\t%.2f\t%.2f\n", float64(p.Hits)/float64(p.Requests), float64(q.Hits)/float64(q.Requests))
-	fmt.Fprintf(tw, "waits before a retry\t%d\t%d, %s in all\n", p.Retries, q.Retries, human(q.Waited.Round(time.Millisecond)))
+	fmt.Fprintf(tw, "server hits (attempts received)\t%d\t%d\n", p.Hits, q.Hits)
+	fmt.Fprintf(tw, "  per request\t%.2f\t%.2f\n", float64(p.Hits)/float64(p.Requests), float64(q.Hits)/float64(q.Requests))
+	fmt.Fprintf(tw, "  re-sent by net/http itself *\t%d\t%d\n", p.Resent, q.Resent)
+	fmt.Fprintf(tw, "retries by retry.Transport\t-\t%d\n", q.Retries)
+	mean := "-"
+	if q.Retries > 0 {
+		mean = fmt.Sprintf("%s / %s", human((q.Waited / time.Duration(q.Retries)).Round(time.Millisecond)), human(q.LongestWait.Round(time.Millisecond)))
+	}
+	fmt.Fprintf(tw, "  wait before one, mean / longest\t-\t%s\n", mean)
 	fmt.Fprintf(tw, "breaker trips\t-\t%d\n", q.BreakerTrips)
 	fmt.Fprintf(tw, "server load during the outage\t%.1f hits/s\t%.1f hits/s\n", float64(p.OutageHits)/demoOutage.Seconds(), float64(q.OutageHits)/demoOutage.Seconds())
 	fmt.Fprintf(tw, "latency p50 / p99\t%s / %s\t%s / %s\n", human(quantile(p.Latencies, 0.5)), human(quantile(p.Latencies, 0.99)),
 		human(quantile(q.Latencies, 0.5)), human(quantile(q.Latencies, 0.99)))
 	tw.Flush()
+	fmt.Fprintln(w, "* net/http's Transport sends a GET again, once, when a keep-alive connection it reused fails")
+	fmt.Fprintln(w, "  before any response (here, a reset): the plain client's only hits beyond its requests.")
 	fmt.Fprintf(w, "\nretry.Transport: %d retries granted, %d denied by the retry budget, %d waits for the breaker, %d stopped by it.\n",
 		st.Retried, st.BudgetDenied, st.BreakerWaits, st.BreakerDenied)
 	for _, side := range []demoSide{p, q} {

@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -42,8 +47,16 @@ func TestDemo(t *testing.T) {
 	if r := rate(p.OutageSucceeded, p.OutageRequests); p.OutageRequests < 60 || r > 0.1 {
 		t.Errorf("plain client: %d of %d requests succeeded during the outage", p.OutageSucceeded, p.OutageRequests)
 	}
-	if p.Retries != 0 || q.Retries == 0 || q.Waited <= 0 {
-		t.Errorf("waits: plain %d, retry %d (%v)", p.Retries, q.Retries, q.Waited)
+	if p.Retries != 0 || q.Retries == 0 || q.Waited <= 0 || q.LongestWait <= 0 || q.LongestWait > q.Waited {
+		t.Errorf("waits: plain %d, retry %d (%v, longest %v)", p.Retries, q.Retries, q.Waited, q.LongestWait)
+	}
+	// The table's account of the server hits: the plain client's are its
+	// requests and net/http's own re-sends; retry.Transport adds its retries.
+	if p.Hits < p.Requests || p.Hits > p.Requests+p.Resent {
+		t.Errorf("plain client: %d server hits for %d requests and %d re-sent by net/http", p.Hits, p.Requests, p.Resent)
+	}
+	if q.Hits > q.Requests+q.Retries+q.Resent {
+		t.Errorf("retry.Transport: %d server hits for %d requests, %d retries and %d re-sent by net/http", q.Hits, q.Requests, q.Retries, q.Resent)
 	}
 	if q.BreakerTrips == 0 {
 		t.Errorf("the breaker never tripped during a 2 s outage")
@@ -51,14 +64,49 @@ func TestDemo(t *testing.T) {
 	if q.OutageHits > p.OutageHits*3/2 {
 		t.Errorf("load during the outage: %d hits with retry.Transport, %d without; want the budget and breaker to hold it", q.OutageHits, p.OutageHits)
 	}
-	for _, w := range []string{"plain client", "retry.Transport", "requests that succeeded", "attempts (server hits)",
-		"waits before a retry", "breaker trips", "server load during the outage"} {
+	for _, w := range []string{"plain client", "retry.Transport", "requests that succeeded", "server hits (attempts received)",
+		"re-sent by net/http itself *", "retries by retry.Transport", "wait before one, mean / longest", "breaker trips",
+		"server load during the outage", "* net/http's Transport sends a GET again"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("summary lacks %q:\n%s", w, out.String())
 		}
 	}
 	if s := errb.String(); !strings.Contains(s, "plain client") || !strings.Contains(s, "retry.Transport") || !strings.Contains(s, "/240)") {
 		t.Errorf("no progress bars on stderr: %q", s)
+	}
+}
+
+// TestWireCount: net/http sends a GET again by itself when the keep-alive
+// connection it reused is reset before any response, and wireCount counts
+// it: a server that resets the second request on every connection sees
+// three requests for two GETs of a plain client, one of them re-sent.
+func TestWireCount(t *testing.T) {
+	type connKey struct{}
+	var hits atomic.Int32
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.Context().Value(connKey{}).(*atomic.Int32).Add(1) == 2 {
+			reset(w)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	ts.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int32))
+	}
+	ts.Start()
+	defer ts.Close()
+	tr := ts.Client().Transport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	wc := &wireCount{base: tr}
+	client := &http.Client{Transport: wc}
+	for i := range 2 {
+		if why := get(context.Background(), client, ts.URL); why != "" {
+			t.Fatalf("GET %d: %s", i+1, why)
+		}
+	}
+	if h, r := hits.Load(), wc.resent.Load(); h != 3 || r != 1 {
+		t.Errorf("%d server hits, %d re-sent by net/http; want 3 and 1", h, r)
 	}
 }
 
