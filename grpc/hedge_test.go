@@ -210,10 +210,15 @@ func TestUnaryHedge(t *testing.T) {
 // of calls, hedging cuts the 99.9th percentile of the call latency at
 // least tenfold for at most 5% more attempts.
 func TestUnaryHedgeTail(t *testing.T) {
+	// The hedge delay is adaptive, the 99th percentile of the recent
+	// latencies, so that it follows what a loaded, race-enabled machine
+	// makes of the fast calls instead of hedging them too, within a
+	// Ceiling of 30 ms; the slow calls take 800 ms, so that the bound,
+	// 80 ms, leaves room for that machine's own delays.
 	const (
 		calls   = 2000
 		workers = 8
-		slow    = 600 * time.Millisecond
+		slow    = 800 * time.Millisecond
 	)
 	run := func(t *testing.T, r *retry.Retrier) (p999 time.Duration, hits int) {
 		s := &server{check: func(ctx context.Context, n int) error {
@@ -249,7 +254,7 @@ func TestUnaryHedgeTail(t *testing.T) {
 		return lat[calls*999/1000], s.count()
 	}
 	plainP, plainHits := run(t, retry.New())
-	hedgedP, hedgedHits := run(t, retry.New(retry.WithHedge(retry.Hedge{Delay: 20 * time.Millisecond})))
+	hedgedP, hedgedHits := run(t, retry.New(retry.WithHedge(retry.Hedge{Percentile: 99, Ceiling: 30 * time.Millisecond})))
 	t.Logf("p99.9 %v without hedging, %v with; %d hits, %d with (%.3fx)", plainP, hedgedP, plainHits, hedgedHits,
 		float64(hedgedHits)/float64(plainHits))
 	if hedgedP*10 > plainP {
