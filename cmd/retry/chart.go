@@ -19,14 +19,18 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // A chart is what plot and sim --plot draw: a title and a note on top, the
 // legend in a band of its own under them (never over the data), then the
-// axes and the data. Every text stays inside the picture, with room to
-// spare for a viewer whose fallback font is wider than ours.
+// axes and the data, in one panel or in several side by side, each under
+// its heading. Every text stays inside the picture, with room to spare for
+// a viewer whose fallback font is wider than ours.
 type chart struct {
-	*plot.Plot // axes and data; its own title and legend stay unused
+	*plot.Plot              // the first panel's axes and data; its own title and legend stay unused
+	beside     []*plot.Plot // further panels, right of the first, with data areas of its size
+	headings   []string     // with panels beside the first, the heading over each
 	title      string
 	note       string // a line under the title, smaller and grey
 	entries    []legendEntry
@@ -111,11 +115,16 @@ func (c *chart) legend(label string, thumbs ...plot.Thumbnailer) {
 	c.entries = append(c.entries, legendEntry{label, thumbs})
 }
 
-// layout says where draw put the data and the legend's entries.
+// layout says where draw put the data, the headings and the legend's
+// entries.
 type layout struct {
-	data   vg.Rectangle
-	legend []vg.Rectangle
+	data     []vg.Rectangle // one a panel
+	headings []vg.Rectangle
+	legend   []vg.Rectangle
 }
+
+// panelGap is the room between two panels side by side, in points.
+const panelGap = 14
 
 // style returns a text style of the chart's font.
 func style(size vg.Length, col color.Color, xalign draw.XAlignment) text.Style {
@@ -149,9 +158,51 @@ func (c *chart) draw(dc draw.Canvas) layout {
 	pc := area
 	pc.Max.Y = top
 	pc.Max.X -= fallbackRoom / 2
-	c.Plot.Draw(pc)
-	lay.data = c.Plot.DataCanvas(pc).Rectangle
+	if len(c.beside) == 0 {
+		c.Plot.Draw(pc)
+		lay.data = []vg.Rectangle{c.Plot.DataCanvas(pc).Rectangle}
+		return lay
+	}
+	c.drawPanels(dc, pc, &lay)
 	return lay
+}
+
+// drawPanels draws the panels side by side in pc, their data areas of one
+// size, each under its heading, centred over its tile and wrapped to its
+// width.
+func (c *chart) drawPanels(dc draw.Canvas, pc draw.Canvas, lay *layout) {
+	panels := append([]*plot.Plot{c.Plot}, c.beside...)
+	sty := style(labelSize-0.5, color.Black, draw.XCenter)
+	tileW := (pc.Max.X - pc.Min.X - panelGap*vg.Length(len(panels)-1)) / vg.Length(len(panels))
+	lines := make([][]string, len(panels))
+	headH := vg.Length(0)
+	for i := range panels {
+		if i < len(c.headings) {
+			lines[i] = wrap(c.headings[i], sty, tileW)
+		}
+		h := vg.Length(0)
+		for _, l := range lines[i] {
+			h += sty.Height(l) + 2
+		}
+		headH = max(headH, h)
+	}
+	tiles := draw.Tiles{Cols: len(panels), Rows: 1, PadX: panelGap, PadTop: headH + 4}
+	cans := plot.Align([][]*plot.Plot{panels}, tiles, pc)
+	for i, p := range panels {
+		p.Draw(cans[0][i])
+		lay.data = append(lay.data, p.DataCanvas(cans[0][i]).Rectangle)
+		tile := cans[0][i].Rectangle
+		x, y := (tile.Min.X+tile.Max.X)/2, tile.Max.Y+headH+2
+		box := vg.Rectangle{Min: vg.Point{X: x, Y: y}, Max: vg.Point{X: x, Y: y}}
+		for _, l := range lines[i] {
+			dc.FillText(sty, vg.Point{X: x, Y: y}, l)
+			w := sty.Width(l) * fallbackWidth
+			box.Min.X, box.Max.X = min(box.Min.X, x-w/2), max(box.Max.X, x+w/2)
+			y -= sty.Height(l) + 2
+			box.Min.Y = y
+		}
+		lay.headings = append(lay.headings, box)
+	}
 }
 
 // wrap breaks s into lines at spaces, each at most width wide in sty
@@ -206,11 +257,22 @@ func (c *chart) drawLegend(dc draw.Canvas, left, right, top vg.Length) ([]vg.Rec
 	return boxes, y - rowH
 }
 
+// pngDPI is the resolution of a PNG image: twice the 96 pixels an inch at
+// which a browser shows the SVG of the same size, for screens that draw two
+// pixels a point (a 16cm by 10cm chart is 1210×756).
+const pngDPI = 2 * 96
+
 // render draws the chart as an SVG or PNG image.
 func (c *chart) render(width, height vg.Length, format string) ([]byte, error) {
-	canvas, err := draw.NewFormattedCanvas(width, height, format)
-	if err != nil {
-		return nil, err
+	var canvas vg.CanvasWriterTo
+	switch format {
+	case "png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(pngDPI))}
+	default:
+		var err error
+		if canvas, err = draw.NewFormattedCanvas(width, height, format); err != nil {
+			return nil, err
+		}
 	}
 	c.draw(draw.New(canvas))
 	var buf bytes.Buffer
@@ -265,7 +327,9 @@ func portableSVG(svg []byte) []byte {
 // durationTicks labels an axis of milliseconds in human units (ms, s,
 // min, h, d), at round values of those units: on a log axis, about one a
 // decade (1s, 10s, 1min, 10min, 1h, 6h, 1d, ...) with the round values
-// between them as unlabelled ticks; on a linear one, every step. A log
+// between them as unlabelled ticks, or when the axis spans at most three
+// such decades, every 1, 2 and 5 of a unit (10ms, 20ms, 50ms, 100ms, ...);
+// on a linear one, every step. A log
 // axis is a linear one of log10(milliseconds): gonum/plot's own log scale
 // places a centred axis label at the linear middle of the range, and pads
 // the data area for it.
@@ -312,7 +376,7 @@ func logDurationTicks(loLog, hiLog float64) []plot.Tick {
 			continue
 		}
 		tk := plot.Tick{Value: math.Log10(v)}
-		if slices.Contains(decadeMS, v) || decades < 3 && leading125(v) {
+		if slices.Contains(decadeMS, v) || decades <= 3 && leading125(v) {
 			tk.Label = durationLabel(v)
 			labelled++
 		}
@@ -324,9 +388,13 @@ func logDurationTicks(loLog, hiLog float64) []plot.Tick {
 	return ticks
 }
 
-// leading125 reports whether v is 1, 2 or 5 of its unit.
+// leading125 reports whether v is 1, 2 or 5 of its unit, or 10, 20 or 50,
+// or 100, 200 or 500.
 func leading125(v float64) bool {
 	_, n, _ := durationUnit(v)
+	for n >= 10 && math.Mod(n, 10) == 0 {
+		n /= 10
+	}
 	return n == 1 || n == 2 || n == 5
 }
 

@@ -157,8 +157,9 @@ func TestChartTextInside(t *testing.T) {
 	}
 }
 
-// TestLegendOutsideData: the legend's entries lie outside the data area,
-// apart from one another, and under the title.
+// TestLegendOutsideData: the legend's entries lie outside the data areas
+// and the panels' headings, apart from one another, and under the title;
+// panels side by side do not overlap, nor do their headings and data.
 func TestLegendOutsideData(t *testing.T) {
 	for _, c := range testCharts(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,12 +167,35 @@ func TestLegendOutsideData(t *testing.T) {
 			if len(lay.legend) != len(c.ch.entries) || len(lay.legend) == 0 {
 				t.Fatalf("%d legend boxes for %d entries", len(lay.legend), len(c.ch.entries))
 			}
-			if lay.data.Size().X < c.w/2 || lay.data.Size().Y < c.h/4 {
-				t.Errorf("data area %v: too small in a %v×%v picture", lay.data.Size(), c.w, c.h)
+			if len(lay.data) != 1+len(c.ch.beside) || len(lay.headings) != len(c.ch.headings) {
+				t.Fatalf("%d data areas and %d headings for %d panels and %d headings",
+					len(lay.data), len(lay.headings), 1+len(c.ch.beside), len(c.ch.headings))
+			}
+			width := vg.Length(0)
+			for i, d := range lay.data {
+				width += d.Size().X
+				if low := c.h / vg.Length(4+len(c.ch.beside)); d.Size().Y < low { // panels side by side: headings over them
+					t.Errorf("data area %v: too low in a %v×%v picture", d.Size(), c.w, c.h)
+				}
+				for _, o := range lay.data[:i] {
+					if overlaps(d, o) {
+						t.Errorf("data areas %v and %v overlap", d, o)
+					}
+				}
+				for j, h := range lay.headings {
+					if overlaps(h, d) {
+						t.Errorf("heading %q at %v overlaps the data area %v", c.ch.headings[j], h, d)
+					}
+				}
+			}
+			if width < c.w/2 {
+				t.Errorf("data areas %v wide in all: too narrow in a %v×%v picture", width, c.w, c.h)
 			}
 			for i, b := range lay.legend {
-				if overlaps(b, lay.data) {
-					t.Errorf("legend entry %q at %v overlaps the data area %v", c.ch.entries[i].label, b, lay.data)
+				for _, d := range slices.Concat(lay.data, lay.headings) {
+					if overlaps(b, d) {
+						t.Errorf("legend entry %q at %v overlaps the data area or heading %v", c.ch.entries[i].label, b, d)
+					}
 				}
 				for j, o := range lay.legend[:i] {
 					if overlaps(b, o) {
@@ -250,6 +274,9 @@ func TestDurationTicks(t *testing.T) {
 		{name: "log, 0.5s to 3h", log: true, lo: 0.5 * s, hi: 3 * h, want: []string{"1s", "10s", "1min", "10min", "1h"}},
 		{name: "log, 1ms to 2d", log: true, lo: 1, hi: 2 * d, want: []string{"1ms", "10ms", "100ms", "1s", "10s", "1min", "10min", "1h", "6h", "1d"}},
 		{name: "log, 20s to 30d", log: true, lo: 20 * s, hi: 30 * d, want: []string{"1min", "10min", "1h", "6h", "1d", "10d"}},
+		{name: "log, 9ms to 1.7s: three decades, 1, 2 and 5 of each labelled", log: true, lo: 9, hi: 1.7 * s,
+			want: []string{"10ms", "20ms", "50ms", "100ms", "200ms", "500ms", "1s"}},
+		{name: "log, 9ms to 25s: four decades, one label each", log: true, lo: 9, hi: 25 * s, want: []string{"10ms", "100ms", "1s", "10s"}},
 		{name: "log, short span: its ends labelled too", log: true, lo: 0.8 * s, hi: 1.25 * s, want: []string{"1s", "800ms", "1.25s"}},
 		{name: "log, between round values", log: true, lo: 1.1 * s, hi: 1.3 * s, want: []string{"1.1s", "1.3s"}},
 		{name: "linear, 0 to 3s", hi: 3 * s, want: []string{"0", "1s", "2s", "3s"}},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ The field flags (--attempts, --initial, --jitter, ...) apply to every curve.
 			args = append(args, compare...) // --compare is the same as an argument
 			curves, err := plotCurves(&pf, e.stdin, args)
 			if err != nil {
+				return err
+			}
+			if err := someRetry(&pf, curves); err != nil {
 				return err
 			}
 			switch {
@@ -159,6 +163,30 @@ func plotCurves(pf *policyFlags, stdin io.Reader, args []string) ([]curve, error
 	return curves, nil
 }
 
+// plotAttemptsRule is the rule of --attempts and max_attempts in plot.
+const plotAttemptsRule = "must be >= 2 with plot, which draws the delays before retries"
+
+// someRetry refuses a chart with no retry to draw: --attempts 0 or 1
+// (both one attempt), or policies that all make one attempt.
+func someRetry(pf *policyFlags, curves []curve) error {
+	if pf.changed("attempts") {
+		v := *pf.strFlag["attempts"]
+		if n, err := strconv.Atoi(v); err == nil && n < 2 {
+			return usagef("flag --attempts = %q: %s", v, plotAttemptsRule)
+		}
+	}
+	for _, c := range curves {
+		if withDefaults(c.policy).MaxAttempts > 1 {
+			return nil
+		}
+	}
+	where := "policy"
+	if len(curves) > 0 && curves[0].label != "" && curves[0].label != "policy" {
+		where = fmt.Sprintf("policy %q", curves[0].label)
+	}
+	return usagef("%s: max_attempts = 1: %s", where, plotAttemptsRule)
+}
+
 // policySpec reads a POLICY argument: a preset, "preset:k=v,...", inline
 // JSON or a file.
 func policySpec(spec string, stdin io.Reader) (retry.Policy, string, error) {
@@ -246,22 +274,29 @@ func outputDir(flag, output string) error {
 	return nil
 }
 
-// summary describes a policy's curve in a few words.
+// summary describes a policy's curve in a few words, with the strategy's
+// formula in n, the retry's number, as the library's doc writes it
+// (exponential 1s ×2, polynomial 1s·n^4, linear 1s·n) and durations in the
+// units of the delay axis.
 func summary(p retry.Policy) string {
 	p = withDefaults(p)
 	var b strings.Builder
 	b.WriteString(string(p.Backoff))
 	switch p.Backoff {
-	case retry.Exponential, retry.Polynomial:
-		fmt.Fprintf(&b, " %s ×%g", human(p.InitialInterval), p.BackoffCoefficient)
-	case retry.Constant, retry.Linear:
-		fmt.Fprintf(&b, " %s", human(p.InitialInterval))
+	case retry.Exponential:
+		fmt.Fprintf(&b, " %s ×%g", unitDuration(p.InitialInterval), p.BackoffCoefficient)
+	case retry.Polynomial:
+		fmt.Fprintf(&b, " %s·n^%g", unitDuration(p.InitialInterval), p.BackoffCoefficient)
+	case retry.Constant:
+		fmt.Fprintf(&b, " %s", unitDuration(p.InitialInterval))
+	case retry.Linear:
+		fmt.Fprintf(&b, " %s·n", unitDuration(p.InitialInterval))
 	}
 	if p.Offset > 0 {
-		fmt.Fprintf(&b, " +%s", human(p.Offset))
+		fmt.Fprintf(&b, " +%s", unitDuration(p.Offset))
 	}
 	if p.Backoff != retry.Immediate && p.MaxInterval < 3650*day {
-		fmt.Fprintf(&b, ", cap %s", human(p.MaxInterval))
+		fmt.Fprintf(&b, ", cap %s", unitDuration(p.MaxInterval))
 	}
 	switch j := p.Jitter; j.Kind {
 	case retry.JitterNone:
@@ -269,7 +304,7 @@ func summary(p retry.Policy) string {
 	case retry.JitterProportional, retry.JitterPercent:
 		fmt.Fprintf(&b, ", jitter ±%g%%", 100*j.Factor)
 	case retry.JitterAdditive:
-		fmt.Fprintf(&b, ", jitter +%s·n", human(j.Amount))
+		fmt.Fprintf(&b, ", jitter +%s·n", unitDuration(j.Amount))
 	default:
 		fmt.Fprintf(&b, ", %s jitter", j.Kind)
 	}
@@ -491,4 +526,29 @@ func retriesNote(p retry.Policy, drawn int) string {
 		s += fmt.Sprintf(" (first %d drawn)", drawn)
 	}
 	return s
+}
+
+// unitDuration writes d in the units of a delay axis (µs, ms, s, min, h,
+// d): as its label when d is round there (5min, 1.5s), else in whole
+// units from the largest down (1h2min3s), or as human writes it under a
+// minute.
+func unitDuration(d time.Duration) string {
+	if _, _, round := durationUnit(ms(d)); round || d <= 0 {
+		return durationLabel(ms(d))
+	}
+	if d < time.Minute {
+		return human(d)
+	}
+	d = d.Round(time.Second)
+	var b strings.Builder
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{day, "d"}, {time.Hour, "h"}, {time.Minute, "min"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			d -= n * u.unit
+		}
+	}
+	return b.String()
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"html"
+	"image"
+	_ "image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,7 +29,7 @@ func TestPlotLog(t *testing.T) {
 		want string // in stderr
 	}{
 		{name: "immediate", args: []string{"--strategy", "immediate"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
-		{name: "one attempt", args: []string{"--attempts", "1"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
+		{name: "one attempt", args: []string{"--attempts", "1"}, code: exitUsage, want: `flag --attempts = "1": must be >= 2 with plot`},
 		{name: "ratchet NONE", args: []string{"--preset", "ratchet", "--param", "backoff=none"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
 		{name: "immediate, cumulative", args: []string{"--strategy", "immediate", "--cumulative"}, code: exitUsage, want: "flag --log: every delay drawn is 0"},
 		{name: "constant 1ms", args: []string{"--strategy", "constant", "--initial", "1ms", "--jitter", "none"}, want: "wrote"},
@@ -126,7 +128,7 @@ func TestPlotCurves(t *testing.T) {
 		jitter  []bool   // each curve's band
 	}{
 		{name: "arguments only, --attempts on each", args: []string{"--attempts", "11", "ojs", "zizq"},
-			legend: []string{"ojs: exponential 1s ×2", "zizq: polynomial 1s ×4"}, retries: []int{10, 10}, jitter: []bool{true, true}},
+			legend: []string{"ojs: exponential 1s ×2", "zizq: polynomial 1s·n^4"}, retries: []int{10, 10}, jitter: []bool{true, true}},
 		{name: "no argument: the defaults", args: nil,
 			legend: []string{"default: exponential 1s ×2"}, retries: []int{2}, jitter: []bool{true}},
 		{name: "--compare as an argument", args: []string{"--attempts", "4", "daycry", "--compare", "ratchet"},
@@ -134,13 +136,13 @@ func TestPlotCurves(t *testing.T) {
 		{name: "--preset is a curve before the arguments", args: []string{"--preset", "zizq", "ojs"},
 			legend: []string{"zizq: polynomial", "ojs: exponential"}, retries: []int{25, 2}, jitter: []bool{true, true}},
 		{name: "shape flags on each, marked modified", args: []string{"--attempts", "5", "--jitter", "none", "ojs", "daycry"},
-			legend:  []string{"ojs (modified): exponential 1s ×2, cap 5m, no jitter, 4 retries", "daycry (modified): exponential 5s ×2, cap 5m, no jitter, 4 retries"},
+			legend:  []string{"ojs (modified): exponential 1s ×2, cap 5min, no jitter, 4 retries", "daycry (modified): exponential 5s ×2, cap 5min, no jitter, 4 retries"},
 			retries: []int{4, 4}, jitter: []bool{false, false}},
 		{name: "--limit cuts each", args: []string{"--limit", "5", "zizq", "ratchet:retries=20"},
-			legend:  []string{"zizq: polynomial 1s ×4 +15s, jitter +30s·n, 25 retries (first 5 drawn)", "ratchet:retries=20: exponential 1s ×2, cap 24h, no jitter, 20 retries (first 5 drawn)"},
+			legend:  []string{"zizq: polynomial 1s·n^4 +15s, jitter +30s·n, 25 retries (first 5 drawn)", "ratchet:retries=20: exponential 1s ×2, cap 1d, no jitter, 20 retries (first 5 drawn)"},
 			retries: []int{5, 5}, jitter: []bool{true, false}},
 		{name: "inline JSON is named by its summary", args: []string{`{"backoff_strategy": "linear", "max_attempts": 4}`},
-			legend: []string{"linear 1s, cap 5m, jitter ±50%, 3 retries"}, retries: []int{3}, jitter: []bool{true}},
+			legend: []string{"linear 1s·n, cap 5min, jitter ±50%, 3 retries"}, retries: []int{3}, jitter: []bool{true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,13 +197,41 @@ func TestPlotLegendSVG(t *testing.T) {
 			legend = append(legend, s)
 		}
 	}
-	want := []string{"ojs: exponential 1s ×2, cap 5m, jitter ±50%, 10 retries", "zizq: polynomial 1s ×4 +15s, jitter +30s·n, 10 retries"}
+	want := []string{"ojs: exponential 1s ×2, cap 5min, jitter ±50%, 10 retries", "zizq: polynomial 1s·n^4 +15s, jitter +30s·n, 10 retries"}
 	if !slices.Equal(legend, want) {
 		t.Errorf("legend %q, want %q", legend, want)
 	}
 	for _, tick := range []string{"1s", "10s", "1min", "10min", "1h", "delay (log scale)"} {
 		if !slices.Contains(texts, tick) {
 			t.Errorf("no text %q in %q", tick, texts)
+		}
+	}
+}
+
+// TestSummary: a legend writes the strategy's formula as the library's
+// doc does (n the retry's number, ^ an exponent) and every duration in the
+// units of the delay axis (min, not m).
+func TestSummary(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy retry.Policy
+		want   string
+	}{
+		{name: "polynomial: the coefficient an exponent", policy: retry.Policy{Backoff: retry.Polynomial, BackoffCoefficient: 2.5, MaxInterval: time.Hour},
+			want: "polynomial 1s·n^2.5, cap 1h, jitter ±50%"},
+		{name: "exponential: a factor a retry", policy: retry.Policy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3},
+			want: "exponential 250ms ×3, cap 5min, jitter ±50%"},
+		{name: "linear", policy: retry.Policy{Backoff: retry.Linear, InitialInterval: 90 * time.Second, MaxInterval: 36 * time.Hour},
+			want: "linear 1.5min·n, cap 1.5d, jitter ±50%"},
+		{name: "constant, durations not round in one unit", policy: retry.Policy{Backoff: retry.Constant, InitialInterval: 1234 * time.Millisecond,
+			Offset: 2*time.Hour + 3*time.Minute + 4*time.Second, MaxInterval: 2 * time.Hour, Jitter: retry.Jitter{Kind: retry.JitterNone}},
+			want: "constant 1.234s +2h3min4s, cap 2h, no jitter"},
+		{name: "additive jitter", policy: retry.Policy{MaxInterval: 10 * time.Minute, Jitter: retry.Jitter{Kind: retry.JitterAdditive, Amount: 45 * time.Second}},
+			want: "exponential 1s ×2, cap 10min, jitter +45s·n"},
+	}
+	for _, c := range cases {
+		if got := summary(c.policy); got != c.want {
+			t.Errorf("%s: summary %q, want %q", c.name, got, c.want)
 		}
 	}
 }
@@ -283,5 +313,73 @@ func TestBand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPNGSize: a PNG is the SVG of the same size at twice the 96 pixels
+// an inch a browser shows it at: 16cm × 10cm, plot's default, is
+// 1209 × 756; sim --plot's 20cm × 11cm is 1512 × 831.
+func TestPNGSize(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		w, h int
+	}{
+		{name: "plot", args: []string{"plot", "--samples", "20", "-o", "c.png"}, w: 1209, h: 756},
+		{name: "plot --width 8cm --height 4in", args: []string{"plot", "--samples", "20", "--width", "8cm", "--height", "4in", "-o", "c.png"}, w: 605, h: 768},
+		{name: "sim --plot", args: []string{"sim", "--duration", "5s", "--plot", "c.png"}, w: 1512, h: 831},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := slices.Clone(c.args)
+			args[len(args)-1] = filepath.Join(dir, "c.png")
+			if _, stderr, code := cli(t, "", args...); code != 0 {
+				t.Fatalf("status %d: %s", code, stderr)
+			}
+			f, err := os.Open(args[len(args)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cfg, format, err := image.DecodeConfig(f)
+			if err != nil || format != "png" || cfg.Width != c.w || cfg.Height != c.h {
+				t.Errorf("%s %d×%d (%v), want png %d×%d", format, cfg.Width, cfg.Height, err, c.w, c.h)
+			}
+		})
+	}
+}
+
+// TestPlotNoRetry: plot refuses, on one line with status 2 and no file, a
+// chart with no retry to draw: --attempts 0 or 1 (one attempt), or
+// policies that all make one attempt.
+func TestPlotNoRetry(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string // stderr
+	}{
+		{name: "--attempts 0", args: []string{"--attempts", "0"}, want: `retry: flag --attempts = "0": must be >= 2 with plot, which draws the delays before retries`},
+		{name: "--attempts 1, a preset", args: []string{"--attempts", "1", "ojs"}, want: `retry: flag --attempts = "1": must be >= 2 with plot, which draws the delays before retries`},
+		{name: "a preset of no retry", args: []string{"--preset", "ratchet", "--param", "retries=0"},
+			want: `retry: policy "ratchet": max_attempts = 1: must be >= 2 with plot, which draws the delays before retries`},
+		{name: "inline JSON", args: []string{"--policy", `{"max_attempts": 1}`},
+			want: `retry: policy: max_attempts = 1: must be >= 2 with plot, which draws the delays before retries`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "c.svg")
+			stdout, stderr, code := cli(t, "", append([]string{"plot", "-o", out}, c.args...)...)
+			if code != exitUsage || stdout != "" || stderr != c.want+"\n" {
+				t.Errorf("status %d, stdout %q, stderr %q; want status %d and %q", code, stdout, stderr, exitUsage, c.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s written", out)
+			}
+		})
+	}
+	// One policy of several with a retry is drawn.
+	if _, stderr, code := cli(t, "", "plot", "--samples", "20", "-o", filepath.Join(t.TempDir(), "c.svg"), `{"max_attempts": 1}`, "ojs"); code != 0 {
+		t.Errorf("a policy of one attempt beside ojs: status %d, %s", code, stderr)
 	}
 }

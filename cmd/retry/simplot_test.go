@@ -1,9 +1,15 @@
 package main
 
 import (
+	"html"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/steadyhq/retry"
+	"gonum.org/v1/plot/vg"
 )
 
 type simRun struct {
@@ -103,5 +109,98 @@ func TestLoadRatesSim(t *testing.T) {
 				t.Errorf("last bucket: %v arrivals/s, want %v ± 10%%", a, c.arrives)
 			}
 		})
+	}
+}
+
+// TestLoadChart: with a retry budget, the load chart draws beside the run
+// the same run without a budget, on the same axes, each panel headed by
+// its hits per request (during the outage: README's 1.17 and 2.93); with
+// --budget off, one panel, the budget in the note.
+func TestLoadChart(t *testing.T) {
+	readme := func(opts ...retry.Option) *loadSim {
+		return &loadSim{rate: 100, duration: 2 * time.Minute, clients: 1, latency: 10 * time.Millisecond, horizon: 12 * time.Minute,
+			bucket: time.Second, seed: 1, srv: server{outageStart: 30 * time.Second, outageEnd: 90 * time.Second},
+			opts: append([]retry.Option{retry.WithPolicy(retry.Policy{})}, opts...)}
+	}
+	cases := []struct {
+		name     string
+		sim      *loadSim
+		budget   string
+		headings []string
+		note     string // in the note
+	}{
+		{name: "the default budget, beside none", sim: readme(), budget: "default",
+			headings: []string{"budget default: 1.17 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
+		{name: "a budget of the flag's, beside none", sim: readme(retry.WithBudget(retry.Budget{Ratio: 0.5})), budget: "ratio=0.5",
+			headings: []string{"budget ratio=0.5: 1.51 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
+		{name: "no budget: one panel", sim: readme(retry.WithBudget(retry.Budget{Off: true})), budget: "off", note: "budget off"},
+		{name: "no outage: hits per request over the run", sim: &loadSim{rate: 50, duration: 10 * time.Second, clients: 1, latency: 10 * time.Millisecond,
+			horizon: time.Minute, bucket: time.Second, seed: 1, srv: server{failRate: 0.5}, opts: []retry.Option{retry.WithPolicy(retry.Policy{})}}, budget: "default",
+			headings: []string{"budget default: 1.20 hits per request", "budget off: 1.67 hits per request"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := simResult(t, c.sim)
+			ch := run.res.chart(run.sim, "default", c.budget)
+			if !slices.Equal(ch.headings, c.headings) || len(ch.beside) != max(len(c.headings)-1, 0) {
+				t.Errorf("%d panels beside the first, headings %q; want headings %q", len(ch.beside), ch.headings, c.headings)
+			}
+			if !strings.Contains(ch.note, c.note) {
+				t.Errorf("note %q, want %q in it", ch.note, c.note)
+			}
+			for _, p := range ch.beside {
+				if p.X.Min != ch.X.Min || p.X.Max != ch.X.Max || p.Y.Min != ch.Y.Min || p.Y.Max != ch.Y.Max {
+					t.Errorf("a panel's axes [%v, %v]×[%v, %v], the first's [%v, %v]×[%v, %v]",
+						p.X.Min, p.X.Max, p.Y.Min, p.Y.Max, ch.X.Min, ch.X.Max, ch.Y.Min, ch.Y.Max)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadSeriesVisible: each series of a load chart is drawn wider than
+// every series drawn over it, so that where two meet the one under shows
+// on both sides; the legend names each once.
+func TestLoadSeriesVisible(t *testing.T) {
+	for i, under := range loadSeries {
+		for _, over := range loadSeries[i+1:] {
+			if under.width <= over.width {
+				t.Errorf("%q (%gpt) is drawn under %q (%gpt): want it wider", under.name, under.width, over.name, over.width)
+			}
+		}
+	}
+	names := make([]string, len(loadSeries))
+	for i, s := range loadSeries {
+		names[i] = s.name
+	}
+	slices.Sort(names)
+	if legend := slices.Sorted(slices.Values(legendOrder)); !slices.Equal(names, legend) {
+		t.Errorf("legend %q, series %q", legend, names)
+	}
+}
+
+// TestLatencyChart: the chart of sim --hedge reads "calls slower than" on
+// its share axis, marks 0.1% (p99.9) and each run's p99.9 on it, as the
+// table prints it, and labels its latency axis at 1, 2 and 5 of each unit
+// across its three decades.
+func TestLatencyChart(t *testing.T) {
+	res := readHedgeRecording(t)
+	out, err := res.latencyChart(readmeHedge()).render(20*vg.Centimeter, 11*vg.Centimeter, "svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range regexp.MustCompile(`>([^<]+)</text>`).FindAllStringSubmatch(string(out), -1) {
+		texts = append(texts, html.UnescapeString(m[1]))
+	}
+	want := []string{"calls slower than", "100%", "10%", "1%", "0.1%", "0.01%", "p99.9: 0.1% of calls slower",
+		"10ms", "20ms", "50ms", "100ms", "200ms", "500ms", "1s", "no hedging", "hedging at p95"}
+	for _, row := range res.Rows {
+		want = append(want, msLabel(row.P999))
+	}
+	for _, w := range want {
+		if !slices.Contains(texts, w) {
+			t.Errorf("no text %q in %q", w, texts)
+		}
 	}
 }
