@@ -69,7 +69,7 @@ bench:
 ## demo: a plain client and retry.Transport against a flaky loopback server
 # Built into .bin, then run, so that a long first build is seen to be one.
 demo:
-	@echo "make demo: compiling cmd/retry into .bin/retry (about a minute the first time, after its downloads; seconds after that), then: retry demo"
+	@echo "make demo: compiling cmd/retry into .bin/retry (a first run downloads its modules and compiles for a minute or more; later runs take seconds), then: retry demo"
 	@go build -o $(BIN)/retry ./cmd/retry & pid=$$!; \
 		for ((t = 15; ; t += 15)); do \
 			for ((i = 0; i < 15; i++)); do kill -0 $$pid 2>/dev/null || break 2; sleep 1; done; \
