@@ -1,8 +1,10 @@
 package retry_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -47,4 +49,27 @@ func TestEvents(t *testing.T) {
 			t.Errorf("record = %+v, want exhausted after 3, first at start, last 3 s later", rc)
 		}
 	})
+}
+
+// TestOnGiveUpOrder: OnGiveUp runs once, after OnFailure and after the
+// dead-letter sink and alert of the same call, as its documentation says.
+func TestOnGiveUpOrder(t *testing.T) {
+	var order []string
+	add := func(hook string) func(retry.Event) { return func(retry.Event) { order = append(order, hook) } }
+	err := retry.Run(t.Context(), func(context.Context) error { return errors.New("boom") },
+		retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}),
+		retry.OnGiveUp(add("giveup")), // given first, run last
+		retry.OnFailure(add("failure")),
+		retry.WithDeadLetter(retry.DeadLetters{
+			Sink:  func(_ context.Context, ev retry.Event) error { add("sink")(ev); return nil },
+			Alert: add("alert"),
+		}))
+	if err == nil {
+		t.Fatal("the call succeeded")
+	}
+	// The order of the others is not OnGiveUp's to say.
+	first := slices.Sorted(slices.Values(order[:max(len(order)-1, 0)]))
+	if len(order) != 4 || order[3] != "giveup" || !slices.Equal(first, []string{"alert", "failure", "sink"}) {
+		t.Errorf("hooks ran in the order %q, want failure, sink and alert, each once, then giveup", order)
+	}
 }

@@ -120,6 +120,7 @@ func (c *config) clone() config {
 // finish validates the configuration and precomputes what calls need.
 func (c *config) finish() {
 	c.err = nil
+	c.policy = Policy{} // none applies until the configuration is valid
 	if err := c.rawPolicy.Validate(); err != nil {
 		c.err = err
 		return

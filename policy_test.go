@@ -1,10 +1,12 @@
 package retry_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -579,5 +581,43 @@ func TestJitterKinds(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), string(k)) {
 			t.Errorf("Validate of an unknown kind: %v, want it to name %q", err, k)
 		}
+	}
+}
+
+// TestRetrierPolicy: Policy reports the policy a Retrier applies, with its
+// defaults, and the zero Policy for a Retrier that applies none because a
+// policy or another option is invalid.
+func TestRetrierPolicy(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    []retry.Option
+		want    retry.Policy
+		invalid bool
+	}{
+		{name: "none given", want: retry.DefaultPolicy()},
+		{name: "partial", opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 5})},
+			want: func() retry.Policy { p := retry.DefaultPolicy(); p.MaxAttempts = 5; return p }()},
+		{name: "invalid policy", opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: -1})}, invalid: true},
+		{name: "valid policy, invalid option", opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 5}), retry.WithMaxElapsed(-1)}, invalid: true},
+		{name: "valid Retrier, invalid policy", opts: []retry.Option{retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 5})), retry.WithPolicy(retry.Policy{MaxAttempts: -1})}, invalid: true},
+		{name: "valid Retrier, invalid option", opts: []retry.Option{retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 5})), retry.WithMaxElapsed(-1)}, invalid: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := retry.New(tt.opts...)
+			if (r.Err() != nil) != tt.invalid {
+				t.Fatalf("Err() = %v, want an error: %v", r.Err(), tt.invalid)
+			}
+			got := r.Policy()
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Policy() = %+v, want %+v", got, tt.want)
+			}
+			if tt.invalid {
+				ran := false
+				if err := r.Run(t.Context(), func(context.Context) error { ran = true; return nil }); err == nil || ran {
+					t.Errorf("an invalid Retrier ran fn (%v) or returned no error (%v)", ran, err)
+				}
+			}
+		})
 	}
 }

@@ -61,7 +61,10 @@ func (r *Retrier) Run(ctx context.Context, fn func(context.Context) error) error
 // Err reports the configuration error of r, or nil when r is usable.
 func (r *Retrier) Err() error { return r.config().err }
 
-// Policy returns the policy r applies, with defaults filled in.
+// Policy returns the policy r applies, with defaults filled in. An invalid
+// r (Err is not nil), whether for its policy or another option, applies
+// none: every call returns the configuration error, and Policy returns the
+// zero Policy, whose MaxAttempts of 0 no valid Retrier reports.
 func (r *Retrier) Policy() Policy { return r.config().policy }
 
 // Hedge returns the Hedge that WithHedge gave r, with defaults filled in,
