@@ -65,7 +65,7 @@ func Disable() CallOption {
 func WithMax(n int) CallOption {
 	return CallOption{apply: func(cc *callConfig) {
 		if n < 1 {
-			cc.err = fmt.Errorf("retry: grpc: call option WithMax: value %d: must be >= 1", n)
+			cc.err = fmt.Errorf("retry: grpc: call option WithMax: n = %d: must be >= 1", n)
 			return
 		}
 		cc.max = n
@@ -83,7 +83,7 @@ func WithCodes(cs ...codes.Code) CallOption {
 	var err error
 	for _, c := range cs {
 		if c == codes.OK {
-			err = fmt.Errorf("retry: grpc: call option WithCodes: value %v: must be an error code, not OK", c)
+			err = fmt.Errorf("retry: grpc: call option WithCodes: codes = %v: must be error codes, not OK", c)
 		}
 		set[c] = true
 	}
@@ -103,7 +103,7 @@ func WithCodes(cs ...codes.Code) CallOption {
 func WithAttemptTimeout(d time.Duration) CallOption {
 	return CallOption{apply: func(cc *callConfig) {
 		if d <= 0 {
-			cc.err = fmt.Errorf("retry: grpc: call option WithAttemptTimeout: value %v: must be > 0", d)
+			cc.err = fmt.Errorf("retry: grpc: call option WithAttemptTimeout: d = %v: must be > 0", d)
 			return
 		}
 		cc.timeout = d

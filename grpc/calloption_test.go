@@ -81,13 +81,13 @@ func TestCallOptions(t *testing.T) {
 			return nil
 		}, hedge: &retry.Hedge{Delay: 5 * time.Millisecond}, opts: []grpc.CallOption{retrygrpc.Disable()}, hits: 1, minTook: 100 * time.Millisecond},
 		{name: "WithMax 0", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithMax(0)},
-			code: codes.Internal, message: "call option WithMax: value 0: must be >= 1"},
+			code: codes.Internal, message: "call option WithMax: n = 0: must be >= 1"},
 		{name: "WithMax over the policy's bound", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithMax(math.MaxInt32 + 1)},
 			code: codes.Internal, message: "max_attempts = 2147483648"},
 		{name: "WithAttemptTimeout -1s", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithAttemptTimeout(-time.Second)},
-			code: codes.Internal, message: "call option WithAttemptTimeout: value -1s: must be > 0"},
+			code: codes.Internal, message: "call option WithAttemptTimeout: d = -1s: must be > 0"},
 		{name: "WithCodes OK", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithCodes(codes.Unavailable, codes.OK)},
-			code: codes.Internal, message: "call option WithCodes: value OK: must be an error code, not OK"},
+			code: codes.Internal, message: "call option WithCodes: codes = OK: must be error codes, not OK"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,7 +52,7 @@ func TestBadInput(t *testing.T) {
 			call: func() error {
 				return retrygrpc.UnaryClientInterceptor(nil, okCodes)(ctx, "/s/m", nil, nil, nil, invoker)
 			},
-			want: "RetryableCodes: value OK: must be an error code",
+			want: "RetryableCodes: codes = OK: must be error codes, not OK",
 		},
 		{
 			name: "stream: OK among the retryable codes",
@@ -60,7 +60,7 @@ func TestBadInput(t *testing.T) {
 				_, err := retrygrpc.StreamClientInterceptor(nil, okCodes)(ctx, desc, nil, "/s/m", streamer)
 				return err
 			},
-			want: "RetryableCodes: value OK: must be an error code",
+			want: "RetryableCodes: codes = OK: must be error codes, not OK",
 		},
 		{
 			name: "unary: nil invoker",

@@ -42,7 +42,7 @@ func RetryableCodes(cs ...codes.Code) Option {
 		c.codes = map[codes.Code]bool{}
 		for _, code := range cs {
 			if code == codes.OK {
-				c.err = &configError{fmt.Errorf("retry: grpc: option RetryableCodes: value %v: must be an error code, not OK", code)}
+				c.err = &configError{fmt.Errorf("retry: grpc: option RetryableCodes: codes = %v: must be error codes, not OK", code)}
 				continue
 			}
 			c.codes[code] = true
