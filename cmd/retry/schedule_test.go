@@ -167,6 +167,31 @@ func TestHuman(t *testing.T) {
 	}
 }
 
+// TestScheduleDays: in a schedule's table, a duration past a day is
+// written in days, delays and cumulative waits alike: zizq's 20th retry
+// waits 1d20h26m55s, not 44h26m55s.
+func TestScheduleDays(t *testing.T) {
+	stdout, stderr, code := cli(t, "", "schedule", "--preset", "zizq", "--jitter", "none")
+	if code != 0 {
+		t.Fatalf("status %d: %s", code, stderr)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) == 4 {
+			rows[f[0]] = strings.Join(f, " ")
+		}
+	}
+	for attempt, want := range map[string]string{
+		"14": "14 13 7h56m16s 1d51m6s",
+		"18": "18 17 23h12m16s 3d19h24s",
+		"21": "21 20 1d20h26m55s 8d8h49m26s",
+	} {
+		if rows[attempt] != want {
+			t.Errorf("attempt %s: row %q, want %q", attempt, rows[attempt], want)
+		}
+	}
+}
+
 // TestScheduleBeyondDuration: a schedule whose total wait passes the ~292
 // years a time.Duration holds keeps a cumulative that grows by each delay,
 // in JSON and in text, with or without jitter; nothing wraps negative.
