@@ -61,7 +61,8 @@ type Breaker struct {
 	StoreWait time.Duration
 	// OnChange, when set, is called on every change of a breaker's state,
 	// with the breaker's key (empty for a single breaker) and the states
-	// it left and entered: "closed", "half_open" or "open". It runs on the
+	// it left and entered: BreakerClosed, BreakerHalfOpen or BreakerOpen
+	// ("closed", "half_open" or "open"). It runs on the
 	// goroutine of the attempt that saw the change (a hedge's own, for a
 	// hedge), after the breaker's lock is released, so it may use the
 	// Retrier.
@@ -209,23 +210,29 @@ func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) 
 	bs.pending.Add(1)
 }
 
-// The names of a breaker's states, as Stats, Breaker.OnChange and a
-// BreakerStore give them.
+// The states of a circuit breaker, by the names that Breaker.OnChange,
+// Stats.Breakers and BreakerFleet.State give them, and that a BreakerStore
+// must return. They are untyped, so that they compare with those strings.
 const (
-	stateClosed   = "closed"
-	stateHalfOpen = "half_open"
-	stateOpen     = "open"
+	// BreakerClosed is the state in which attempts run and are counted.
+	BreakerClosed = "closed"
+	// BreakerHalfOpen is the state in which Breaker.Probes attempts run,
+	// to try the dependency.
+	BreakerHalfOpen = "half_open"
+	// BreakerOpen is the state in which attempts are refused, until
+	// Breaker.OpenTimeout has passed.
+	BreakerOpen = "open"
 )
 
 // stateOf names a breaker state.
 func stateOf(s gobreaker.State) string {
 	switch s {
 	case gobreaker.StateOpen:
-		return stateOpen
+		return BreakerOpen
 	case gobreaker.StateHalfOpen:
-		return stateHalfOpen
+		return BreakerHalfOpen
 	}
-	return stateClosed
+	return BreakerClosed
 }
 
 func (bs *breakers) get(key string, now time.Time) *breaker {

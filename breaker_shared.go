@@ -63,7 +63,7 @@ type BreakerSync struct {
 // BreakerFleet is the state of a fleet's breaker as a BreakerStore
 // returns it.
 type BreakerFleet struct {
-	State      string        // "closed", "half_open" or "open"
+	State      string        // BreakerClosed, BreakerHalfOpen or BreakerOpen
 	Generation uint64        // changes with every change of State
 	OpenFor    time.Duration // while open: how long it stays open from the reply
 	Claimed    bool          // the Sync's claim was granted: its caller runs a probe
@@ -116,7 +116,7 @@ func newSharedBreaker(store BreakerStore, bs *breakers, key string) *sharedBreak
 	}
 	// Never synced: the first call reads the fleet's state, within
 	// StoreWait, before it decides.
-	sb.view.Store(&fleetView{state: stateClosed})
+	sb.view.Store(&fleetView{state: BreakerClosed})
 	return sb
 }
 
@@ -253,8 +253,8 @@ func (sb *sharedBreaker) keepProbes(s BreakerSync) {
 func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 	now := time.Now()
 	sb.failed.Store(false)
-	nv := &fleetView{state: cmp.Or(fl.State, stateClosed), gen: fl.Generation, synced: now.UnixNano(), seq: seq}
-	if fl.State == stateOpen {
+	nv := &fleetView{state: cmp.Or(fl.State, BreakerClosed), gen: fl.Generation, synced: now.UnixNano(), seq: seq}
+	if fl.State == BreakerOpen {
 		nv.until = now.Add(max(fl.OpenFor, 0)).UnixNano()
 	}
 	var old *fleetView
@@ -284,9 +284,9 @@ func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 
 func gobreakerState(s string) gobreaker.State {
 	switch s {
-	case stateOpen:
+	case BreakerOpen:
 		return gobreaker.StateOpen
-	case stateHalfOpen:
+	case BreakerHalfOpen:
 		return gobreaker.StateHalfOpen
 	}
 	return gobreaker.StateClosed
@@ -382,8 +382,8 @@ func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time
 		return nil, 0, ended(ctx)
 	}
 	switch {
-	case v.state == stateClosed:
-	case v.state == stateOpen && now < v.until:
+	case v.state == BreakerClosed:
+	case v.state == BreakerOpen && now < v.until:
 		return nil, time.Duration(v.until-now) + 1, true
 	default: // half-open, or open past its time: claim a probe
 		if !sb.claim.CompareAndSwap(false, true) {
@@ -399,9 +399,9 @@ func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time
 		case fl.Claimed:
 			gen := fl.Generation
 			return func(outcome error) { sb.probed(gen, outcome) }, 0, true
-		case fl.State == stateOpen && fl.OpenFor > 0:
+		case fl.State == BreakerOpen && fl.OpenFor > 0:
 			return nil, fl.OpenFor + 1, true
-		case fl.State != stateClosed:
+		case fl.State != BreakerClosed:
 			return nil, sb.bs.spec.recheck(), true // the fleet's probes are out
 		}
 	}
@@ -415,7 +415,7 @@ func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time
 // read, or zero.
 func (sb *sharedBreaker) openFor() time.Duration {
 	v := sb.view.Load()
-	if v.state != stateOpen {
+	if v.state != BreakerOpen {
 		return 0
 	}
 	left := time.Duration(v.until - time.Now().UnixNano())

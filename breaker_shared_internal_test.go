@@ -26,7 +26,7 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 		sent uint64 // the requests sent when it arrives
 	}
 	open := func(gen uint64) BreakerFleet {
-		return BreakerFleet{State: stateOpen, Generation: gen, OpenFor: time.Minute}
+		return BreakerFleet{State: BreakerOpen, Generation: gen, OpenFor: time.Minute}
 	}
 	tests := []struct {
 		name    string
@@ -34,13 +34,13 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 		want    string
 		gen     uint64
 	}{
-		{name: "in order", replies: []reply{{fl: open(1), seq: 1, sent: 1}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 2}, seq: 2, sent: 2}}, want: stateHalfOpen, gen: 2},
-		{name: "a late closed reply after the open one", replies: []reply{{fl: open(3), seq: 2, sent: 2}, {fl: BreakerFleet{State: stateClosed, Generation: 2}, seq: 1, sent: 2}}, want: stateOpen, gen: 3},
-		{name: "a late reply of a newer generation", replies: []reply{{fl: open(3), seq: 2, sent: 2}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 1, sent: 2}}, want: stateHalfOpen, gen: 4},
-		{name: "same generation: the later reply", replies: []reply{{fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 1, sent: 2}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 4}, seq: 2, sent: 2}}, want: stateHalfOpen, gen: 4},
-		{name: "a claim run before an earlier sync that reopened, its reply last", replies: []reply{{fl: open(3), seq: 5, sent: 6}, {fl: BreakerFleet{State: stateHalfOpen, Generation: 2}, seq: 6, sent: 6}}, want: stateOpen, gen: 3},
-		{name: "the store lost the state: a request sent after the view answers generation 0", replies: []reply{{fl: open(7), seq: 1, sent: 1}, {fl: BreakerFleet{State: stateClosed, Generation: 0}, seq: 2, sent: 2}}, want: stateClosed, gen: 0},
-		{name: "lost, then the old state's late reply", replies: []reply{{fl: BreakerFleet{State: stateClosed, Generation: 1}, seq: 3, sent: 3}, {fl: BreakerFleet{State: stateClosed, Generation: 0}, seq: 2, sent: 3}}, want: stateClosed, gen: 1},
+		{name: "in order", replies: []reply{{fl: open(1), seq: 1, sent: 1}, {fl: BreakerFleet{State: BreakerHalfOpen, Generation: 2}, seq: 2, sent: 2}}, want: BreakerHalfOpen, gen: 2},
+		{name: "a late closed reply after the open one", replies: []reply{{fl: open(3), seq: 2, sent: 2}, {fl: BreakerFleet{State: BreakerClosed, Generation: 2}, seq: 1, sent: 2}}, want: BreakerOpen, gen: 3},
+		{name: "a late reply of a newer generation", replies: []reply{{fl: open(3), seq: 2, sent: 2}, {fl: BreakerFleet{State: BreakerHalfOpen, Generation: 4}, seq: 1, sent: 2}}, want: BreakerHalfOpen, gen: 4},
+		{name: "same generation: the later reply", replies: []reply{{fl: BreakerFleet{State: BreakerHalfOpen, Generation: 4}, seq: 1, sent: 2}, {fl: BreakerFleet{State: BreakerHalfOpen, Generation: 4}, seq: 2, sent: 2}}, want: BreakerHalfOpen, gen: 4},
+		{name: "a claim run before an earlier sync that reopened, its reply last", replies: []reply{{fl: open(3), seq: 5, sent: 6}, {fl: BreakerFleet{State: BreakerHalfOpen, Generation: 2}, seq: 6, sent: 6}}, want: BreakerOpen, gen: 3},
+		{name: "the store lost the state: a request sent after the view answers generation 0", replies: []reply{{fl: open(7), seq: 1, sent: 1}, {fl: BreakerFleet{State: BreakerClosed, Generation: 0}, seq: 2, sent: 2}}, want: BreakerClosed, gen: 0},
+		{name: "lost, then the old state's late reply", replies: []reply{{fl: BreakerFleet{State: BreakerClosed, Generation: 1}, seq: 3, sent: 3}, {fl: BreakerFleet{State: BreakerClosed, Generation: 0}, seq: 2, sent: 3}}, want: BreakerClosed, gen: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,41 +61,41 @@ func (s *memStore) Sync(ctx context.Context, name string, b retry.Breaker, in re
 	defer s.mu.Unlock()
 	f := s.fleet[name]
 	if f == nil {
-		f = &memBreaker{state: "closed"}
+		f = &memBreaker{state: retry.BreakerClosed}
 		s.fleet[name] = f
 	}
 	now := time.Now()
 	open := func() {
-		*f = memBreaker{state: "open", gen: f.gen + 1, until: now.Add(b.OpenTimeout)}
+		*f = memBreaker{state: retry.BreakerOpen, gen: f.gen + 1, until: now.Add(b.OpenTimeout)}
 	}
-	if f.state == "open" && !now.Before(f.until) {
-		*f = memBreaker{state: "half_open", gen: f.gen + 1, until: f.until}
+	if f.state == retry.BreakerOpen && !now.Before(f.until) {
+		*f = memBreaker{state: retry.BreakerHalfOpen, gen: f.gen + 1, until: f.until}
 	}
 	if in.Generation == f.gen {
 		switch f.state {
-		case "closed":
+		case retry.BreakerClosed:
 			f.successes += in.Successes
 			f.failures += in.Failures
 			n := f.successes + f.failures
 			if n > 0 && n >= uint64(b.MinRequests) && float64(f.failures) >= b.FailureRatio*float64(n) {
 				open()
 			}
-		case "half_open":
+		case retry.BreakerHalfOpen:
 			f.claimed -= min(f.claimed, in.ProbeReleases)
 			f.ok += in.ProbeSuccesses
 			switch {
 			case in.ProbeFailures > 0:
 				open()
 			case f.ok >= b.Probes:
-				*f = memBreaker{state: "closed", gen: f.gen + 1}
+				*f = memBreaker{state: retry.BreakerClosed, gen: f.gen + 1}
 			}
 		}
 	}
 	out := retry.BreakerFleet{State: f.state, Generation: f.gen}
-	if f.state == "open" {
+	if f.state == retry.BreakerOpen {
 		out.OpenFor = f.until.Sub(now)
 	}
-	if in.Claim && f.state == "half_open" && f.claimed < b.Probes {
+	if in.Claim && f.state == retry.BreakerHalfOpen && f.claimed < b.Probes {
 		f.claimed++
 		out.Claimed = true
 	}
@@ -114,7 +114,7 @@ func (s *memStore) state(name string) string {
 	if f := s.fleet[name]; f != nil {
 		return f.state
 	}
-	return "closed"
+	return retry.BreakerClosed
 }
 
 // fleet builds n Retriers sharing store, one attempt per call.
@@ -171,9 +171,9 @@ func TestSharedBreakerOpensForAll(t *testing.T) {
 		probe  error // the probes' outcome
 		want   string
 	}{
-		{name: "one probe succeeds", probes: 1, want: "closed"},
-		{name: "three probes succeed", probes: 3, want: "closed"},
-		{name: "the probe fails", probes: 1, probe: errTransient, want: "open"},
+		{name: "one probe succeeds", probes: 1, want: retry.BreakerClosed},
+		{name: "three probes succeed", probes: 3, want: retry.BreakerClosed},
+		{name: "the probe fails", probes: 1, probe: errTransient, want: retry.BreakerOpen},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,7 +205,7 @@ func TestSharedBreakerOpensForAll(t *testing.T) {
 						t.Fatalf("Retrier %d two intervals after the fleet's 9 failures: %v, want breaker_open with no attempt", i, err)
 					}
 				}
-				if store.state("") != "open" {
+				if store.state("") != retry.BreakerOpen {
 					t.Fatalf("the store's breaker is %v, want open", store.state(""))
 				}
 				store.mu.Lock()
@@ -391,10 +391,10 @@ func TestBreakersOnFleet(t *testing.T) {
 		onFleet bool
 		state   string
 	}{
-		{name: "store answers, fleet closed", onFleet: true, state: "closed"},
-		{name: "store answers, fleet open", fails: 4, onFleet: true, state: "open"},
-		{name: "store down: the process's own breaker decides", down: true, onFleet: false, state: "closed"},
-		{name: "store back: the fleet's state again", onFleet: true, state: "open"},
+		{name: "store answers, fleet closed", onFleet: true, state: retry.BreakerClosed},
+		{name: "store answers, fleet open", fails: 4, onFleet: true, state: retry.BreakerOpen},
+		{name: "store down: the process's own breaker decides", down: true, onFleet: false, state: retry.BreakerClosed},
+		{name: "store back: the fleet's state again", onFleet: true, state: retry.BreakerOpen},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -450,7 +450,7 @@ func TestSharedBreakerProbeOutcomeKept(t *testing.T) {
 	}
 	call(func(context.Context) error { return errTransient })
 	call(func(context.Context) error { return errTransient })
-	waitState("open")
+	waitState(retry.BreakerOpen)
 	var probed atomic.Bool
 	for deadline := time.Now().Add(time.Second); !probed.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -464,5 +464,5 @@ func TestSharedBreakerProbeOutcomeKept(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // a sync or two fail
 	store.set(false, false)
-	waitState("closed")
+	waitState(retry.BreakerClosed)
 }

@@ -29,12 +29,12 @@ func TestBreakerOpensAfterVolume(t *testing.T) {
 		outcomes []bool // true: the attempt fails
 		want     string
 	}{
-		{name: "below the volume", spec: retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, outcomes: []bool{true, true, true, true}, want: "closed"},
-		{name: "at the volume", spec: retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, outcomes: []bool{true, true, true, true, true}, want: "open"},
-		{name: "ratio not reached", spec: retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, outcomes: []bool{true, false, true, false, true, false}, want: "closed"},
-		{name: "ratio reached", spec: retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, outcomes: []bool{false, true, false, true}, want: "open"},
-		{name: "defaults: 20 requests at 50%", spec: retry.Breaker{}, outcomes: append(make([]bool, 10), repeatBool(true, 10)...), want: "open"},
-		{name: "defaults: 19 requests do not trip", spec: retry.Breaker{}, outcomes: repeatBool(true, 19), want: "closed"},
+		{name: "below the volume", spec: retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, outcomes: []bool{true, true, true, true}, want: retry.BreakerClosed},
+		{name: "at the volume", spec: retry.Breaker{MinRequests: 5, FailureRatio: 0.5}, outcomes: []bool{true, true, true, true, true}, want: retry.BreakerOpen},
+		{name: "ratio not reached", spec: retry.Breaker{MinRequests: 4, FailureRatio: 0.75}, outcomes: []bool{true, false, true, false, true, false}, want: retry.BreakerClosed},
+		{name: "ratio reached", spec: retry.Breaker{MinRequests: 4, FailureRatio: 0.5}, outcomes: []bool{false, true, false, true}, want: retry.BreakerOpen},
+		{name: "defaults: 20 requests at 50%", spec: retry.Breaker{}, outcomes: append(make([]bool, 10), repeatBool(true, 10)...), want: retry.BreakerOpen},
+		{name: "defaults: 19 requests do not trip", spec: retry.Breaker{}, outcomes: repeatBool(true, 19), want: retry.BreakerClosed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,11 +204,11 @@ func TestBreakerExcludesCallerErrors(t *testing.T) {
 					_ = r.Run(ctx, func(context.Context) error { return tt.err(cancel) })
 					cancel()
 				}
-				if got := stateOf(r, ""); got != "closed" {
+				if got := stateOf(r, ""); got != retry.BreakerClosed {
 					t.Fatalf("state %v after caller errors, want closed", got)
 				}
 				_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-				if got := stateOf(r, ""); got != "open" {
+				if got := stateOf(r, ""); got != retry.BreakerOpen {
 					t.Fatalf("state %v after a real failure, want open", got)
 				}
 			})
@@ -234,7 +234,7 @@ func TestBreakerPerKey(t *testing.T) {
 		if retry.TypeOf(err) != "breaker.open" {
 			t.Fatalf("key a: err %v, want its breaker open", err)
 		}
-		if s := stateOf(r, "a"); s != "open" {
+		if s := stateOf(r, "a"); s != retry.BreakerOpen {
 			t.Errorf("a is %v", s)
 		}
 		for i := range 3000 {
@@ -255,7 +255,7 @@ func TestBreakerHookMayUseRetrier(t *testing.T) {
 		var states []string
 		r = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBreaker(withOnChange(tripOnFirst, func(_, _, _ string) { states = append(states, stateOf(r, "")) })))
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-		if len(states) != 1 || states[0] != "open" {
+		if len(states) != 1 || states[0] != retry.BreakerOpen {
 			t.Fatalf("hook saw %v", states)
 		}
 	})
@@ -273,7 +273,7 @@ func TestBreakerPanic(t *testing.T) {
 			}()
 			_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
 		}()
-		if got := stateOf(r, ""); got != "open" {
+		if got := stateOf(r, ""); got != retry.BreakerOpen {
 			t.Fatalf("state %v after a panic, want open", got)
 		}
 	})
@@ -322,13 +322,13 @@ func TestHungDependencyTripsBreaker(t *testing.T) {
 		ctx  func(parent context.Context) (context.Context, context.CancelFunc)
 		want string
 	}{
-		{name: "deadline", want: "open", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+		{name: "deadline", want: retry.BreakerOpen, ctx: func(p context.Context) (context.Context, context.CancelFunc) {
 			return context.WithTimeout(p, 20*time.Millisecond)
 		}},
-		{name: "deadline with a cause", want: "open", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+		{name: "deadline with a cause", want: retry.BreakerOpen, ctx: func(p context.Context) (context.Context, context.CancelFunc) {
 			return context.WithTimeoutCause(p, 20*time.Millisecond, errors.New("request budget spent"))
 		}},
-		{name: "explicit cancel", want: "closed", ctx: func(p context.Context) (context.Context, context.CancelFunc) {
+		{name: "explicit cancel", want: retry.BreakerClosed, ctx: func(p context.Context) (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(p)
 			time.AfterFunc(20*time.Millisecond, cancel)
 			return ctx, cancel
@@ -364,7 +364,7 @@ func TestBreakerDefaultWaitIsShort(t *testing.T) {
 		for range 20 {
 			_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		}
-		if s := r.Stats().Breakers[""]; s != "open" {
+		if s := r.Stats().Breakers[""]; s != retry.BreakerOpen {
 			t.Fatalf("breaker %v after 20 failures, want open", s)
 		}
 		for _, after := range []time.Duration{0, 10 * time.Second, 18 * time.Second} { // 30, 20, 2 s left
@@ -394,4 +394,24 @@ func TestBreakerDefaultWaitIsShort(t *testing.T) {
 func withOnChange(b retry.Breaker, f func(key, from, to string)) retry.Breaker {
 	b.OnChange = f
 	return b
+}
+
+// TestNamedStrings: the constants name the strings that Breaker.OnChange,
+// Stats.Breakers, a BreakerStore, TypeOf and the events give, which other
+// processes (a fleet's store, dashboards, policy JSON patterns) read as
+// strings, so they must not change.
+func TestNamedStrings(t *testing.T) {
+	tests := []struct{ name, got, want string }{
+		{name: "BreakerClosed", got: retry.BreakerClosed, want: "closed"},
+		{name: "BreakerHalfOpen", got: retry.BreakerHalfOpen, want: "half_open"},
+		{name: "BreakerOpen", got: retry.BreakerOpen, want: "open"},
+		{name: "TypeAttemptTimeout", got: retry.TypeAttemptTimeout, want: "timeout.attempt"},
+		{name: "TypeHedgeStarted", got: retry.TypeHedgeStarted, want: "hedge.started"},
+		{name: "TypeHedgeWon", got: retry.TypeHedgeWon, want: "hedge.won"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
 }

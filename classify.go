@@ -18,12 +18,15 @@ import (
 	"unsafe"
 )
 
+// TypeAttemptTimeout is the type (TypeOf, Event.Type) of an attempt that
+// WithAttemptTimeout cut off; it is retried.
+const TypeAttemptTimeout = "timeout.attempt"
+
 // Built-in error types: the ones TypeOf's documentation lists.
 const (
 	typeUnknown            = "error"
 	typeCanceled           = "context.canceled"
 	typeDeadlineExceeded   = "context.deadline_exceeded"
-	typeAttemptTimeout     = "timeout.attempt"
 	typeTimeout            = "timeout.deadline_exceeded" // a deadline inside fn, the caller's context alive
 	typeNetTimeout         = "net.timeout"
 	typeConnectionRefused  = "net.connection_refused"
@@ -445,13 +448,13 @@ const (
 
 // attemptOutcome classifies the error of an attempt run with the caller's
 // context ctx: a deadline that struck inside fn while ctx is alive is
-// typeTimeout, and the attempt's own timeout (timedOut) typeAttemptTimeout.
+// typeTimeout, and the attempt's own timeout (timedOut) TypeAttemptTimeout.
 func attemptOutcome(ctx context.Context, err error, timedOut bool) outcome {
 	o := inspect(err)
 	if o.typ == typeDeadlineExceeded || o.typ == typeCanceled {
 		switch {
 		case timedOut:
-			o.typ = typeAttemptTimeout
+			o.typ = TypeAttemptTimeout
 		case o.typ == typeDeadlineExceeded && ctx.Err() == nil:
 			o.typ = typeTimeout
 		}
@@ -463,7 +466,7 @@ func attemptOutcome(ctx context.Context, err error, timedOut bool) outcome {
 // from the dependency: its context ended, or a timeout struck.
 func unanswered(typ string) bool {
 	switch typ {
-	case typeCanceled, typeDeadlineExceeded, typeTimeout, typeAttemptTimeout, typeNetTimeout:
+	case typeCanceled, typeDeadlineExceeded, typeTimeout, TypeAttemptTimeout, typeNetTimeout:
 		return true
 	}
 	return false

@@ -221,7 +221,7 @@ func TestDefaultNonRetryable(t *testing.T) {
 		{err: typed{"body.not_replayable"}},
 		{err: typed{"net.connection_refused"}, retry: true},
 		{err: typed{"http2.goaway"}, retry: true},
-		{err: typed{"timeout.attempt"}, retry: true},
+		{err: typed{retry.TypeAttemptTimeout}, retry: true},
 	}
 	for code := 400; code < 600; code++ {
 		want := code >= 500 && code != 501 && code != 505 || code == 408 || code == 425 || code == 429

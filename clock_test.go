@@ -196,11 +196,11 @@ func TestGiveUpAfterAttemptTimeout(t *testing.T) {
 	if !errors.As(err, &e) || e.Reason != retry.ReasonCanceled {
 		t.Fatalf("err = %v, want canceled", err)
 	}
-	if got := retry.TypeOf(err); got != "timeout.attempt" {
-		t.Errorf("TypeOf = %q, want %q", got, "timeout.attempt")
+	if got := retry.TypeOf(err); got != retry.TypeAttemptTimeout {
+		t.Errorf("TypeOf = %q, want %q", got, retry.TypeAttemptTimeout)
 	}
-	if len(gaveUp) != 1 || gaveUp[0].Type != "timeout.attempt" {
-		t.Errorf("OnGiveUp events = %+v, want one of type %q", gaveUp, "timeout.attempt")
+	if len(gaveUp) != 1 || gaveUp[0].Type != retry.TypeAttemptTimeout {
+		t.Errorf("OnGiveUp events = %+v, want one of type %q", gaveUp, retry.TypeAttemptTimeout)
 	}
 }
 

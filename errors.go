@@ -42,7 +42,7 @@ func (r Reason) String() string { return string(r) }
 // TypeOf reports a call stopped by the breaker, the rate limiter or the
 // retry budget as "breaker.open", "ratelimit.local" or "budget.exhausted",
 // one whose last attempt ran out of its per-attempt timeout as
-// "timeout.attempt" (Err is then that attempt's deadline error, not the
+// TypeAttemptTimeout, "timeout.attempt" (Err is then that attempt's deadline error, not the
 // caller's), and any other by the type of Err.
 type Error struct {
 	Attempts int    // attempts run

@@ -74,8 +74,8 @@ type Hedge struct {
 	// the losing attempt's goroutine, once per value. Default: none.
 	Release func(any)
 	// OnEvent receives an Event when a hedge starts (Type
-	// "hedge.started", Delay the wait that preceded it), before the
-	// hedge runs, and when a hedge's success wins (Type "hedge.won"), as
+	// TypeHedgeStarted, Delay the wait that preceded it), before the
+	// hedge runs, and when a hedge's success wins (Type TypeHedgeWon), as
 	// it wins; Err is nil. It runs on the goroutine that starts or wins
 	// the hedge, never under a lock, so it must be safe for concurrent
 	// use; a hedge.started may come after the call has returned, when the
@@ -91,10 +91,14 @@ const (
 	defaultHedgeMax        = 2
 )
 
-// Event types of hedges.
+// The types of the events of hedges.
 const (
-	typeHedgeStarted = "hedge.started"
-	typeHedgeWon     = "hedge.won"
+	// TypeHedgeStarted is the type of the Event that Hedge.OnEvent
+	// receives when a hedge starts.
+	TypeHedgeStarted = "hedge.started"
+	// TypeHedgeWon is the type of the Event that Hedge.OnEvent receives
+	// when a hedge's success wins.
+	TypeHedgeWon = "hedge.won"
 )
 
 // WithHedge turns on hedged attempts, configured by h, in place of any

@@ -235,7 +235,7 @@ func TestHedgeAdmission(t *testing.T) {
 				retry.WithBreaker(retry.Breaker{MinRequests: 1, OpenTimeout: 100 * ms}),
 				retry.WithHedge(retry.Hedge{Delay: 15 * ms}))
 			retry.Hedged(context.Background(), (&hedgeScript{lat: []time.Duration{ms}, errs: []error{errDown}}).fn, r)
-			if st := r.Stats(); st.Breakers[""] != "open" {
+			if st := r.Stats(); st.Breakers[""] != retry.BreakerOpen {
 				t.Fatalf("breaker %v, want open", st.Breakers)
 			}
 			time.Sleep(100 * ms)
@@ -244,7 +244,7 @@ func TestHedgeAdmission(t *testing.T) {
 			if v, err := retry.Hedged(context.Background(), s.fn, p); v != 1 || err != nil {
 				t.Fatalf("Do = %v, %v", v, err)
 			}
-			if st := r.Stats(); st.Hedges != 0 || st.Breakers[""] != "closed" {
+			if st := r.Stats(); st.Hedges != 0 || st.Breakers[""] != retry.BreakerClosed {
 				t.Errorf("%d hedges, breaker %v; want 0, closed: the probe runs alone", st.Hedges, st.Breakers)
 			}
 		})
@@ -277,7 +277,7 @@ func TestHedgeAdaptive(t *testing.T) {
 		var mu sync.Mutex // OnEvent may run after Hedged returned
 		var delays []time.Duration
 		r := retry.New(retry.WithHedge(retry.Hedge{Percentile: 90, Floor: 2 * ms, Ceiling: 50 * ms, OnEvent: func(ev retry.Event) {
-			if ev.Type == "hedge.started" {
+			if ev.Type == retry.TypeHedgeStarted {
 				mu.Lock()
 				delays = append(delays, ev.Delay)
 				mu.Unlock()

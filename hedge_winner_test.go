@@ -58,7 +58,7 @@ func TestHedgeFirstSuccessWins(t *testing.T) {
 		if st := r.Stats(); st.Hedges != 1 || st.HedgeWins != 1 || st.Attempts != 2 {
 			t.Errorf("stats: %d attempts, %d hedges, %d won; want 2, 1, 1", st.Attempts, st.Hedges, st.HedgeWins)
 		}
-		if want := []string{"hedge.started", "hedge.won"}; !slices.Equal(seen, want) {
+		if want := []string{retry.TypeHedgeStarted, retry.TypeHedgeWon}; !slices.Equal(seen, want) {
 			t.Errorf("events seen when the first attempt returned: %v, want %v as they happened", seen, want)
 		}
 	})

@@ -194,7 +194,7 @@ func (tn *turn) report(t *try) {
 		case tn.winner.CompareAndSwap(nil, t):
 			if t.hedge && t.panicked == nil && t.failure == nil {
 				tn.cfg.state.hedgeWins.Add(1)
-				tn.event(typeHedgeWon, t.n, 0)
+				tn.event(TypeHedgeWon, t.n, 0)
 			}
 		case t.panicked == nil:
 			tn.drv.discard(t)
@@ -349,7 +349,7 @@ func (tn *turn) start() *try {
 	t.n = int(tn.n.Add(1))
 	tn.cfg.state.retryAttempts.Add(1)
 	tn.cfg.state.hedges.Add(1)
-	tn.event(typeHedgeStarted, t.n, tn.delay)
+	tn.event(TypeHedgeStarted, t.n, tn.delay)
 	actx, cancel := context.WithCancel(withAttempt(tn.ctx, t.n))
 	t.cancel = cancel
 	go tn.hedge(actx, t)

@@ -175,7 +175,7 @@ func WithDecider(decider Decider) Option {
 }
 
 // WithAttemptTimeout bounds each attempt; an attempt that runs out of time
-// fails with type "timeout.attempt", which is retried. Zero means no bound.
+// fails with type TypeAttemptTimeout ("timeout.attempt"), which is retried. Zero means no bound.
 func WithAttemptTimeout(timeout time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if timeout < 0 {

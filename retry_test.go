@@ -271,7 +271,7 @@ func TestAttemptTimeout(t *testing.T) {
 		if err != nil || v != "ok" || calls != 2 {
 			t.Fatalf("v=%q err=%v calls=%d", v, err, calls)
 		}
-		if len(types) != 1 || types[0] != "timeout.attempt" {
+		if len(types) != 1 || types[0] != retry.TypeAttemptTimeout {
 			t.Fatalf("types = %v, want [timeout.attempt]", types)
 		}
 	})
@@ -286,8 +286,8 @@ func TestAttemptTimeout(t *testing.T) {
 		if !errors.As(err, &e) || e.Reason != retry.ReasonExhausted || e.Attempts != 2 {
 			t.Fatalf("err = %v, want exhausted after 2 attempts", err)
 		}
-		if got := retry.TypeOf(err); got != "timeout.attempt" {
-			t.Fatalf("TypeOf = %q, want %q", got, "timeout.attempt")
+		if got := retry.TypeOf(err); got != retry.TypeAttemptTimeout {
+			t.Fatalf("TypeOf = %q, want %q", got, retry.TypeAttemptTimeout)
 		}
 	})
 }
@@ -391,7 +391,7 @@ func TestPanic(t *testing.T) {
 			if s.Calls != 1 || s.Attempts != 1 || s.Failed != 0 {
 				t.Errorf("stats = %+v: a panic counts as a call and an attempt only", s)
 			}
-			if tt.open && s.Breakers[""] != "open" {
+			if tt.open && s.Breakers[""] != retry.BreakerOpen {
 				t.Errorf("breaker %v, want open: the panic is a failure", s.Breakers[""])
 			}
 		})
@@ -856,7 +856,7 @@ func TestAttemptTimeoutPassedDeadline(t *testing.T) {
 		}, retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}), retry.WithAttemptTimeout(d),
 			retry.WithBudget(retry.Budget{Off: true}),
 			retry.OnFailure(func(ev retry.Event) { types = append(types, ev.Type) }))
-		if len(types) != 2 || types[0] != "timeout.attempt" || types[1] != "timeout.attempt" {
+		if len(types) != 2 || types[0] != retry.TypeAttemptTimeout || types[1] != retry.TypeAttemptTimeout {
 			t.Fatalf("run %d: failure types %v, want two timeout.attempt", i, types)
 		}
 	}

@@ -23,7 +23,7 @@ type Stats struct {
 	AlertsSuppressed  int64 `json:"alerts_suppressed"`  // dead-letter alerts suppressed by the dedup window
 
 	// Breakers is the state of each circuit breaker by key ("" for a
-	// single breaker): "closed", "half_open" or "open"; nil without
+	// single breaker): BreakerClosed, BreakerHalfOpen or BreakerOpen; nil without
 	// WithBreaker.
 	Breakers      map[string]string `json:"breakers,omitempty"`
 	BreakerWaits  int64             `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed

@@ -57,7 +57,7 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 	switch {
 	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
 		e.typ = o.typ
-	case o.typ == typeAttemptTimeout, o.typ == typeTimeout:
+	case o.typ == TypeAttemptTimeout, o.typ == typeTimeout:
 		// Err wraps context.DeadlineExceeded: without this, TypeOf would
 		// report the caller's own deadline as the cause.
 		e.typ = o.typ
@@ -114,7 +114,7 @@ func (c *call) canceled(ctx context.Context, drv *driver) error {
 		c.cfg.state.unstarted.Add(1)
 	}
 	e := c.newError(ctx, ReasonCanceled)
-	if c.lastTyp == typeAttemptTimeout {
+	if c.lastTyp == TypeAttemptTimeout {
 		e.typ = c.lastTyp // see terminal
 	}
 	c.gaveUp(drv, e, "")

@@ -196,7 +196,7 @@ func TestTransportHungDependencyTripsBreaker(t *testing.T) {
 		}
 		cancel()
 	}
-	if s := trR.Stats().Breakers[""]; s != "open" {
+	if s := trR.Stats().Breakers[""]; s != retry.BreakerOpen {
 		t.Errorf("breaker %v after 5 hung requests, want open", s)
 	}
 }

@@ -52,8 +52,8 @@ func TestTransportAttemptTimeoutAtHeaders(t *testing.T) {
 			}
 			whole++
 		case err != nil && resp == nil:
-			if typ := retry.TypeOf(err); typ != "timeout.attempt" {
-				t.Fatalf("err %v of type %q, want %q", err, typ, "timeout.attempt")
+			if typ := retry.TypeOf(err); typ != retry.TypeAttemptTimeout {
+				t.Fatalf("err %v of type %q, want %q", err, typ, retry.TypeAttemptTimeout)
 			}
 			timedOut++
 		default:

@@ -461,8 +461,8 @@ func TestTransportAttemptTimeout(t *testing.T) {
 	if err != nil || len(got) != len(body) {
 		t.Fatalf("read %d bytes, %v; want %d", len(got), err, len(body))
 	}
-	if len(types) != 1 || types[0] != "timeout.attempt" {
-		t.Errorf("retry events %q, want one %s", types, "timeout.attempt")
+	if len(types) != 1 || types[0] != retry.TypeAttemptTimeout {
+		t.Errorf("retry events %q, want one %s", types, retry.TypeAttemptTimeout)
 	}
 }
 
@@ -791,8 +791,8 @@ func TestTransportBreaker(t *testing.T) {
 		}
 	}
 	s := trR.Stats()
-	if s.Breakers[strings.TrimPrefix(down.URL, "http://")] != "open" ||
-		s.Breakers[strings.TrimPrefix(up.URL, "http://")] != "closed" || s.BreakerDenied != 1 {
+	if s.Breakers[strings.TrimPrefix(down.URL, "http://")] != retry.BreakerOpen ||
+		s.Breakers[strings.TrimPrefix(up.URL, "http://")] != retry.BreakerClosed || s.BreakerDenied != 1 {
 		t.Errorf("stats %+v", s)
 	}
 }
