@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html"
 	"image/color"
@@ -159,6 +160,7 @@ func (c *chart) draw(dc draw.Canvas) layout {
 	pc.Max.Y = top
 	pc.Max.X -= fallbackRoom / 2
 	if len(c.beside) == 0 {
+		fitTicks(c.Plot, pc)
 		c.Plot.Draw(pc)
 		lay.data = []vg.Rectangle{c.Plot.DataCanvas(pc).Rectangle}
 		return lay
@@ -189,6 +191,7 @@ func (c *chart) drawPanels(dc draw.Canvas, pc draw.Canvas, lay *layout) {
 	tiles := draw.Tiles{Cols: len(panels), Rows: 1, PadX: panelGap, PadTop: headH + 4}
 	cans := plot.Align([][]*plot.Plot{panels}, tiles, pc)
 	for i, p := range panels {
+		fitTicks(p, cans[0][i])
 		p.Draw(cans[0][i])
 		lay.data = append(lay.data, p.DataCanvas(cans[0][i]).Rectangle)
 		tile := cans[0][i].Rectangle
@@ -333,7 +336,23 @@ func portableSVG(svg []byte) []byte {
 // axis is a linear one of log10(milliseconds): gonum/plot's own log scale
 // places a centred axis label at the linear middle of the range, and pads
 // the data area for it.
-type durationTicks struct{ log bool }
+//
+// Given room, the axis' length in points, it keeps its labels apart: the
+// log axis drops the labels between its decades, then those of decades too
+// close to the one labelled before, the linear one takes longer steps,
+// until no two labels are closer than gap, centre to centre.
+type durationTicks struct {
+	log       bool
+	room, gap vg.Length // 0 when unknown
+}
+
+// The least distance between two labels of an axis, centre to centre, in
+// points: on the x axis, room for "1.5min" and a space in a fallback font;
+// on the y axis, a line and a half.
+const (
+	minLabelGapX = 42
+	minLabelGapY = 1.5 * tickSize
+)
 
 // roundMS are round durations in milliseconds, in order.
 var roundMS = func() []float64 {
@@ -355,12 +374,70 @@ var decadeMS = []float64{1e-3, 1e-2, 1e-1, 1, 10, 100, 1e3, 10e3, 60e3, 600e3, 3
 
 func (t durationTicks) Ticks(lo, hi float64) []plot.Tick {
 	if t.log {
-		return logDurationTicks(lo, hi)
+		ticks := logDurationTicks(lo, hi, true)
+		if t.crowded(ticks, lo, hi) {
+			ticks = logDurationTicks(lo, hi, false)
+		}
+		if t.crowded(ticks, lo, hi) { // decades too close: every other one, or fewer
+			slices.SortStableFunc(ticks, func(a, b plot.Tick) int { return cmp.Compare(a.Value, b.Value) })
+			last := math.Inf(-1)
+			for i, tk := range ticks {
+				if tk.Label == "" {
+					continue
+				}
+				if (tk.Value-last)/(hi-lo)*t.room.Points() < t.gap.Points() {
+					ticks[i].Label = ""
+					continue
+				}
+				last = tk.Value
+			}
+		}
+		return ticks
 	}
-	return linearDurationTicks(lo, hi)
+	ticks := linearDurationTicks(lo, hi, 5)
+	for n := 4; n >= 1 && t.crowded(ticks, lo, hi); n-- {
+		ticks = linearDurationTicks(lo, hi, n)
+	}
+	return ticks
 }
 
-func logDurationTicks(loLog, hiLog float64) []plot.Tick {
+// crowded reports whether two labels of ticks on an axis from lo to hi
+// would be closer than minLabelGap in t.room.
+func (t durationTicks) crowded(ticks []plot.Tick, lo, hi float64) bool {
+	if t.room <= 0 || !(hi > lo) {
+		return false
+	}
+	var values []float64
+	for _, tk := range ticks {
+		if tk.Label != "" {
+			values = append(values, tk.Value)
+		}
+	}
+	slices.Sort(values)
+	for i := 1; i < len(values); i++ {
+		if (values[i]-values[i-1])/(hi-lo)*t.room.Points() < t.gap.Points() {
+			return true
+		}
+	}
+	return false
+}
+
+// fitTicks gives the duration ticks of p's axes their length on c.
+func fitTicks(p *plot.Plot, c draw.Canvas) {
+	size := p.DataCanvas(c).Rectangle.Size()
+	if dt, ok := p.X.Tick.Marker.(durationTicks); ok {
+		dt.room, dt.gap = size.X, minLabelGapX
+		p.X.Tick.Marker = dt
+	}
+	if dt, ok := p.Y.Tick.Marker.(durationTicks); ok {
+		dt.room, dt.gap = size.Y, minLabelGapY
+		p.Y.Tick.Marker = dt
+	}
+}
+
+// logDurationTicks are the ticks of a log axis; minor asks for labels at
+// 1, 2 and 5 of each unit when the axis spans at most three decades.
+func logDurationTicks(loLog, hiLog float64, minor bool) []plot.Tick {
 	lo, hi := math.Pow(10, loLog), math.Pow(10, hiLog)
 	in := func(v float64) bool { return v >= lo*(1-1e-9) && v <= hi*(1+1e-9) }
 	decades := 0
@@ -376,7 +453,7 @@ func logDurationTicks(loLog, hiLog float64) []plot.Tick {
 			continue
 		}
 		tk := plot.Tick{Value: math.Log10(v)}
-		if slices.Contains(decadeMS, v) || decades <= 3 && leading125(v) {
+		if slices.Contains(decadeMS, v) || minor && decades <= 3 && leading125(v) {
 			tk.Label = durationLabel(v)
 			labelled++
 		}
@@ -398,14 +475,16 @@ func leading125(v float64) bool {
 	return n == 1 || n == 2 || n == 5
 }
 
-func linearDurationTicks(lo, hi float64) []plot.Tick {
+// linearDurationTicks are the ticks of a linear axis: a label at each
+// round step, the shortest that makes at most steps of them.
+func linearDurationTicks(lo, hi float64, steps int) []plot.Tick {
 	span := hi - lo
 	if !(span > 0) {
 		return []plot.Tick{{Value: lo, Label: durationLabel(lo)}}
 	}
 	step := roundMS[len(roundMS)-1]
 	for _, s := range roundMS {
-		if span/s <= 5 {
+		if span/s <= float64(steps) {
 			step = s
 			break
 		}

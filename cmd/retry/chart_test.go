@@ -95,7 +95,7 @@ func overlaps(a, b vg.Rectangle) bool {
 	return a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y
 }
 
-// testCharts are the charts the layout tests check: the README's two, and
+// testCharts are the charts the layout tests check: the README's three, and
 // ones that stretch the layout (many curves, long labels, a narrow canvas).
 func testCharts(t *testing.T) []struct {
 	name string
@@ -133,6 +133,9 @@ func testCharts(t *testing.T) []struct {
 			return ch
 		}(), w: 16 * cm, h: 10 * cm},
 		{name: "narrow sim", ch: readme.res.chart(readme.sim, "default", "default"), w: 10 * cm, h: 8 * cm},
+		{name: "sim without a budget: one panel", ch: readme.res.chart(readme.sim, "default", "off"), w: 20 * cm, h: 11 * cm},
+		{name: "README hedge", ch: readHedgeRecording(t).latencyChart(readmeHedge()), w: 20 * cm, h: 11 * cm},
+		{name: "narrow hedge", ch: readHedgeRecording(t).latencyChart(readmeHedge()), w: 10 * cm, h: 8 * cm},
 	}
 }
 
@@ -151,6 +154,23 @@ func TestChartTextInside(t *testing.T) {
 				if b.Min.X < 0 || b.Min.Y < 0 || b.Max.X > c.w || b.Max.Y > c.h {
 					t.Errorf("text %q spans x %.1f..%.1f, y %.1f..%.1f: outside the %.1f×%.1f picture",
 						tx.text, b.Min.X, b.Max.X, b.Min.Y, b.Max.Y, c.w.Points(), c.h.Points())
+				}
+			}
+		})
+	}
+}
+
+// TestTextsApart: no two texts of a chart overlap, tick labels of a
+// narrow axis included.
+func TestTextsApart(t *testing.T) {
+	for _, c := range testCharts(t) {
+		t.Run(c.name, func(t *testing.T) {
+			rec, _ := drawn(c.ch, c.w, c.h)
+			for i, a := range rec.texts {
+				for _, b := range rec.texts[:i] {
+					if overlaps(a.box, b.box) {
+						t.Errorf("texts %q at %v and %q at %v overlap", a.text, a.box, b.text, b.box)
+					}
 				}
 			}
 		})
@@ -266,11 +286,15 @@ func TestSVGText(t *testing.T) {
 func TestDurationTicks(t *testing.T) {
 	const s, mi, h, d = 1e3, 60e3, 3600e3, 86400e3
 	cases := []struct {
-		name   string
-		log    bool
-		lo, hi float64 // milliseconds
-		want   []string
+		name      string
+		log       bool
+		lo, hi    float64   // milliseconds
+		room, gap vg.Length // the axis' length, the labels' least distance
+		want      []string
 	}{
+		{name: "log, 9ms to 1.7s in 200pt: decades only", log: true, lo: 9, hi: 1.7 * s, room: 200, gap: 42, want: []string{"10ms", "100ms", "1s"}},
+		{name: "log, 1ms to 2d in 80pt: decades 14pt apart", log: true, lo: 1, hi: 2 * d, room: 80, gap: 14, want: []string{"1ms", "100ms", "10s", "10min", "6h"}},
+		{name: "linear, 0 to 2min in 100pt: 1min steps", hi: 2 * mi, room: 100, gap: 42, want: []string{"0", "1min", "2min"}},
 		{name: "log, 0.5s to 3h", log: true, lo: 0.5 * s, hi: 3 * h, want: []string{"1s", "10s", "1min", "10min", "1h"}},
 		{name: "log, 1ms to 2d", log: true, lo: 1, hi: 2 * d, want: []string{"1ms", "10ms", "100ms", "1s", "10s", "1min", "10min", "1h", "6h", "1d"}},
 		{name: "log, 20s to 30d", log: true, lo: 20 * s, hi: 30 * d, want: []string{"1min", "10min", "1h", "6h", "1d", "10d"}},
@@ -294,7 +318,7 @@ func TestDurationTicks(t *testing.T) {
 				lo, hi = math.Log10(lo), math.Log10(hi)
 			}
 			var got []string
-			for _, tk := range (durationTicks{log: c.log}).Ticks(lo, hi) {
+			for _, tk := range (durationTicks{log: c.log, room: c.room, gap: c.gap}).Ticks(lo, hi) {
 				if tk.Value < lo-1e-9 || tk.Value > hi+1e-9 {
 					t.Errorf("tick %q at %v: outside the axis [%v, %v]", tk.Label, tk.Value, lo, hi)
 				}
