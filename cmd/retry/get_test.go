@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // scripted answers each request with the next status of a script (the last
@@ -223,6 +226,20 @@ func TestGetExitStatus(t *testing.T) {
 				t.Errorf("stderr, want an attempt's line then the outcome's with %q:\n%s", c.last, stderr)
 			}
 		})
+	}
+}
+
+// TestGetInterrupted: a request cut short by an interrupt (the command's
+// context canceled, as main does on SIGINT) exits 1, no curl status.
+func TestGetInterrupted(t *testing.T) {
+	silent := rawServer(t, func(c net.Conn) { readRequest(c) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
+	if code := execute(ctx, e, []string{"get", "--attempts", "1", "http://" + silent + "/"}); code != exitFailure {
+		t.Errorf("status %d, want %d; stderr:\n%s", code, exitFailure, errb.String())
 	}
 }
 
