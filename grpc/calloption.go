@@ -98,15 +98,15 @@ func WithCodes(cs ...codes.Code) CallOption {
 
 // WithAttemptTimeout bounds each attempt of the call, within the caller's
 // deadline, in place of the Retrier's retry.WithAttemptTimeout. An attempt
-// cut off by it has the type "timeout.attempt" and is retried. d must be
-// greater than zero.
-func WithAttemptTimeout(d time.Duration) CallOption {
+// cut off by it has the type "timeout.attempt" and is retried. timeout
+// must be greater than zero.
+func WithAttemptTimeout(timeout time.Duration) CallOption {
 	return CallOption{apply: func(cc *callConfig) {
-		if d <= 0 {
-			cc.err = fmt.Errorf("retry: grpc: call option WithAttemptTimeout: d = %v: must be > 0", d)
+		if timeout <= 0 {
+			cc.err = fmt.Errorf("retry: grpc: call option WithAttemptTimeout: timeout = %v: must be > 0", timeout)
 			return
 		}
-		cc.timeout = d
+		cc.timeout = timeout
 	}}
 }
 

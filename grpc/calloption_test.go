@@ -85,7 +85,7 @@ func TestCallOptions(t *testing.T) {
 		{name: "WithMax over the policy's bound", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithMax(math.MaxInt32 + 1)},
 			code: codes.Internal, message: "max_attempts = 2147483648"},
 		{name: "WithAttemptTimeout -1s", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithAttemptTimeout(-time.Second)},
-			code: codes.Internal, message: "call option WithAttemptTimeout: d = -1s: must be > 0"},
+			code: codes.Internal, message: "call option WithAttemptTimeout: timeout = -1s: must be > 0"},
 		{name: "WithCodes OK", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithCodes(codes.Unavailable, codes.OK)},
 			code: codes.Internal, message: "call option WithCodes: codes = OK: must be error codes, not OK"},
 	}
