@@ -48,7 +48,7 @@ goroutine at a time, so a --seed gives the same figures every time.
 
 It reports the load amplification (server hits per request), the success rate, the peak-to-mean
 rate of hits per second, and the time the server took to recover after the outage: until no
-attempt fails and the load is back within 10% of the offered rate. --plot draws them over time.
+attempt fails and the load is back within 10% of the offered rate. --plot draws them over time, and beside a run with a retry budget the same run with --budget off, on the same axes.
 
 --hedge runs the long-tail setup of Dean and Barroso's "The Tail at Scale": 20000 requests, 200
 at a time, attempts of 10 ms (+0–50%), 1% of them 100× longer, first without hedging, then with a
@@ -484,7 +484,7 @@ func runHedgeSim(e *env, s *hedgeSim, asJSON bool, plotFile string) error {
 		res.writeText(e.stdout, s)
 	}
 	if plotFile != "" {
-		if err := saveChart(res.chart(s), 20*vg.Centimeter, 11*vg.Centimeter, format, plotFile, e.stdout); err != nil {
+		if err := saveChart(res.latencyChart(s), 20*vg.Centimeter, 11*vg.Centimeter, format, plotFile, e.stdout); err != nil {
 			return failed(err)
 		}
 		fmt.Fprintf(e.stderr, "wrote %s\n", plotFile)

@@ -7,16 +7,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/steadyhq/retry"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // hedgeSim is the long-tail setup of Dean and Barroso's "The Tail at Scale"
@@ -178,49 +174,3 @@ func (r *hedgeResult) writeText(w io.Writer, s *hedgeSim) {
 }
 
 func msLabel(v float64) string { return fmt.Sprintf("%.1fms", v) }
-
-// chart draws each run's share of calls slower than each latency, both
-// axes logarithmic, so that the tail shows.
-func (r *hedgeResult) chart(s *hedgeSim) *chart {
-	note := fmt.Sprintf("%d requests; attempts take %s, %g%% of them %g× longer; hedge delay at p%g of recent latencies",
-		s.requests, human(s.base), 100*s.slowP, s.slowX, s.pct)
-	ch := newChart("Latency with and without hedging", note)
-	ch.X.Label.Text = "latency"
-	ch.X.Tick.Marker = durationTicks{log: true}
-	ch.Y.Label.Text = "calls slower"
-	ch.Y.Tick.Marker = shareTicks{}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	floor := math.Log10(0.5 / float64(s.requests))
-	for i, row := range r.Rows {
-		n := len(row.lat)
-		xys := make(plotter.XYs, 0, n)
-		for j, d := range row.lat {
-			x := math.Log10(max(ms(d), 1e-3))
-			lo, hi = min(lo, x), max(hi, x)
-			xys = append(xys, plotter.XY{X: x, Y: math.Log10(float64(n-j) / float64(n))})
-		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			continue
-		}
-		l.StepStyle = plotter.PostStep
-		l.Color, l.Width = palette[i], vg.Points(1.4)
-		ch.Add(l)
-		ch.legend(row.Mode, l)
-	}
-	ch.X.Min, ch.X.Max = lo-0.05, hi+0.05
-	ch.Y.Min, ch.Y.Max = floor, 0.05
-	return ch
-}
-
-// shareTicks labels a log10 axis of shares: 100%, 10%, 1%, ...
-type shareTicks struct{}
-
-func (shareTicks) Ticks(lo, hi float64) []plot.Tick {
-	var ticks []plot.Tick
-	for e := math.Ceil(lo); e <= hi; e++ {
-		label := strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.4f", 100*math.Pow(10, e)), "0"), ".") + "%"
-		ticks = append(ticks, plot.Tick{Value: e, Label: label})
-	}
-	return ticks
-}
