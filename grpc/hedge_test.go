@@ -213,12 +213,13 @@ func TestUnaryHedgeTail(t *testing.T) {
 	// The hedge delay is adaptive, the 99th percentile of the recent
 	// latencies, so that it follows what a loaded, race-enabled machine
 	// makes of the fast calls instead of hedging them too, within a
-	// Ceiling of 30 ms; the slow calls take 800 ms, so that the bound,
-	// 80 ms, leaves room for that machine's own delays.
+	// Ceiling of 30 ms; the slow calls take 1 s, so that the bound,
+	// 100 ms, leaves room for that machine's own delays, and 12 callers
+	// overlap them.
 	const (
 		calls   = 2000
-		workers = 8
-		slow    = 800 * time.Millisecond
+		workers = 12
+		slow    = time.Second
 	)
 	run := func(t *testing.T, r *retry.Retrier) (p999 time.Duration, hits int) {
 		s := &server{check: func(ctx context.Context, n int) error {
