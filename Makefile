@@ -11,6 +11,15 @@ BIN := $(CURDIR)/.bin
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)-$(shell go env GOVERSION 2>/dev/null)
 # Every module of the workspace (go.work).
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+# A bash function for recipes: `ticking WHAT COMMAND...` runs COMMAND and,
+# every 15 s while it runs, prints "    still WHAT (Ns)", so that no long
+# step (a first vet or build compiles the standard library and every
+# dependency) runs in silence.
+TICKING := ticking() { local what=$$1 pid t=0 i; shift; "$$@" & pid=$$!; \
+	while :; do \
+		for ((i = 0; i < 75; i++)); do kill -0 $$pid 2>/dev/null || break 2; sleep 0.2; done; \
+		t=$$((t + 15)); echo "    still $$what ($${t}s)"; \
+	done; wait $$pid; }
 
 .PHONY: test setup vet lint unit installcheck tidy fuzz bench demo chaos-soak
 
@@ -22,15 +31,17 @@ setup:
 	@scripts/setup.sh
 
 vet:
-	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
+	@$(TICKING); for m in $(MODULES); do echo "go vet $$m"; \
+		(cd $$m && ticking "vetting $$m (a first run compiles what it imports)" go vet ./...) || exit 1; done
 
 lint:
 	@echo "gofmt -l"; test -z "$$(gofmt -l $(MODULES))" || { gofmt -l $(MODULES); echo "gofmt needed"; exit 1; }
-	@test -x $(STATICCHECK) || { \
+	@$(TICKING); test -x $(STATICCHECK) || { \
 		echo "building staticcheck $(STATICCHECK_VERSION) into .bin (once per Go version)"; \
-		GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && \
+		GOBIN=$(BIN) ticking "building staticcheck" go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && \
 		mv $(BIN)/staticcheck $(STATICCHECK); }
-	@for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...) || exit 1; done
+	@$(TICKING); for m in $(MODULES); do echo "staticcheck $$m"; \
+		(cd $$m && ticking "checking $$m" $(STATICCHECK) ./...) || exit 1; done
 	@echo "scripts/tidy.sh -check" && scripts/tidy.sh -check
 
 # The tests of every module under -race, then the allocation tests, which
@@ -70,11 +81,7 @@ bench:
 # Built into .bin, then run, so that a long first build is seen to be one.
 demo:
 	@echo "make demo: compiling cmd/retry into .bin/retry (a first run downloads its modules and compiles for a minute or more; later runs take seconds), then: retry demo"
-	@go build -o $(BIN)/retry ./cmd/retry & pid=$$!; \
-		for ((t = 15; ; t += 15)); do \
-			for ((i = 0; i < 15; i++)); do kill -0 $$pid 2>/dev/null || break 2; sleep 1; done; \
-			echo "    still compiling cmd/retry ($${t}s)"; \
-		done; wait $$pid
+	@$(TICKING); ticking "compiling cmd/retry" go build -o $(BIN)/retry ./cmd/retry
 	@$(BIN)/retry demo
 
 ## chaos-soak: the chaos suite with 200,000 requests
