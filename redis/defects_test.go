@@ -202,8 +202,8 @@ func TestNilComponents(t *testing.T) {
 		want string
 	}{
 		{name: "Store", opt: retry.WithBreaker(retry.Breaker{Store: store}), want: "Store = nil: is a nil *redis.Store"},
-		{name: "Limiter", opt: retry.WithRateLimit(retry.RateLimit{Shared: lim}), want: "Shared is a nil *redis.Limiter"},
-		{name: "Budget", opt: retry.WithBudget(retry.Budget{Shared: bud}), want: "Shared is a nil *redis.Budget"},
+		{name: "Limiter", opt: retry.WithRateLimit(retry.RateLimit{Shared: lim}), want: "Shared = nil: is a nil *redis.Limiter"},
+		{name: "Budget", opt: retry.WithBudget(retry.Budget{Shared: bud}), want: "Shared = nil: is a nil *redis.Budget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
