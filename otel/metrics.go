@@ -145,9 +145,9 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 // breakerValue is the gauge value of a breaker state.
 func breakerValue(s string) int {
 	switch s {
-	case "half_open":
+	case retry.BreakerHalfOpen:
 		return 1
-	case "open":
+	case retry.BreakerOpen:
 		return 2
 	}
 	return 0

@@ -239,7 +239,7 @@ func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry
 	}
 	kh.ok()
 	out := retry.BreakerFleet{
-		State:      []string{"closed", "half_open", "open"}[res[0]],
+		State:      []string{retry.BreakerClosed, retry.BreakerHalfOpen, retry.BreakerOpen}[res[0]],
 		Generation: uint64(res[1]),
 		OpenFor:    time.Duration(max(res[2], 0)) * time.Millisecond,
 		Claimed:    res[3] == 1,
