@@ -458,3 +458,94 @@ func TestRetrierHedge(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeAttemptsCounted: the error of a call whose first attempt ends
+// the turn while a hedge runs counts the hedge among its attempts, as the
+// Stats do.
+func TestHedgeAttemptsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 5}),
+			retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond}))
+		_, err := retry.Hedged(t.Context(), func(ctx context.Context) (string, error) {
+			if retry.AttemptFrom(ctx) == 1 {
+				time.Sleep(50 * time.Millisecond)
+				return "", retry.Permanent(errDown)
+			}
+			<-ctx.Done()
+			return "", ctx.Err()
+		}, r)
+		synctest.Wait()
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 2 || r.Stats().Attempts != 2 {
+			t.Errorf("err = %v, Stats().Attempts = %d; want 2 attempts in both", err, r.Stats().Attempts)
+		}
+	})
+}
+
+// TestHedgeWinnerReleasedOnPanic: when the first attempt panics after a
+// hedge has won, the panic goes on and the hedge's value, returned to no
+// one, is released.
+func TestHedgeWinnerReleasedOnPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var released []any
+		r := retry.New(retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond,
+			Release: func(v any) { mu.Lock(); released = append(released, v); mu.Unlock() }}))
+		func() {
+			defer func() {
+				if p := recover(); p == nil {
+					t.Error("the first attempt's panic did not reach the caller")
+				}
+			}()
+			retry.Hedged(t.Context(), func(ctx context.Context) (string, error) {
+				if retry.AttemptFrom(ctx) == 1 {
+					time.Sleep(50 * time.Millisecond) // heedless of the hedge's win
+					panic("first boom")
+				}
+				return "hedge's resource", nil
+			}, r)
+		}()
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(released) != 1 || released[0] != "hedge's resource" {
+			t.Errorf("released %v, want the hedge's value once", released)
+		}
+	})
+}
+
+// TestHedgeHoldKept: a failure without a server delay, arriving while an
+// earlier failure's delay runs, does not start a hedge before that delay
+// ends; nor does a shorter delay shorten it.
+func TestHedgeHoldKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		began := map[int]time.Duration{}
+		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 5}),
+			retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond, Max: 4}))
+		v, err := retry.Hedged(t.Context(), func(ctx context.Context) (int, error) {
+			n := retry.AttemptFrom(ctx)
+			mu.Lock()
+			began[n] = time.Since(start)
+			mu.Unlock()
+			switch n {
+			case 1:
+				<-ctx.Done()
+				return 0, ctx.Err()
+			case 2: // started at 10 ms, fails at 25 ms: no hedge before 325 ms
+				time.Sleep(15 * time.Millisecond)
+				return 0, retry.After(errDown, 300*time.Millisecond)
+			case 3: // started at 20 ms, fails at 30 ms, with a shorter delay
+				time.Sleep(10 * time.Millisecond)
+				return 0, retry.After(errDown, 50*time.Millisecond)
+			}
+			return n, nil
+		}, r)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || v != 4 || began[4] != 325*time.Millisecond {
+			t.Errorf("Hedged = %d, %v; attempts began at %v; want attempt 4 at 325ms", v, err, began)
+		}
+	})
+}

@@ -135,6 +135,12 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 			if !tn.timer.Stop() {
 				tn.channels()
 				tn.report(first)
+				// A hedge that won before the panic is returned to no one:
+				// give it up as a loser.
+				if t := <-tn.answer; t != nil && t != first && t.failure == nil && t.panicked == nil {
+					tn.drv.discard(t)
+					tn.release(t)
+				}
 			}
 		}
 	}()
@@ -154,6 +160,7 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	tn.channels()
 	tn.judge(first, lost)
 	tn.report(first)
+	c.attempt = int(tn.n.Load()) // the hedges started count, whichever attempt the turn returns
 	if tn.winner.Load() == first {
 		return first
 	}
@@ -226,9 +233,10 @@ func (tn *turn) coordinate() {
 	var (
 		running  = []*try{&tn.first}
 		inflight = 1
-		held     bool // a server's delay too long to honour: no more hedges
-		last     *try // the latest failure, kept until a later one or the answer
-		answer   *try // what the caller was answered: the caller's from then on
+		held     bool      // a server's delay too long to honour: no more hedges
+		hold     time.Time // no hedge before then: the longest server delay so far
+		last     *try      // the latest failure, kept until a later one or the answer
+		answer   *try      // what the caller was answered: the caller's from then on
 		answered bool
 		firstIn  bool // the caller's first attempt has reported
 		ended    bool // the caller's context has ended
@@ -310,7 +318,11 @@ func (tn *turn) coordinate() {
 				held = true
 				next.Stop()
 			case t.hint > 0: // the next hedge when the server said, then every delay
-				next.Reset(t.hint)
+				if until := time.Now().Add(t.hint); until.After(hold) {
+					hold = until
+					next.Reset(t.hint)
+				}
+			case time.Now().Before(hold): // a failure while a server's delay runs: the hedge waits for it
 			default: // a failure while others run: the next hedge now
 				hedge()
 			}
