@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const durationRule = `must be a duration: ISO 8601 ("PT1.5S"), Go ("1.5s") or integer milliseconds (1500, 1500.0 or 1.5e3)`
@@ -121,6 +122,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	case s[0] == 'P' || s[0] == 'p':
 		return parseISO(s)
 	case s[0] == '-':
+		if d, err := time.ParseDuration(s); err == nil && d < 0 {
+			return 0, &negativeError{s} // such as the least Duration, whose magnitude overflows
+		}
 		switch d, err := ParseDuration(s[1:]); {
 		case err != nil:
 			return 0, notDuration(s)
@@ -141,7 +145,7 @@ func ParseDuration(s string) (time.Duration, error) {
 // notDuration is the error of a string that is no duration ParseDuration
 // reads.
 func notDuration(s string) error {
-	return errors.New("retry: " + strconv.Quote(clip(s)) + " is not a duration: ISO 8601 (\"PT1.5S\"), Go (\"1.5s\") or integer milliseconds")
+	return errors.New("retry: " + strconv.Quote(cut(s)) + " is not a duration: ISO 8601 (\"PT1.5S\"), Go (\"1.5s\") or integer milliseconds")
 }
 
 func allDigits(s string) bool {
@@ -189,6 +193,12 @@ func (e *isoError) Error() string {
 func parseISO(s string) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
 		return 0, &isoError{s, why}
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			// strings.ToUpper would read some, such as "ſ", as ASCII.
+			return bad("non-ASCII character")
+		}
 	}
 	rest := strings.ToUpper(s[1:])
 	var total uint64

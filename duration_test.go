@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/steadyhq/retry"
 )
@@ -146,4 +147,36 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("%q → %v → %q → %v, %v", s, d, iso, back, err)
 		}
 	})
+}
+
+// TestParseDurationOddInput: what ParseDuration says of inputs with
+// whitespace inside, long runs of multi-byte characters, non-ASCII letters
+// that upper-case to ASCII, and the least Duration.
+func TestParseDurationOddInput(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		err  string // a part of the error; "" for none
+		want time.Duration
+	}{
+		{name: "a newline is quoted as one", in: "1s\n", err: `"1s\n" is not a duration`},
+		{name: "a tab is quoted as one", in: "\t1s", err: `"\t1s" is not a duration`},
+		{name: "a long value is cut at a character", in: "a" + strings.Repeat("é", 40), err: `"a` + strings.Repeat("é", 31) + `..." is not a duration`},
+		{name: "a non-ASCII designator", in: "PT1ſ", err: "non-ASCII"},
+		{name: "the least Duration is negative", in: "-9223372036854775808ns", err: "is negative"},
+		{name: "an ASCII designator in lower case", in: "pt1s", want: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := retry.ParseDuration(tt.in)
+			switch {
+			case tt.err == "" && (err != nil || d != tt.want):
+				t.Errorf("ParseDuration(%q) = %v, %v; want %v", tt.in, d, err, tt.want)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("ParseDuration(%q) = %v, %v; want an error with %q", tt.in, d, err, tt.err)
+			case err != nil && !utf8.ValidString(err.Error()):
+				t.Errorf("ParseDuration(%q): the error is not valid UTF-8: %q", tt.in, err)
+			}
+		})
+	}
 }

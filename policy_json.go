@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ParsePolicy reads a policy in the OJS JSON form, bare or wrapped in
@@ -199,11 +200,21 @@ func clip(s string) string {
 	if strings.ContainsAny(s, "\n\r\t") {
 		s = strings.Join(strings.Fields(s), " ")
 	}
+	return cut(s)
+}
+
+// cut shortens s to at most 64 bytes, at a character's boundary, and marks
+// the cut with "...".
+func cut(s string) string {
 	const n = 64
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "..."
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }
 
 func (p *Policy) setField(name string, raw json.RawMessage) error {
