@@ -2,6 +2,7 @@ package grpc
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/steadyhq/retry"
@@ -31,7 +32,20 @@ type callConfig struct {
 	codes   map[codes.Code]bool
 	timeout time.Duration // the per-attempt timeout; 0: the interceptor's
 	hedge   int8          // 1: hedge, -1: do not, 0: as the interceptor does
-	err     error
+	// The error of the last option of each kind, nil when it was valid:
+	// a later option replaces an earlier one, error and all.
+	maxErr, codesErr, timeoutErr error
+}
+
+// err returns the call's configuration error, if any.
+func (cc *callConfig) err() error {
+	switch {
+	case cc.maxErr != nil:
+		return cc.maxErr
+	case cc.codesErr != nil:
+		return cc.codesErr
+	}
+	return cc.timeoutErr
 }
 
 // scan collects the CallOptions among opts.
@@ -56,7 +70,7 @@ func (cc *callConfig) add(co CallOption) {
 // breaker and the rate limiter still see it, and may refuse it, and its
 // error is reported as for any call.
 func Disable() CallOption {
-	return CallOption{apply: func(cc *callConfig) { cc.max, cc.hedge = 1, -1 }}
+	return CallOption{apply: func(cc *callConfig) { cc.max, cc.hedge, cc.maxErr = 1, -1, nil }}
 }
 
 // WithMax sets the call's maximum attempts, the first one, retries and
@@ -64,11 +78,11 @@ func Disable() CallOption {
 // least 1, and within the policy's bound (2147483647); 1 is Disable.
 func WithMax(n int) CallOption {
 	return CallOption{apply: func(cc *callConfig) {
-		if n < 1 {
-			cc.err = fmt.Errorf("retry: grpc: call option WithMax: n = %d: must be >= 1", n)
+		if n < 1 || n > math.MaxInt32 {
+			cc.maxErr = fmt.Errorf("retry: grpc: call option WithMax: n = %d: must be in [1, %d]", n, math.MaxInt32)
 			return
 		}
-		cc.max = n
+		cc.max, cc.maxErr = n, nil
 	}}
 }
 
@@ -89,10 +103,10 @@ func WithCodes(cs ...codes.Code) CallOption {
 	}
 	return CallOption{apply: func(cc *callConfig) {
 		if err != nil {
-			cc.err = err
+			cc.codesErr = err
 			return
 		}
-		cc.codes = set
+		cc.codes, cc.codesErr = set, nil
 	}}
 }
 
@@ -103,10 +117,10 @@ func WithCodes(cs ...codes.Code) CallOption {
 func WithAttemptTimeout(timeout time.Duration) CallOption {
 	return CallOption{apply: func(cc *callConfig) {
 		if timeout <= 0 {
-			cc.err = fmt.Errorf("retry: grpc: call option WithAttemptTimeout: timeout = %v: must be > 0", timeout)
+			cc.timeoutErr = fmt.Errorf("retry: grpc: call option WithAttemptTimeout: timeout = %v: must be > 0", timeout)
 			return
 		}
-		cc.timeout = timeout
+		cc.timeout, cc.timeoutErr = timeout, nil
 	}}
 }
 

@@ -118,9 +118,9 @@
 //   - the first success wins: its reply, header, trailer and peer are the
 //     caller's, and the other attempts are canceled;
 //   - a retryable status (RetryableCodes or WithCodes: A6's
-//     nonFatalStatusCodes) sends the next hedge at once, or, with a
-//     pushback, after the pushback's wait; the hedges after it follow the
-//     delay again;
+//     nonFatalStatusCodes) while other attempts are in flight sends the
+//     next hedge at once, or, with a pushback, after the pushback's wait;
+//     the hedges after it follow the delay again;
 //   - any other status, or a response committed by its headers, ends the
 //     call with that status, and cancels the attempts in flight;
 //   - a pushback that says not to retry sends no further hedge; the
@@ -131,9 +131,12 @@
 //     once, a retry-budget token. Under a full outage, hedges and retries
 //     together stay within the budget.
 //
-// When every attempt of a round has failed and attempts are left, the
-// policy retries as usual after its backoff; A6 has no retry after hedges,
-// which a policy with MaxAttempts equal to Hedge.Max reproduces.
+// When every attempt in flight has failed (the first one alone, before the
+// delay, included) and attempts are left, the policy retries as usual
+// after its backoff, and the retry is hedged in turn; where A6 sends the
+// next hedge at once, the backoff keeps a server that fails fast from
+// being sent the attempts back to back. A policy with the immediate
+// backoff strategy and MaxAttempts equal to Hedge.Max behaves as A6.
 //
 // Hedging needs messages it can copy: the request and the reply must be
 // protocol buffers (proto.Message), or the call is not hedged. The first

@@ -62,13 +62,12 @@ func (u *unaryCall) hedged(ctx context.Context, rt *retry.Retrier) error {
 	h.returned = true
 	h.mu.Unlock()
 	if err != nil {
-		*u.headerAt, *u.trailerAt = nil, nil
+		var header, trailer metadata.MD
+		var p *peer.Peer
 		if se := (*statusError)(nil); errors.As(err, &se) {
-			*u.headerAt, *u.trailerAt = se.header, se.trailer
-			if u.peerAt != nil && se.peer != nil {
-				*u.peerAt = *se.peer
-			}
+			header, trailer, p = se.header, se.trailer, se.peer
 		}
+		u.give(header, trailer, p)
 		return final(ctx, err)
 	}
 	if res.reply != nil {
@@ -78,11 +77,31 @@ func (u *unaryCall) hedged(ctx context.Context, rt *retry.Retrier) error {
 		proto.Reset(m)
 		proto.Merge(m, res.reply)
 	}
-	*u.headerAt, *u.trailerAt = res.header, res.trailer
-	if u.peerAt != nil {
-		*u.peerAt = res.peer
-	}
+	u.give(res.header, res.trailer, &res.peer)
 	return nil
+}
+
+// give hands the caller's Header, Trailer and Peer options, every one of
+// them, the header, trailer and peer of the attempt whose outcome the call
+// returns; a nil p leaves the peers as they are.
+func (u *unaryCall) give(header, trailer metadata.MD, p *peer.Peer) {
+	*u.headerAt, *u.trailerAt = header, trailer // the call's own, or the caller's last
+	for _, o := range u.opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			if o.HeaderAddr != nil {
+				*o.HeaderAddr = header
+			}
+		case grpc.TrailerCallOption:
+			if o.TrailerAddr != nil {
+				*o.TrailerAddr = trailer
+			}
+		case grpc.PeerCallOption:
+			if o.PeerAddr != nil && p != nil {
+				*o.PeerAddr = *p
+			}
+		}
+	}
 }
 
 // attempt runs one attempt of the call: the first on the caller's reply

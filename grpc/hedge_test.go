@@ -391,3 +391,52 @@ func TestUnaryHedgeReplyReuse(t *testing.T) {
 		t.Error("no hedge started: the test does not exercise hedges")
 	}
 }
+
+// TestUnaryHedgeOddCallers: a nil reply of a message type is not hedged
+// (nothing to merge the winner into), and every Header, Trailer and Peer
+// option of a hedged call receives the winner's.
+func TestUnaryHedgeOddCallers(t *testing.T) {
+	t.Run("nil reply", func(t *testing.T) {
+		icpt := retrygrpc.UnaryClientInterceptor(retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond})))
+		var calls atomic.Int32
+		invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			calls.Add(1)
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		}
+		err := icpt(context.Background(), "/svc/M", &grpc_health_v1.HealthCheckRequest{}, (*grpc_health_v1.HealthCheckResponse)(nil), nil, invoker)
+		if err != nil || calls.Load() != 1 {
+			t.Errorf("call = %v after %d attempts; want one attempt, no hedge", err, calls.Load())
+		}
+	})
+	t.Run("two of each option", func(t *testing.T) {
+		var canceled atomic.Int32
+		s := &server{check: func(ctx context.Context, n int) error {
+			if n == 1 {
+				return hang(ctx, &canceled)
+			}
+			grpc.SetHeader(ctx, metadata.Pairs("hit", strconv.Itoa(n)))
+			grpc.SetTrailer(ctx, metadata.Pairs("trailer-hit", strconv.Itoa(n)))
+			return nil
+		}}
+		c, _ := start(t, s, retry.New(retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond})))
+		var h1, h2, t1, t2 metadata.MD
+		var p1, p2 peer.Peer
+		if _, err := c.Check(context.Background(), check, grpc.Header(&h1), grpc.Header(&h2), grpc.Trailer(&t1), grpc.Trailer(&t2), grpc.Peer(&p1), grpc.Peer(&p2)); err != nil {
+			t.Fatal(err)
+		}
+		for i, md := range []metadata.MD{h1, h2} {
+			if got := md.Get("hit"); !slices.Equal(got, []string{"2"}) {
+				t.Errorf("header %d: hit = %v, want the winner's [2]", i+1, got)
+			}
+		}
+		for i, md := range []metadata.MD{t1, t2} {
+			if got := md.Get("trailer-hit"); !slices.Equal(got, []string{"2"}) {
+				t.Errorf("trailer %d: trailer-hit = %v, want the winner's [2]", i+1, got)
+			}
+		}
+		if p1.Addr == nil || p2.Addr == nil {
+			t.Errorf("peers %v and %v, want both filled in", p1.Addr, p2.Addr)
+		}
+	})
+}

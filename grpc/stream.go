@@ -63,8 +63,8 @@ func StreamClientInterceptor(r *retry.Retrier, opts ...Option) grpc.StreamClient
 		s := &streamCall{r: c.entry(target, method).r, codes: c.codes, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
 		var call callConfig
 		if call.scan(opts); call.set {
-			if call.err != nil {
-				return nil, &configError{call.err}
+			if err := call.err(); err != nil {
+				return nil, &configError{err}
 			}
 			if call.codes != nil {
 				s.codes = call.codes

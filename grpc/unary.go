@@ -76,8 +76,8 @@ func (u *unaryCall) run(ctx context.Context, c *config, e *keyedRetrier) error {
 	rt, cs := e.r, c.codes
 	hedge := e.hedges
 	if call := &u.call; call.set {
-		if call.err != nil {
-			return &configError{call.err}
+		if err := call.err(); err != nil {
+			return &configError{err}
 		}
 		if call.codes != nil {
 			cs = call.codes
@@ -90,9 +90,11 @@ func (u *unaryCall) run(ctx context.Context, c *config, e *keyedRetrier) error {
 		}
 	}
 	if hedge {
+		// Messages of another codec cannot be copied, nor a nil reply
+		// made anew.
 		_, okReq := u.req.(proto.Message)
-		_, okReply := u.reply.(proto.Message)
-		hedge = okReq && okReply // messages of another codec cannot be copied
+		reply, okReply := u.reply.(proto.Message)
+		hedge = okReq && okReply && reply.ProtoReflect().IsValid()
 	}
 	if hedge {
 		rt = e.hedging()
