@@ -139,7 +139,8 @@ func TestCallOptions(t *testing.T) {
 }
 
 // TestCallOptionsStream: the CallOptions apply to the start of a stream
-// too: Disable makes one attempt, WithMax sets the attempts.
+// too: Disable makes one attempt, WithMax sets the attempts, WithCodes the
+// codes retried; WithHedge changes nothing.
 func TestCallOptionsStream(t *testing.T) {
 	tests := []struct {
 		name string
@@ -149,6 +150,9 @@ func TestCallOptionsStream(t *testing.T) {
 		{name: "none", hits: 3},
 		{name: "Disable", opts: []grpc.CallOption{retrygrpc.Disable()}, hits: 1},
 		{name: "WithMax", opts: []grpc.CallOption{retrygrpc.WithMax(4)}, hits: 4},
+		{name: "WithCodes without UNAVAILABLE", opts: []grpc.CallOption{retrygrpc.WithCodes(codes.Aborted)}, hits: 1},
+		{name: "WithHedge, which streams ignore", opts: []grpc.CallOption{retrygrpc.WithHedge(true)}, hits: 3},
+		{name: "WithAttemptTimeout is accepted", opts: []grpc.CallOption{retrygrpc.WithAttemptTimeout(time.Second)}, hits: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

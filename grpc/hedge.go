@@ -83,9 +83,9 @@ func (u *unaryCall) hedged(ctx context.Context, rt *retry.Retrier) error {
 
 // give hands the caller's Header, Trailer and Peer options, every one of
 // them, the header, trailer and peer of the attempt whose outcome the call
-// returns; a nil p leaves the peers as they are.
+// returns; a nil p leaves the peers as they are. u.opts holds the call's own
+// Header and Trailer options when the caller gave none.
 func (u *unaryCall) give(header, trailer metadata.MD, p *peer.Peer) {
-	*u.headerAt, *u.trailerAt = header, trailer // the call's own, or the caller's last
 	for _, o := range u.opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:

@@ -3,6 +3,7 @@ package grpc_test
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -345,24 +346,33 @@ func TestUnaryHedgeOnFinish(t *testing.T) {
 	}
 }
 
-// TestUnaryHedgeNotProto: a call whose request or reply is not a protocol
-// buffer, which the interceptor cannot copy, is not hedged. (The invoker
-// stands in for a connection with a codec of another kind.)
-func TestUnaryHedgeNotProto(t *testing.T) {
-	icpt := retrygrpc.UnaryClientInterceptor(retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond})))
-	var calls atomic.Int32
-	invoker := func(ctx context.Context, _ string, req, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-		calls.Add(1)
-		time.Sleep(30 * time.Millisecond)
-		*reply.(*string) = *req.(*string)
-		return nil
+// TestUnaryHedgeNotHedged: a call whose messages the interceptor cannot
+// copy is not hedged, though its Retrier hedges: a request or reply that is
+// not a protocol buffer (a codec of another kind), or a nil reply of a
+// message type (nothing to merge a winner into). The invoker stands in for
+// a connection, as no server can answer into a nil reply.
+func TestUnaryHedgeNotHedged(t *testing.T) {
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name       string
+		req, reply any
+	}{
+		{name: "not protocol buffers", req: str("ping"), reply: str("")},
+		{name: "a nil reply", req: &grpc_health_v1.HealthCheckRequest{}, reply: (*grpc_health_v1.HealthCheckResponse)(nil)},
 	}
-	req, reply := "ping", ""
-	if err := icpt(context.Background(), "/svc/M", &req, &reply, nil, invoker); err != nil || reply != "ping" {
-		t.Fatalf("call = %v, reply %q", err, reply)
-	}
-	if n := calls.Load(); n != 1 {
-		t.Errorf("%d attempts, want 1: no hedge", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			icpt := retrygrpc.UnaryClientInterceptor(retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond})))
+			var calls atomic.Int32
+			invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+				calls.Add(1)
+				time.Sleep(20 * time.Millisecond) // 20 times the hedge delay
+				return nil
+			}
+			if err := icpt(context.Background(), "/svc/M", tt.req, tt.reply, nil, invoker); err != nil || calls.Load() != 1 {
+				t.Errorf("call = %v after %d attempts; want one attempt, no hedge", err, calls.Load())
+			}
+		})
 	}
 }
 
@@ -392,51 +402,124 @@ func TestUnaryHedgeReplyReuse(t *testing.T) {
 	}
 }
 
-// TestUnaryHedgeOddCallers: a nil reply of a message type is not hedged
-// (nothing to merge the winner into), and every Header, Trailer and Peer
-// option of a hedged call receives the winner's.
-func TestUnaryHedgeOddCallers(t *testing.T) {
-	t.Run("nil reply", func(t *testing.T) {
-		icpt := retrygrpc.UnaryClientInterceptor(retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond})))
-		var calls atomic.Int32
-		invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-			calls.Add(1)
-			time.Sleep(20 * time.Millisecond)
-			return nil
+// TestUnaryHedgeEveryOption: every Header, Trailer and Peer option of a
+// hedged call receives the winner's.
+func TestUnaryHedgeEveryOption(t *testing.T) {
+	var canceled atomic.Int32
+	s := &server{check: func(ctx context.Context, n int) error {
+		if n == 1 {
+			return hang(ctx, &canceled)
 		}
-		err := icpt(context.Background(), "/svc/M", &grpc_health_v1.HealthCheckRequest{}, (*grpc_health_v1.HealthCheckResponse)(nil), nil, invoker)
-		if err != nil || calls.Load() != 1 {
-			t.Errorf("call = %v after %d attempts; want one attempt, no hedge", err, calls.Load())
+		grpc.SetHeader(ctx, metadata.Pairs("hit", strconv.Itoa(n)))
+		grpc.SetTrailer(ctx, metadata.Pairs("trailer-hit", strconv.Itoa(n)))
+		return nil
+	}}
+	c, _ := start(t, s, retry.New(retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond})))
+	var h1, h2, t1, t2 metadata.MD
+	var p1, p2 peer.Peer
+	if _, err := c.Check(context.Background(), check, grpc.Header(&h1), grpc.Header(&h2), grpc.Trailer(&t1), grpc.Trailer(&t2), grpc.Peer(&p1), grpc.Peer(&p2)); err != nil {
+		t.Fatal(err)
+	}
+	for i, md := range []metadata.MD{h1, h2} {
+		if got := md.Get("hit"); !slices.Equal(got, []string{"2"}) {
+			t.Errorf("header %d: hit = %v, want the winner's [2]", i+1, got)
 		}
-	})
-	t.Run("two of each option", func(t *testing.T) {
-		var canceled atomic.Int32
-		s := &server{check: func(ctx context.Context, n int) error {
-			if n == 1 {
-				return hang(ctx, &canceled)
+	}
+	for i, md := range []metadata.MD{t1, t2} {
+		if got := md.Get("trailer-hit"); !slices.Equal(got, []string{"2"}) {
+			t.Errorf("trailer %d: trailer-hit = %v, want the winner's [2]", i+1, got)
+		}
+	}
+	if p1.Addr == nil || p2.Addr == nil {
+		t.Errorf("peers %v and %v, want both filled in", p1.Addr, p2.Addr)
+	}
+}
+
+// gated is a health server whose Checks each wait for the test to release
+// them: hit 1 then answers SERVING, hit 2 NOT_SERVING, each with its hit
+// number in the header.
+type gated struct {
+	grpc_health_v1.UnimplementedHealthServer
+	n       atomic.Int32
+	arrived chan int
+	release [2]chan struct{}
+}
+
+func (g *gated) Check(ctx context.Context, _ *grpc_health_v1.HealthCheckRequest) (*grpc_health_v1.HealthCheckResponse, error) {
+	n := int(g.n.Add(1))
+	if n > 2 {
+		return nil, status.Error(codes.Internal, "a third attempt")
+	}
+	g.arrived <- n
+	<-g.release[n-1]
+	grpc.SetHeader(ctx, metadata.Pairs("hit", strconv.Itoa(n)))
+	st := grpc_health_v1.HealthCheckResponse_SERVING
+	if n == 2 {
+		st = grpc_health_v1.HealthCheckResponse_NOT_SERVING
+	}
+	return &grpc_health_v1.HealthCheckResponse{Status: st}, nil
+}
+
+// TestUnaryHedgeBothSucceed: the first attempt and a hedge both succeed,
+// in either order or at once. The caller gets exactly one attempt's reply,
+// with that attempt's header: the earlier one's when their successes are
+// apart.
+func TestUnaryHedgeBothSucceed(t *testing.T) {
+	tests := []struct {
+		name   string
+		order  []int // the hits released, 20 ms apart; both at once when one entry is 0
+		winner int   // 0: either, but one whole
+		runs   int
+	}{
+		{name: "the first's success comes first", order: []int{1, 2}, winner: 1, runs: 3},
+		{name: "the hedge's success comes first", order: []int{2, 1}, winner: 2, runs: 3},
+		{name: "both at once", order: []int{0}, runs: 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for run := range tt.runs {
+				g := &gated{arrived: make(chan int, 2), release: [2]chan struct{}{make(chan struct{}), make(chan struct{})}}
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := grpc.NewServer()
+				grpc_health_v1.RegisterHealthServer(srv, g)
+				go srv.Serve(lis)
+				r := retry.New(retry.WithHedge(retry.Hedge{Delay: 5 * time.Millisecond}))
+				cc := dial(t, lis.Addr().String(), r)
+				go func() {
+					<-g.arrived
+					<-g.arrived // both attempts are at the server
+					for i, n := range tt.order {
+						if i > 0 {
+							time.Sleep(20 * time.Millisecond)
+						}
+						if n == 0 {
+							close(g.release[0])
+							close(g.release[1])
+							continue
+						}
+						close(g.release[n-1])
+					}
+				}()
+				var header metadata.MD
+				resp, err := grpc_health_v1.NewHealthClient(cc).Check(context.Background(), check, grpc.Header(&header))
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				got := map[grpc_health_v1.HealthCheckResponse_ServingStatus]string{
+					grpc_health_v1.HealthCheckResponse_SERVING:     "1",
+					grpc_health_v1.HealthCheckResponse_NOT_SERVING: "2",
+				}[resp.GetStatus()]
+				if hit := header.Get("hit"); len(hit) != 1 || hit[0] != got {
+					t.Fatalf("run %d: reply %v from hit %q with the header of hit %v: not one attempt's", run, resp.GetStatus(), got, hit)
+				}
+				if tt.winner != 0 && got != strconv.Itoa(tt.winner) {
+					t.Errorf("run %d: hit %s's reply, want hit %d's, whose success came first", run, got, tt.winner)
+				}
+				srv.Stop()
 			}
-			grpc.SetHeader(ctx, metadata.Pairs("hit", strconv.Itoa(n)))
-			grpc.SetTrailer(ctx, metadata.Pairs("trailer-hit", strconv.Itoa(n)))
-			return nil
-		}}
-		c, _ := start(t, s, retry.New(retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond})))
-		var h1, h2, t1, t2 metadata.MD
-		var p1, p2 peer.Peer
-		if _, err := c.Check(context.Background(), check, grpc.Header(&h1), grpc.Header(&h2), grpc.Trailer(&t1), grpc.Trailer(&t2), grpc.Peer(&p1), grpc.Peer(&p2)); err != nil {
-			t.Fatal(err)
-		}
-		for i, md := range []metadata.MD{h1, h2} {
-			if got := md.Get("hit"); !slices.Equal(got, []string{"2"}) {
-				t.Errorf("header %d: hit = %v, want the winner's [2]", i+1, got)
-			}
-		}
-		for i, md := range []metadata.MD{t1, t2} {
-			if got := md.Get("trailer-hit"); !slices.Equal(got, []string{"2"}) {
-				t.Errorf("trailer %d: trailer-hit = %v, want the winner's [2]", i+1, got)
-			}
-		}
-		if p1.Addr == nil || p2.Addr == nil {
-			t.Errorf("peers %v and %v, want both filled in", p1.Addr, p2.Addr)
-		}
-	})
+		})
+	}
 }
