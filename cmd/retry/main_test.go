@@ -32,19 +32,26 @@ func cli(t *testing.T, stdin string, args ...string) (stdout, stderr string, cod
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
+	if want, same := matchFile(t, path, got); !same {
+		t.Errorf("output differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// matchFile returns the file at path and whether got is the same; with
+// -update it writes got there instead, and reports it the same.
+func matchFile(t *testing.T, path string, got []byte) (want []byte, same bool) {
+	t.Helper()
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return
+		return got, true
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	return want, bytes.Equal(got, want)
 }
 
 // TestUsageErrors: a bad flag, argument or policy gives exactly one line

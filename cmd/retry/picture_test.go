@@ -84,18 +84,7 @@ func TestPictures(t *testing.T) {
 			} else {
 				got = commandPicture(t, p.args)
 			}
-			path := filepath.Join(docsDir, p.file)
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
+			if want, same := matchFile(t, filepath.Join(docsDir, p.file), got); !same {
 				t.Errorf("docs/%s is not what `retry %s` draws (%d bytes, drawn %d): go test -run TestPictures -update draws it again",
 					p.file, strings.Join(p.args, " "), len(want), len(got))
 			}
