@@ -38,6 +38,8 @@ func TestCallOptions(t *testing.T) {
 		took     time.Duration // the most the call may take, 0 for any
 		minTook  time.Duration
 	}{
+		{name: "the zero CallOption changes nothing", check: unavailable, opts: []grpc.CallOption{retrygrpc.CallOption{}},
+			code: codes.Unavailable, message: "scripted failure", hits: 3},
 		{name: "Disable", check: unavailable, opts: []grpc.CallOption{retrygrpc.Disable()},
 			code: codes.Unavailable, message: "scripted failure", hits: 1, then: 3},
 		{name: "WithMax", check: unavailable, opts: []grpc.CallOption{retrygrpc.WithMax(5)},
