@@ -8,6 +8,7 @@ import (
 	retrygrpc "github.com/steadyhq/retry/grpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Type names every code in snake case, and a code outside gRPC's 17 by its
@@ -120,6 +121,8 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("err = %v, want none", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Errorf("err = %v, want one saying %q", err, tt.want)
+			case tt.want != "" && status.Code(err) != codes.Internal:
+				t.Errorf("status.Code = %v, want Internal: a configuration error is never UNKNOWN", status.Code(err))
 			}
 		})
 	}
