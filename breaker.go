@@ -439,14 +439,16 @@ func (e *breakerError) ErrorType() string { return typeBreakerOpen }
 // Is makes errors.Is(err, gobreaker.ErrOpenState) hold.
 func (e *breakerError) Is(target error) bool { return target == gobreaker.ErrOpenState }
 
-// breakerOutcome is what an attempt's error means to a circuit breaker:
-// nil for a success, errBreakerExcluded for the caller's own errors, which
-// must not trip it, errBreakerFailure otherwise. An attempt cut off by the
+// breakerOutcome is what an attempt's error means to the gates that learn
+// outcomes (the circuit breaker, adaptive throttling, the concurrency
+// limit): nil for a success, errBreakerExcluded for the caller's own
+// errors, which must not trip a breaker or count as the dependency's
+// refusal, errBreakerFailure otherwise. An attempt cut off by the
 // caller's deadline while the dependency had not answered is a timeout
 // failure, so that a hung dependency trips the breaker; the caller's own
 // cancellation is excluded.
 func (cfg *config) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
-	if err == nil || cfg.breakers == nil {
+	if err == nil {
 		return nil
 	}
 	cerr := ctx.Err()

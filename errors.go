@@ -21,6 +21,7 @@ const (
 	ReasonBudget       Reason = "budget"        // the retry budget had no token
 	ReasonBreakerOpen  Reason = "breaker_open"  // the circuit breaker was open and its wait could not fit
 	ReasonRateLimited  Reason = "rate_limited"  // the rate limiter's wait could not fit the deadline
+	ReasonThrottled    Reason = "throttled"     // adaptive throttling or the concurrency limit shed the attempt
 )
 
 // String returns the reason's name, such as "exhausted"; "" for the zero Reason.

@@ -6,7 +6,8 @@ import (
 )
 
 // A gate is a defence that every attempt passes: the circuit breaker, the
-// rate limiter, the retry budget. Each lives in its own file behind this
+// rate limiter, adaptive throttling, the retry budget, the concurrency
+// limit. Each lives in its own file behind this
 // interface, and the loop asks every gate of the call, in the order
 // config.assemble gives, through config.admit and config.enter, for first
 // attempts, retries and hedges alike. Gates take the ask by value and
@@ -61,20 +62,33 @@ type grant struct {
 	held time.Duration   // what this wait adds to ask.held
 	undo func(time.Time) // gives back what admit took
 	done func(error)     // learns the outcome, after enter
-	no   *refusal        // a refusal; nil when the gate lets the attempt through
+	// learner, when set, learns the outcome after enter with tag, the
+	// gate's note on the attempt (a generation, a start time): the form
+	// that takes no allocation, for a per-key state that is a pointer.
+	learner learner
+	tag     int64
+	no      *refusal // a refusal; nil when the gate lets the attempt through
+}
+
+// learner learns the outcome of an attempt it let through (see
+// pass.learn for the outcomes) with the tag its grant carried.
+type learner interface {
+	learn(tag int64, outcome error)
 }
 
 // maxGates is the most gates a call passes.
-const maxGates = 4
+const maxGates = 6
 
 // pass is one attempt's way through the gates: the ask, and what the gates
 // granted.
 type pass struct {
 	ask
-	undo  [maxGates]func(time.Time) // what gates took, given back if the attempt never runs
-	done  [maxGates]func(error)     // what learns the attempt's outcome
-	taken bool                      // some undo is set
-	heard bool                      // some done is set
+	undo     [maxGates]func(time.Time) // what gates took, given back if the attempt never runs
+	done     [maxGates]func(error)     // what learns the attempt's outcome
+	learners [maxGates]learner         // likewise, with tags
+	tags     [maxGates]int64
+	taken    bool // some undo is set
+	heard    bool // some done or learner is set
 }
 
 // refusal is a gate's no: the reason the call stops, the type of its
@@ -101,9 +115,12 @@ type gates struct {
 
 // assemble puts the configuration's gates in the order they are asked:
 // the breaker raises a retry's wait to the end of its open time, the rate
-// limiter takes its token for that wait, and the budget, last, takes a
-// retry token only once the others let the attempt through. Adding a gate
-// is adding it here.
+// limiter takes its token for that wait, adaptive throttling drops an
+// attempt locally by the share the dependency has been refusing, the
+// budget takes a retry token only once those let the attempt through, and
+// the concurrency limit, last, takes a permit just before the attempt
+// runs, so that no attempt holds one while it waits. Adding a gate is
+// adding it here.
 func (c *config) assemble() {
 	var all []gate
 	if c.breakers != nil {
@@ -112,10 +129,17 @@ func (c *config) assemble() {
 	if c.limiter != nil {
 		all = append(all, c.limiter)
 	}
+	if c.throttle != nil {
+		all = append(all, c.throttle)
+	}
 	if c.budget != nil {
 		all = append(all, c.budget)
 	}
+	if c.concurrency != nil {
+		all = append(all, c.concurrency)
+	}
 	c.gates = gates{}
+	c.learns = c.breakers != nil || c.throttle != nil || c.concurrency != nil
 	for _, g := range all {
 		admits, enters := g.acts()
 		for k := range c.gates.admits {
@@ -177,6 +201,9 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 		if gr.done != nil {
 			p.done[i], p.heard = gr.done, true
 		}
+		if gr.learner != nil {
+			p.learners[i], p.tags[i], p.heard = gr.learner, gr.tag, true
+		}
 		i++
 	}
 	return nil, nil
@@ -194,6 +221,10 @@ func (p *pass) learn(outcome error) {
 		if done != nil {
 			done(outcome)
 			p.done[i] = nil
+		}
+		if l := p.learners[i]; l != nil {
+			l.learn(p.tags[i], outcome)
+			p.learners[i] = nil
 		}
 	}
 	if bs := p.cfg.breakers; bs != nil {

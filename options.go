@@ -64,10 +64,13 @@ type config struct {
 	http           HTTP // the Transport's own settings
 	limiter        *limiter
 	breakers       *breakers
-	budget         *budgets   // the retry budget; nil when off
-	budgetSpec     *Budget    // WithBudget's, resolved into budget by build
-	hedge          *hedgeSpec // nil: no hedging
-	gates          gates      // the gates attempts pass, in order (assemble)
+	throttle       *throttles   // adaptive throttling; nil when off
+	concurrency    *concurrency // the adaptive concurrency limit; nil when off
+	budget         *budgets     // the retry budget; nil when off
+	budgetSpec     *Budget      // WithBudget's, resolved into budget by build
+	hedge          *hedgeSpec   // nil: no hedging
+	gates          gates        // the gates attempts pass, in order (assemble)
+	learns         bool         // some gate learns the outcomes of attempts (assemble)
 	optErrs        []error
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.

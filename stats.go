@@ -45,6 +45,25 @@ type Stats struct {
 	// Budgets is the balance of each key's budget with Budget.PerKey.
 	Budgets map[string]float64 `json:"budgets,omitempty"`
 
+	// Throttled counts attempts that adaptive throttling (WithThrottle)
+	// shed before they reached the dependency.
+	Throttled int64 `json:"throttled"`
+	// Throttle is, by key ("" for a single throttle), the probability
+	// with which adaptive throttling sheds an attempt now; nil without
+	// WithThrottle.
+	Throttle map[string]float64 `json:"throttle,omitempty"`
+
+	// ConcurrencyWaits counts attempts that waited for a permit of the
+	// concurrency limit (WithConcurrency); ConcurrencyDenied, attempts
+	// refused one.
+	ConcurrencyWaits  int64 `json:"concurrency_waits"`
+	ConcurrencyDenied int64 `json:"concurrency_denied"`
+	// ConcurrencyLimit and InFlight are, by key ("" for a single limit),
+	// the concurrency limit now and the attempts holding a permit; nil
+	// without WithConcurrency.
+	ConcurrencyLimit map[string]int `json:"concurrency_limit,omitempty"`
+	InFlight         map[string]int `json:"in_flight,omitempty"`
+
 	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
 	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
 
@@ -89,6 +108,12 @@ func (c *config) stats() Stats {
 			s.Budgets[key] = b.available(now)
 			s.BudgetDenied += b.denied.Load()
 		})
+	}
+	if t := c.throttle; t != nil {
+		t.stats(&s)
+	}
+	if l := c.concurrency; l != nil {
+		l.stats(&s)
 	}
 	if l := c.limiter; l != nil {
 		s.LimiterWaits = l.waits.Load()

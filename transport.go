@@ -213,7 +213,7 @@ func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, 
 	if err == nil {
 		failure = cfg.statusFailure(resp)
 	}
-	if cfg.breakers != nil {
+	if cfg.learns {
 		verdict = httpVerdict(rt.req.Context(), cfg, resp, err, timedOut)
 	}
 	return resp, cancel, timedOut, verdict, failure
