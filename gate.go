@@ -71,9 +71,10 @@ type grant struct {
 }
 
 // learner learns the outcome of an attempt it let through (see
-// pass.learn for the outcomes) with the tag its grant carried.
+// pass.learn for the outcomes) with the tag its grant carried; cfg is the
+// configuration of the call, for its clock (cfg.mono) and random source.
 type learner interface {
-	learn(tag int64, outcome error)
+	learn(cfg *config, tag int64, outcome error)
 }
 
 // maxGates is the most gates a call passes.
@@ -223,7 +224,7 @@ func (p *pass) learn(outcome error) {
 			p.done[i] = nil
 		}
 		if l := p.learners[i]; l != nil {
-			l.learn(p.tags[i], outcome)
+			l.learn(p.cfg, p.tags[i], outcome)
 			p.learners[i] = nil
 		}
 	}
