@@ -8,9 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
 )
 
@@ -133,25 +131,9 @@ func BenchmarkTypeOf(b *testing.B) {
 }
 
 // BenchmarkGuardedParts measures the success path with each guard alone and
-// all together, next to gobreaker's own Execute with the settings
-// the zero Breaker gives it.
+// all together (bench/ has gobreaker's own Execute beside them).
 func BenchmarkGuardedParts(b *testing.B) {
 	ctx := context.Background()
-	b.Run("gobreaker-execute", func(b *testing.B) {
-		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:         "bench",
-			MaxRequests:  1,
-			Interval:     10 * time.Second,
-			BucketPeriod: time.Second,
-			Timeout:      30 * time.Second,
-		})
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	tests := []struct {
 		name string
 		opts []retry.Option

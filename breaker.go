@@ -7,13 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
-// Breaker configures a circuit breaker (github.com/sony/gobreaker/v2) in
-// front of the attempts of a Retrier or Transport. Zero fields take the
-// defaults given beside each field, which suit an HTTP dependency.
+// Breaker configures a circuit breaker in front of the attempts of a
+// Retrier or Transport: the state machine of sony/gobreaker's two-step
+// breaker, with its rolling window and open period on the Retrier's Clock.
+// Zero fields take the defaults given beside each field, which suit an
+// HTTP dependency.
 //
 // The breaker trips when, within Window, at least MinRequests attempts
 // counted and FailureRatio of them failed. It then stays open for
@@ -150,62 +150,45 @@ func newBreakers(b Breaker) *breakers {
 	return bs
 }
 
-// breaker is one gobreaker circuit breaker and the time it last opened,
-// which gobreaker does not expose; with Breaker.Store, also the shared
+// breaker is one circuit breaker; with Breaker.Store, also the shared
 // breaker, which the local one stands in for when the store fails.
 type breaker struct {
-	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
-	opened atomic.Int64 // unix nanoseconds
+	c      circuit
+	bs     *breakers
+	key    string
 	shared *sharedBreaker
-	// standIn counts the calls running through cb because the store
-	// failed; with a shared breaker, only cb's changes during such calls
+	// standIn counts the calls running through c because the store
+	// failed; with a shared breaker, only c's changes during such calls
 	// are reported, not those the outcomes it is told bring about.
 	standIn atomic.Int32
 }
 
-// Outcomes reported to gobreaker by the attempt function.
+// Outcomes reported to the gates that learn them (see pass.learn).
 var (
 	errBreakerFailure  = errors.New("failure")
 	errBreakerExcluded = errors.New("excluded")
 )
 
 func (bs *breakers) newBreaker(key string) *breaker {
-	b := &breaker{}
-	spec := bs.spec
-	settings := gobreaker.Settings{
-		Name:         key,
-		MaxRequests:  spec.Probes,
-		Interval:     spec.Window,
-		BucketPeriod: spec.Window / 10,
-		Timeout:      spec.OpenTimeout,
-		ReadyToTrip: func(n gobreaker.Counts) bool {
-			counted := n.Requests - n.TotalExclusions
-			return counted >= spec.MinRequests && float64(n.TotalFailures) >= spec.FailureRatio*float64(counted)
-		},
-		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
-	}
-	// Under gobreaker's lock: record only; calls deliver the event.
-	local := settings
-	local.OnStateChange = func(_ string, from, to gobreaker.State) {
-		now := time.Now()
-		if to == gobreaker.StateOpen {
-			b.opened.Store(now.UnixNano())
-		}
-		if b.shared == nil || b.standIn.Load() > 0 {
-			bs.record(key, from, to, now)
-		}
-	}
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](local)
-	if spec.Store != nil {
-		b.shared = newSharedBreaker(spec.Store, bs, key)
+	b := &breaker{bs: bs, key: key}
+	if bs.spec.Store != nil {
+		b.shared = newSharedBreaker(bs.spec.Store, bs, key)
 	}
 	return b
 }
 
+// changed reports a change of the local circuit's state, unless a shared
+// breaker decides and the local one only learns.
+func (b *breaker) changed(ch change) {
+	if ch.happened() && (b.shared == nil || b.standIn.Load() > 0) {
+		b.bs.record(b.key, ch.from.String(), ch.to.String())
+	}
+}
+
 // record keeps a change of state for the next flush.
-func (bs *breakers) record(key string, from, to gobreaker.State, now time.Time) {
+func (bs *breakers) record(key, from, to string) {
 	bs.mu.Lock()
-	bs.changes = append(bs.changes, breakerChange{key: key, from: stateOf(from), to: stateOf(to)})
+	bs.changes = append(bs.changes, breakerChange{key: key, from: from, to: to})
 	bs.mu.Unlock()
 	bs.pending.Add(1)
 }
@@ -224,17 +207,6 @@ const (
 	BreakerOpen = "open"
 )
 
-// stateOf names a breaker state.
-func stateOf(s gobreaker.State) string {
-	switch s {
-	case gobreaker.StateOpen:
-		return BreakerOpen
-	case gobreaker.StateHalfOpen:
-		return BreakerHalfOpen
-	}
-	return BreakerClosed
-}
-
 func (bs *breakers) get(key string, now time.Time) *breaker {
 	if bs.single != nil {
 		return bs.single
@@ -242,24 +214,28 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 	return bs.keys.get(key, now, func() *breaker { return bs.newBreaker(key) })
 }
 
-// allow asks the breaker to let one attempt through (gobreaker's two-step
-// form): done reports the attempt's outcome. A nil done means the breaker
-// refused; wait is then how long until it may let a probe through.
-func (b *breaker) allow(spec *Breaker) (done func(error), wait time.Duration) {
-	done, err := b.cb.Allow()
-	switch err {
-	case nil:
-		return done, 0
-	case gobreaker.ErrOpenState:
-		return nil, b.openLeft(spec)
+// allow asks the local circuit at now to let one attempt through,
+// returning the attempt's generation; when it refuses, wait is how long
+// until it may let a probe through.
+func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration) {
+	gen, ok, wait, ch := b.c.allow(now, &b.bs.spec)
+	b.changed(ch)
+	if !ok && wait <= 0 {
+		wait = b.bs.spec.recheck() // half-open, its probes in flight
 	}
-	return nil, spec.recheck() // half-open, its probes in flight
+	return gen, ok, wait
+}
+
+// learn counts the outcome of an attempt the local circuit let through in
+// generation tag.
+func (b *breaker) learn(cfg *config, tag int64, outcome error) {
+	b.changed(b.c.done(uint64(tag), outcome, cfg.mono(), &b.bs.spec))
 }
 
 // allowShared is allow for a breaker shared through a Breaker.Store: the
-// fleet's state decides, and the process's own breaker, which learns every
+// fleet's state decides, and the process's own circuit, which learns every
 // outcome too, stands in for it while the store cannot be read in time.
-func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(error), wait time.Duration) {
+func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error), wait time.Duration) {
 	shared, wait, ok := b.shared.allow(ctx)
 	// A call whose context ended was not decided. Written only on a
 	// change: every call of every goroutine passes here.
@@ -274,20 +250,22 @@ func (b *breaker) allowShared(ctx context.Context, bs *breakers) (done func(erro
 			shared(outcome)
 			// The stand-in learns the outcome too; an open or busy
 			// stand-in counts nothing.
-			if local, err := b.cb.Allow(); err == nil {
-				local(outcome)
+			now := cfg.mono()
+			if gen, ok, _, ch := b.c.allow(now, &b.bs.spec); ok {
+				b.changed(ch)
+				b.changed(b.c.done(gen, outcome, now, &b.bs.spec))
 			}
 		}, 0
 	}
-	bs.fallbacks.Add(1)
+	b.bs.fallbacks.Add(1)
 	b.standIn.Add(1)
-	local, wait := b.allow(&bs.spec)
-	if local == nil {
+	gen, ok, wait := b.allow(cfg.mono())
+	if !ok {
 		b.standIn.Add(-1)
 		return nil, wait
 	}
 	return func(outcome error) {
-		local(outcome)
+		b.learn(cfg, int64(gen), outcome)
 		b.standIn.Add(-1)
 	}, 0
 }
@@ -303,34 +281,35 @@ func (bs *breakers) admit(_ context.Context, a ask) grant {
 	if a.kind != kindRetry {
 		return grant{}
 	}
-	left := bs.get(a.key, a.cfg.now()).openFor(&bs.spec)
+	now := a.cfg.mono()
+	left := bs.get(a.key, now).openFor(now)
 	if left <= a.wait {
 		return grant{}
 	}
 	return bs.wait(a, left, left-a.wait)
 }
 
-// enter asks the breaker to let the attempt through (gobreaker's two-step
-// Allow). An open breaker is waited for, without consuming an attempt,
-// when the wait fits MaxWait and the time left; otherwise, or for a hedge,
-// which starts now or not at all, it refuses.
+// enter asks the breaker to let the attempt through (the first of the
+// two steps; learn, or the shared breaker's done, is the second). An open
+// breaker is waited for, without consuming an attempt, when the wait fits
+// MaxWait and the time left; otherwise, or for a hedge, which starts now
+// or not at all, it refuses.
 func (bs *breakers) enter(ctx context.Context, a ask) grant {
-	var now time.Time
-	if bs.keys != nil {
-		now = a.cfg.now()
-	}
+	now := a.cfg.mono()
 	b := bs.get(a.key, now)
-	var done func(error)
+	var g grant
 	var wait time.Duration
 	if b.shared != nil {
-		done, wait = b.allowShared(ctx, bs)
+		g.done, wait = b.allowShared(ctx, a.cfg)
+	} else if gen, ok, w := b.allow(now); ok {
+		g.learner, g.tag = b, int64(gen)
 	} else {
-		done, wait = b.allow(&bs.spec)
+		wait = w
 	}
 	bs.flush() // a change made as the attempt was let through
 	switch {
-	case done != nil:
-		return grant{done: done}
+	case g.done != nil || g.learner != nil:
+		return g
 	case ctx.Err() != nil: // the caller's context ended while the breaker was consulted
 		return grant{no: &refusal{reason: ReasonCanceled}}
 	case a.kind == kindHedge:
@@ -377,14 +356,14 @@ func (bs *breakers) flush() {
 
 // states returns the state of every breaker, by key, and with a
 // Breaker.Store whether the fleet's state made each one's last decision.
-func (bs *breakers) states() (states map[string]string, onFleet map[string]bool) {
+func (bs *breakers) states(now time.Time) (states map[string]string, onFleet map[string]bool) {
 	states = make(map[string]string)
 	if bs.spec.Store != nil {
 		onFleet = make(map[string]bool)
 	}
 	add := func(key string, b *breaker) {
 		local := b.shared == nil || b.shared.local.Load()
-		states[key] = b.state(local)
+		states[key] = b.state(local, now)
 		if b.shared != nil {
 			onFleet[key] = !local
 		}
@@ -397,34 +376,25 @@ func (bs *breakers) states() (states map[string]string, onFleet map[string]bool)
 	return states, onFleet
 }
 
-// state is the breaker's state: the process's own breaker's when local
-// (it made the last decision, or there is no store), else the fleet's as
-// this process last saw it in the store.
-func (b *breaker) state(local bool) string {
+// state is the breaker's state at now: the process's own circuit's when
+// local (it made the last decision, or there is no store), else the
+// fleet's as this process last saw it in the store.
+func (b *breaker) state(local bool, now time.Time) string {
 	if !local {
 		return b.shared.view.Load().state
 	}
-	return stateOf(b.cb.State())
+	st, ch := b.c.current(now)
+	b.changed(ch)
+	return st.String()
 }
 
 // openFor returns how long the breaker stays open from now, or zero when
 // it is not open; for a shared breaker, as the fleet's state was last read.
-func (b *breaker) openFor(spec *Breaker) time.Duration {
+func (b *breaker) openFor(now time.Time) time.Duration {
 	if b.shared != nil {
 		return b.shared.openFor()
 	}
-	if b.cb.State() != gobreaker.StateOpen {
-		return 0
-	}
-	return b.openLeft(spec)
-}
-
-// openLeft returns how long the local breaker stays open from now, plus a
-// nanosecond: gobreaker turns half-open only once its timeout has passed,
-// so a wait that ended exactly at it would find the breaker still open.
-func (b *breaker) openLeft(spec *Breaker) time.Duration {
-	left := time.Duration(b.opened.Load()+int64(spec.OpenTimeout)) - time.Duration(time.Now().UnixNano())
-	return max(left+1, time.Nanosecond)
+	return b.c.openFor(now)
 }
 
 // breakerError is the failure of a call stopped by an open breaker.
@@ -435,9 +405,6 @@ func (e *breakerError) Error() string {
 }
 
 func (e *breakerError) ErrorType() string { return typeBreakerOpen }
-
-// Is makes errors.Is(err, gobreaker.ErrOpenState) hold.
-func (e *breakerError) Is(target error) bool { return target == gobreaker.ErrOpenState }
 
 // breakerOutcome is what an attempt's error means to the gates that learn
 // outcomes (the circuit breaker, adaptive throttling, the concurrency

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // BreakerStore keeps the state of circuit breakers that a fleet of
@@ -278,18 +276,8 @@ func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 		sb.failures.Store(0)
 	}
 	if old.state != nv.state {
-		sb.bs.record(sb.key, gobreakerState(old.state), gobreakerState(nv.state), now)
+		sb.bs.record(sb.key, old.state, nv.state)
 	}
-}
-
-func gobreakerState(s string) gobreaker.State {
-	switch s {
-	case BreakerOpen:
-		return gobreaker.StateOpen
-	case BreakerHalfOpen:
-		return gobreaker.StateHalfOpen
-	}
-	return gobreaker.StateClosed
 }
 
 // count keeps the outcome of an attempt run in the closed state. Counts

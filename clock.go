@@ -6,14 +6,16 @@ import (
 )
 
 // Clock is the time source of a Retrier: what it reads to fit waits into the
-// caller's deadline and MaxElapsed, to slide the retry budget's window and to
-// reserve rate-limiter tokens, and how it waits between attempts.
+// caller's deadline and MaxElapsed, to slide the windows of the retry
+// budget, the circuit breaker and adaptive throttling, to time the circuit
+// breaker's open period, to measure the latencies of the concurrency limit
+// and to reserve rate-limiter tokens, and how it waits between attempts.
 //
 // The default is the real clock. A virtual clock lets a simulator drive the
 // real engine through hours of backoff in milliseconds (cmd/retry sim does).
 // Some times stay real whatever the Clock: the per-attempt timeout, the
-// dead-letter sink's timeout, and the circuit breaker's open period, which
-// gobreaker measures itself.
+// dead-letter sink's timeout, and the syncs of a breaker shared through a
+// BreakerStore.
 //
 // A Clock must be safe for concurrent use when the Retrier is shared.
 type Clock interface {

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,5 +239,62 @@ func TestSharedBudgetTime(t *testing.T) {
 		if !b.times[i].Equal(want[i]) {
 			t.Errorf("Retry %d asked at %v, want %v", i+1, b.times[i], want[i])
 		}
+	}
+}
+
+// TestBreakerOnClock: the circuit breaker's window and open period run on
+// the Retrier's Clock. An hour-long open period ends when the virtual
+// clock passes it, and failures slide out of the window as it moves, with
+// no real time passing.
+func TestBreakerOnClock(t *testing.T) {
+	fail := errors.New("down")
+	tests := []struct {
+		name    string
+		advance time.Duration // virtual time between the trip and the next call
+		want    retry.Reason  // "" for success
+		changes []string
+	}{
+		{name: "open period not over", advance: time.Hour - time.Second, want: retry.ReasonBreakerOpen, changes: []string{"closed>open"}},
+		{name: "open period over: a probe closes it", advance: time.Hour, changes: []string{"closed>open", "open>half_open", "half_open>closed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &virtualClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
+			var changes []string
+			r := retry.New(retry.WithClock(clk), retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+				retry.WithBreaker(retry.Breaker{MinRequests: 2, Window: time.Minute, OpenTimeout: time.Hour, MaxWait: -1,
+					OnChange: func(_, from, to string) { changes = append(changes, from+">"+to) }}))
+			for range 2 {
+				_ = r.Run(t.Context(), func(context.Context) error { return fail })
+			}
+			clk.mu.Lock()
+			clk.now = clk.now.Add(tt.advance)
+			clk.mu.Unlock()
+			err := r.Run(t.Context(), func(context.Context) error { return nil })
+			var re *retry.Error
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("err = %v, want success", err)
+			case tt.want != "" && (!errors.As(err, &re) || re.Reason != tt.want):
+				t.Fatalf("err = %v, want reason %v", err, tt.want)
+			}
+			if got := strings.Join(changes, " "); got != strings.Join(tt.changes, " ") {
+				t.Errorf("changes %q, want %q", got, strings.Join(tt.changes, " "))
+			}
+		})
+	}
+	// The window slides on the clock: two failures a minute apart never
+	// trip a breaker of MinRequests 2 over a 30 s window.
+	clk := &virtualClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r := retry.New(retry.WithClock(clk), retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+		retry.WithBreaker(retry.Breaker{MinRequests: 2, Window: 30 * time.Second, MaxWait: -1}))
+	for range 3 {
+		_ = r.Run(t.Context(), func(context.Context) error { return fail })
+		clk.mu.Lock()
+		clk.now = clk.now.Add(time.Minute)
+		clk.mu.Unlock()
+	}
+	if st := r.Stats().Breakers[""]; st != retry.BreakerClosed {
+		t.Errorf("breaker %s after failures a minute apart, want closed", st)
 	}
 }

@@ -92,7 +92,7 @@ func (c *config) stats() Stats {
 		HedgeWins:         st.hedgeWins.Load(),
 	}
 	if bs := c.breakers; bs != nil {
-		s.Breakers, s.BreakersOnFleet = bs.states()
+		s.Breakers, s.BreakersOnFleet = bs.states(c.mono())
 		s.BreakerWaits = bs.waits.Load()
 		s.BreakerDenied = bs.denied.Load()
 		s.BreakerFallbacks = bs.fallbacks.Load()

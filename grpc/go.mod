@@ -10,7 +10,6 @@ require (
 require golang.org/x/time v0.15.0 // indirect
 
 require (
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

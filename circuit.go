@@ -1,0 +1,197 @@
+package retry
+
+import (
+	"sync"
+	"time"
+)
+
+// circuit is the state machine of one circuit breaker (see Breaker), on
+// the times it is given: the Retrier's clock, so that a simulator's
+// virtual clock runs the breaker too. It has the two-step form of
+// gobreaker's TwoStepCircuitBreaker, whose rules it keeps: allow before an
+// attempt returns the generation the attempt belongs to, and done after
+// it counts the outcome only if the state has not changed since.
+//
+// Closed, it counts successes and failures over Window, in ten slices,
+// and trips when at least MinRequests were counted and FailureRatio of
+// them failed. Open, it refuses until OpenTimeout has passed. Half-open,
+// it lets Probes attempts through: one failure opens it again, Probes
+// successes close it, and an outcome it leaves out frees the probe for
+// another attempt. Every change of state starts a new generation with
+// clear counts.
+type circuit struct {
+	mu    sync.Mutex
+	state circuitState
+	gen   uint64
+	until time.Time // open: when it turns half-open
+	ring  [circuitSlices]circuitSlice
+	sent  uint32 // half-open: probes let through and not left out
+	ok    uint32 // half-open: probes that succeeded
+}
+
+// circuitState is a circuit's state; its name is the Breaker state's.
+type circuitState uint8
+
+const (
+	circuitClosed circuitState = iota
+	circuitHalfOpen
+	circuitOpen
+)
+
+// String returns BreakerClosed, BreakerHalfOpen or BreakerOpen.
+func (s circuitState) String() string {
+	switch s {
+	case circuitOpen:
+		return BreakerOpen
+	case circuitHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}
+
+// circuitSlices is the number of slices of a circuit's window.
+const circuitSlices = 10
+
+// circuitSlice is one slice of the window: its number (plus one; zero is
+// unused) and the outcomes counted in it.
+type circuitSlice struct {
+	n          int64
+	ok, failed uint32
+}
+
+// change is a circuit's change of state, reported to Breaker.OnChange;
+// the zero change is none.
+type change struct{ from, to circuitState }
+
+func (c change) happened() bool { return c.from != c.to }
+
+// allow asks the circuit at now to let an attempt through. It returns the
+// attempt's generation when it does; otherwise wait is how long the
+// circuit stays open from now, or zero when it is half-open with its
+// probes in flight.
+func (c *circuit) allow(now time.Time, spec *Breaker) (gen uint64, ok bool, wait time.Duration, ch change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch = c.advance(now)
+	switch c.state {
+	case circuitOpen:
+		return c.gen, false, c.until.Sub(now), ch
+	case circuitHalfOpen:
+		if c.sent >= spec.Probes {
+			return c.gen, false, 0, ch
+		}
+		c.sent++
+	}
+	return c.gen, true, 0, ch
+}
+
+// done counts the outcome of an attempt of generation gen at now: nil for
+// a success, errBreakerExcluded for one left out, any other for a failure.
+func (c *circuit) done(gen uint64, outcome error, now time.Time, spec *Breaker) change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.advance(now)
+	if gen != c.gen || ch.happened() {
+		return ch
+	}
+	switch c.state {
+	case circuitClosed:
+		if outcome == errBreakerExcluded {
+			return ch
+		}
+		s := c.slice(now, spec)
+		if outcome == nil {
+			s.ok++
+			return ch
+		}
+		s.failed++
+		if ok, failed := c.counts(now, spec); ok+failed >= int64(spec.MinRequests) && float64(failed) >= spec.FailureRatio*float64(ok+failed) {
+			return c.set(circuitOpen, now, spec)
+		}
+	case circuitHalfOpen:
+		switch outcome {
+		case errBreakerExcluded:
+			c.sent--
+		case nil:
+			if c.ok++; c.ok >= spec.Probes {
+				return c.set(circuitClosed, now, spec)
+			}
+		default:
+			return c.set(circuitOpen, now, spec)
+		}
+	}
+	return ch
+}
+
+// current returns the state at now, turning an open circuit whose time
+// is up half-open.
+func (c *circuit) current(now time.Time) (circuitState, change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.advance(now)
+	return c.state, ch
+}
+
+// openFor returns how long the circuit stays open from now; zero when it
+// is not open.
+func (c *circuit) openFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != circuitOpen || !now.Before(c.until) {
+		return 0
+	}
+	return c.until.Sub(now)
+}
+
+// advance turns an open circuit half-open once its time is up. c.mu is
+// held.
+func (c *circuit) advance(now time.Time) change {
+	if c.state == circuitOpen && !now.Before(c.until) {
+		return c.set(circuitHalfOpen, now, nil)
+	}
+	return change{}
+}
+
+// set moves the circuit to state s at now, in a new generation with clear
+// counts. c.mu is held.
+func (c *circuit) set(s circuitState, now time.Time, spec *Breaker) change {
+	ch := change{from: c.state, to: s}
+	c.state = s
+	c.gen++
+	c.ring = [circuitSlices]circuitSlice{}
+	c.sent, c.ok = 0, 0
+	if s == circuitOpen {
+		c.until = now.Add(spec.OpenTimeout)
+	}
+	return ch
+}
+
+// slice returns the slice of the window that now falls in, cleared when
+// it held an older slice's counts. c.mu is held.
+func (c *circuit) slice(now time.Time, spec *Breaker) *circuitSlice {
+	n := c.sliceOf(now, spec)
+	s := &c.ring[n%circuitSlices]
+	if s.n != n+1 {
+		*s = circuitSlice{n: n + 1}
+	}
+	return s
+}
+
+// counts returns the successes and failures of the window that ends at
+// now. c.mu is held.
+func (c *circuit) counts(now time.Time, spec *Breaker) (ok, failed int64) {
+	n := c.sliceOf(now, spec)
+	for _, s := range c.ring {
+		if s.n > n+1-circuitSlices && s.n <= n+1 {
+			ok += int64(s.ok)
+			failed += int64(s.failed)
+		}
+	}
+	return ok, failed
+}
+
+// sliceOf numbers the slice of the window that now falls in.
+func (c *circuit) sliceOf(now time.Time, spec *Breaker) int64 {
+	width := max(int64(spec.Window)/circuitSlices, 1)
+	return now.UnixNano() / width
+}
