@@ -36,6 +36,7 @@ func newSim(e *env) *cobra.Command {
 		contend  bool
 		runs     int
 		hedge    bool
+		meta     metaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -63,20 +64,49 @@ from a 5 ms base to a 2 s cap. It compares no backoff, exponential without jitte
 equal and decorrelated jitter (or only --jitter), averaged over --runs. It takes no other flag
 than --clients, --runs, --seed, --jitter and --json.
 
-A load simulation holds at most 1000000 requests (--rate × --duration).
+--metastable runs a server that can fail metastably (Bronson et al., HotOS '21; Huang et al.,
+OSDI '22): --workers (10) serve --capacity (here 100) attempts a second from a FIFO queue that
+holds 2 s of work, and refuse more at once with 503; requests arrive at --rate (here 70) a
+second, a Poisson process, for --duration (here 3m). Each attempt times out after
+--attempt-timeout (1s), and the server still serves it when its turn comes: wasted work. A
+trigger (--trigger capacity: the workers divided by --factor, 2; latency: the service time
+multiplied by it) lasts from --trigger-at START:LENGTH (30s:10s). The same requests run under
+each defence set, on the real engine in virtual time with the policy's attempts: no defence (no
+retry budget), each gate alone with its defaults (the budget, the circuit breaker, ...), the
+defaults (what retry.New gives with no defence option) and, when that is more, every gate
+together. It prints each set's goodput (successful calls per second) before, during and after
+the trigger, the load amplification (attempts reaching the server per request), the share of
+the server's work wasted, and the time it took to recover after the trigger ended: from then
+on, every 5 s window to the end of the run has successful calls of at least 90% of the requests
+arriving in it; "never" when that does not happen within the run. --plot draws each set's
+goodput over time, the trigger shaded. Besides its own flags it takes the policy's, --rate,
+--capacity, --duration, --latency, --seed, --json and --plot.
 
-The circuit breaker is left out: it measures its open period on real time.`,
+A load simulation holds at most 1000000 requests (--rate × --duration).`,
 		Example: `  retry sim --rate 100 --duration 2m --outage 30s:60s
   retry sim --rate 100 --duration 2m --outage 30s:60s --budget off --plot outage.svg
   retry sim --rate 100 --duration 1m --fail-rate 0.1 --json
   retry sim --rate 100 --duration 1m --outage 10s:20s --capacity 120
   retry sim --contention
-  retry sim --hedge --plot hedge.svg`,
+  retry sim --hedge --plot hedge.svg
+  retry sim --metastable
+  retry sim --metastable --trigger latency --factor 3 --trigger-at 30s:20s --duration 5m --plot metastable.svg`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			flags := cmd.Flags()
-			if err := simFlagsApply(flags, contend, hedge); err != nil {
+			if err := simFlagsApply(flags, contend, hedge, meta.on); err != nil {
 				return err
+			}
+			if meta.on {
+				p, label, err := pf.policy(e.stdin)
+				if err != nil {
+					return err
+				}
+				s, err := meta.sim(flags, rate, capacity, duration, latency, seed, p)
+				if err != nil {
+					return err
+				}
+				return runMetastable(e, s, label, asJSON, plotFile)
 			}
 			if hedge {
 				return runHedgeSim(e, defaultHedgeSim(seed), asJSON, plotFile)
@@ -203,6 +233,7 @@ The circuit breaker is left out: it measures its open period on real time.`,
 	f.BoolVar(&contend, "contention", false, `the AWS "Exponential Backoff and Jitter" contention setup`)
 	f.IntVar(&runs, "runs", 10, "with --contention: runs to average")
 	f.BoolVar(&hedge, "hedge", false, `the long-tail setup of "The Tail at Scale", without and with hedging`)
+	meta.register(f)
 	return cmd
 }
 
@@ -219,8 +250,9 @@ var hedgeFlags = []string{"seed", "json", "plot"}
 
 // simFlagsApply rejects a flag given where it has no effect: with
 // --contention, any but contentionFlags; with --hedge, any but hedgeFlags;
-// without --contention, --runs.
-func simFlagsApply(fs *pflag.FlagSet, contend, hedge bool) error {
+// with --metastable, any of metaRefused; without it, metaOnly; without
+// --contention, --runs.
+func simFlagsApply(fs *pflag.FlagSet, contend, hedge, meta bool) error {
 	var err error
 	fs.Visit(func(f *pflag.Flag) {
 		if err != nil {
@@ -232,6 +264,10 @@ func simFlagsApply(fs *pflag.FlagSet, contend, hedge bool) error {
 				strings.Join(contentionFlags[:len(contentionFlags)-1], ", --"), contentionFlags[len(contentionFlags)-1])
 		case !contend && hedge && f.Name != "hedge" && f.Name != "progress" && !slices.Contains(hedgeFlags, f.Name):
 			err = usagef("flag --%s: does not apply to --hedge, which takes only --seed, --json and --plot", f.Name)
+		case !contend && !hedge && meta && slices.Contains(metaRefused, f.Name):
+			err = usagef("flag --%s: does not apply to --metastable, which runs its own defences, clients and trigger", f.Name)
+		case !contend && !hedge && !meta && slices.Contains(metaOnly, f.Name):
+			err = usagef("flag --%s: applies only with --metastable", f.Name)
 		case !contend && f.Name == "runs":
 			err = usagef("flag --runs: applies only with --contention")
 		}
@@ -252,7 +288,10 @@ func simDuration(name, v string, least time.Duration) (time.Duration, error) {
 }
 
 // parseOutage reads --outage START:LENGTH.
-func parseOutage(v string) (start, end time.Duration, err error) {
+func parseOutage(v string) (start, end time.Duration, err error) { return parseWindow("outage", v) }
+
+// parseWindow reads a flag of the form START:LENGTH.
+func parseWindow(name, v string) (start, end time.Duration, err error) {
 	if v == "" {
 		return 0, 0, nil
 	}
@@ -272,7 +311,7 @@ func parseOutage(v string) (start, end time.Duration, err error) {
 	default:
 		return s, s + l, nil
 	}
-	return 0, 0, usagef("flag --outage = %q: %s", v, rule)
+	return 0, 0, usagef("flag --%s = %q: %s", name, v, rule)
 }
 
 // parseBudget reads --budget; nil means the default budget.

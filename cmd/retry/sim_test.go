@@ -257,7 +257,8 @@ func TestSimUsage(t *testing.T) {
 		{"--bucket", "1ms"}, {"--policy", "{}"}, {"--preset", "ojs"}, {"--param", "x=1"}, {"--attempts", "3"},
 		{"--initial", "1s"}, {"--max", "1s"}, {"--offset", "1s"}, {"--coefficient", "3"}, {"--strategy", "linear"},
 		{"--jitter-factor", "0.5"}, {"--jitter-amount", "1s"}, {"--on-exhaustion", "discard"}, {"--non-retryable", "x"},
-		{"--hedge"},
+		{"--hedge"}, {"--metastable"}, {"--trigger", "latency"}, {"--trigger-at", "1s:1s"}, {"--factor", "3"}, {"--workers", "3"},
+		{"--attempt-timeout", "1s"},
 	} {
 		refused[f[0]] = true
 		cases = append(cases, struct {
