@@ -162,6 +162,7 @@ var defenceGates = []struct {
 }{
 	{name: "budget", opt: func() retry.Option { return retry.WithBudget(retry.Budget{}) }},
 	{name: "breaker", opt: func() retry.Option { return retry.WithBreaker(retry.Breaker{}) }},
+	{name: "throttle", opt: func() retry.Option { return retry.WithThrottle(retry.Throttle{}) }},
 }
 
 // defaultsOff turns off the gates that are on by default: the budget.
