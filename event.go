@@ -11,10 +11,15 @@ import (
 // Err is the real error, for programs; Message is Err's text passed through
 // the sanitizer, and is what logs, metrics, records and tools should use.
 type Event struct {
-	Attempt int           // the attempt that failed, 1 for the first
-	Err     error         // the attempt's error
-	Message string        // Err's text, sanitized
-	Type    string        // TypeOf the error, or timeout.attempt
+	Attempt int    // the attempt that failed, 1 for the first
+	Err     error  // the attempt's error
+	Message string // Err's text, sanitized
+	// Type is TypeOf the error, or timeout.attempt; a call the breaker,
+	// the rate limiter or another gate stopped has the gate's type
+	// (breaker.open, ratelimit.local), but one the retry budget stopped
+	// has the type of the failure whose retry it denied (Reason says the
+	// budget).
+	Type    string
 	Delay   time.Duration // the wait before the next attempt (OnRetry)
 	Reason  Reason        // why the call stops; zero when a retry follows
 	Key     string        // the call's key (WithKey, or the Transport's key)
@@ -23,6 +28,14 @@ type Event struct {
 	First   time.Time     // when the call's first failure happened
 	Time    time.Time     // when this failure happened
 	Payload any           // what a dead-letter record needs to replay the work
+	// Balance is the retry budget's balance for Key when the event was
+	// made, in retries (see Budget): after this failure's retry took its
+	// token, or, when the budget denied the retry (Reason budget), what
+	// it had then, less than one retry. It is below zero while a Shadow
+	// budget is overdrawn: an event with a negative Balance and no Reason
+	// is a retry the budget would have denied. Zero without a budget of
+	// the Retrier's own (Budget.Off, Budget.Shared).
+	Balance float64
 }
 
 // OnRetry adds a hook called before each wait, only when a retry will happen.
@@ -82,12 +95,9 @@ func fire(list []func(Event), ev Event) {
 
 // event builds the Event of the current failure.
 func (c *call) event(drv *driver, o outcome, now time.Time) Event {
-	key := c.key
-	if key == "" {
-		key = c.cfg.key
-	}
+	key := c.eventKey()
 	method, url := drv.describeOr()
-	return Event{
+	ev := Event{
 		Attempt: c.attempt,
 		Err:     c.last,
 		Message: c.cfg.sanitize(c.last.Error()),
@@ -98,6 +108,19 @@ func (c *call) event(drv *driver, o outcome, now time.Time) Event {
 		First:   c.first,
 		Time:    now,
 	}
+	if bs := c.cfg.budget; bs != nil {
+		ev.Balance, _ = bs.balance(c.key, now)
+	}
+	return ev
+}
+
+// eventKey returns the key of the call's events: its own, or the
+// configuration's.
+func (c *call) eventKey() string {
+	if c.key == "" {
+		return c.cfg.key
+	}
+	return c.key
 }
 
 // describeOr returns the method and URL of events from the driver, or

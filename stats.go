@@ -39,9 +39,21 @@ type Stats struct {
 	BreakersOnFleet map[string]bool `json:"breakers_on_fleet,omitempty"`
 
 	// BudgetBalance is the number of retries the retry budget would grant
-	// now; -1 when the budget is off.
+	// now (zero while a Shadow budget is overdrawn); -1 when the budget is
+	// off, Shared or kept per key.
 	BudgetBalance float64 `json:"budget_balance"`
 	BudgetDenied  int64   `json:"budget_denied"` // retries the budget refused
+	// BudgetShadowDenied counts the retries a Shadow budget would have
+	// refused, and let through.
+	BudgetShadowDenied int64 `json:"budget_shadow_denied"`
+	// BudgetDeniedKey, BudgetDeniedType and BudgetDeniedBalance describe
+	// the last retry the budget refused: the call's key, the type of the
+	// failure whose retry it was, and the budget's balance then, in
+	// retries (0 for a Shared budget). BudgetDeniedType is "" until the
+	// budget refuses one.
+	BudgetDeniedKey     string  `json:"budget_denied_key,omitempty"`
+	BudgetDeniedType    string  `json:"budget_denied_type,omitempty"`
+	BudgetDeniedBalance float64 `json:"budget_denied_balance,omitempty"`
 	// Budgets is the balance of each key's budget with Budget.PerKey.
 	Budgets map[string]float64 `json:"budgets,omitempty"`
 
@@ -97,17 +109,8 @@ func (c *config) stats() Stats {
 		s.BreakerDenied = bs.denied.Load()
 		s.BreakerFallbacks = bs.fallbacks.Load()
 	}
-	if b := c.budget; b != nil && b.one != nil {
-		s.BudgetBalance = b.one.available(c.now())
-		s.BudgetDenied = b.one.denied.Load()
-	}
-	if kb := c.budget; kb != nil && kb.keys != nil {
-		now := c.now()
-		s.Budgets = make(map[string]float64)
-		kb.keys.each(func(key string, b *budget) {
-			s.Budgets[key] = b.available(now)
-			s.BudgetDenied += b.denied.Load()
-		})
+	if bs := c.budget; bs != nil {
+		bs.stats(&s, c.now())
 	}
 	if t := c.throttle; t != nil {
 		t.stats(&s)

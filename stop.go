@@ -53,6 +53,16 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 	cfg := c.cfg
 	route := routed(reason, &cfg.policy)
 	cfg.state.failedPermanently.Add(1)
+	if bs := cfg.budget; bs != nil {
+		if reason == ReasonBudget {
+			if now.IsZero() {
+				now = cfg.now()
+			}
+			bal, _ := bs.balance(c.key, now)
+			bs.deny(budgetDenial{key: c.eventKey(), typ: c.lastTyp, balance: bal})
+		}
+		defer bs.lose(c.key) // after the events, whose Balance counts the call as failing
+	}
 	e := c.newError(ctx, reason)
 	switch {
 	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
@@ -70,6 +80,9 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 	}
 	ev := c.event(drv, o, now)
 	ev.Reason = reason
+	if reason == ReasonBudget {
+		ev.Type = c.lastTyp // the failure's, not the budget's (see Event.Type)
+	}
 	if route {
 		if ev.Payload == nil && drv != nil && drv.record != nil {
 			ev.Payload = drv.record()
@@ -110,6 +123,9 @@ func (c *call) refuse(ctx context.Context, drv *driver, reason Reason, typ strin
 func (c *call) canceled(ctx context.Context, drv *driver) error {
 	if c.attempt > 0 {
 		c.cfg.state.failedPermanently.Add(1)
+		if bs := c.cfg.budget; bs != nil {
+			defer bs.lose(c.key) // after the event (see terminal)
+		}
 	} else {
 		c.cfg.state.unstarted.Add(1)
 	}
