@@ -298,10 +298,10 @@ func budgetTable(rules []budgetRule, rates []float64, seed uint64, bar *progress
 	return rows, nil
 }
 
-// runBudgetTable prints the budget table of issue "a budget that bounds
-// outages at every rate": for each rule and rate, the load of a full
-// outage and the success rate under 10% independent failures, as text or
-// JSON, on e's stdout.
+// runBudgetTable prints the budget table (retry sim --budgets): for each
+// rule and rate, the load of a full outage and the success rate under 10%
+// independent failures, as text or JSON, on e's stdout, with a progress
+// bar of the runs on e's stderr when progress is shown.
 func runBudgetTable(e *env, seed uint64, asJSON bool) error {
 	bar := e.newProgress(len(budgetRules)*len(budgetRates), "budgets")
 	rows, err := budgetTable(budgetRules, budgetRates, seed, bar)
