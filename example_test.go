@@ -162,19 +162,24 @@ func ExampleWithBreaker() {
 	// <nil> 3 2
 }
 
-// A retry budget bounds the retries to a share of the calls: here 10% and no
-// reserve, so 100 calls that all fail make 110 attempts instead of 300, and
-// every call has one retry denied. Zero fields take the defaults; a
-// negative Reserve means none.
+// A retry budget bounds the retries to a share of the calls that succeed:
+// here 10% and no reserve. 100 calls succeed and earn 10 retries; an outage
+// follows, and its 100 calls make 110 attempts instead of 300: the first 5
+// calls of the outage take the 10 retries, two each, and the other 95 are
+// denied their retry. Zero fields take the defaults; a negative Reserve
+// means none.
 func ExampleWithBudget() {
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
 		retry.WithBudget(retry.Budget{Ratio: 0.1, Reserve: -1, Window: time.Minute}),
 	)
 	for range 100 {
+		_ = r.Run(context.Background(), func(context.Context) error { return nil })
+	}
+	for range 100 {
 		_ = r.Run(context.Background(), func(context.Context) error { return errors.New("outage") })
 	}
 	s := r.Stats()
-	fmt.Println(s.Calls, s.Attempts, s.BudgetDenied)
-	// Output: 100 110 100
+	fmt.Println(s.Calls, s.Attempts-100, s.BudgetDenied)
+	// Output: 200 110 95
 }

@@ -22,10 +22,10 @@ func TestStats(t *testing.T) {
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		_ = r.Run(t.Context(), func(context.Context) error { return nil })
 		got := r.Stats()
-		// The default budget: 15% of 3 first attempts plus 2/s over 10 s,
-		// less the 3 retries granted.
-		if math.Abs(got.BudgetBalance-(0.15*3+20-3)) > 1e-9 {
-			t.Errorf("budget balance %v, want 17.45", got.BudgetBalance)
+		// The default budget: 0.15 for each of the 2 calls that succeeded
+		// plus 0.5/s over 10 s, less the 3 retries granted.
+		if math.Abs(got.BudgetBalance-(0.15*2+5-3)) > 1e-9 {
+			t.Errorf("budget balance %v, want 2.3", got.BudgetBalance)
 		}
 		got.BudgetBalance = 0
 		want := retry.Stats{Calls: 3, Attempts: 6, Failed: 4, Retried: 3, FailedPermanently: 1}
