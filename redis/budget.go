@@ -19,9 +19,14 @@ import (
 const budgetSlices = 10
 
 // Budget is a retry budget shared by every process using the same Redis and
-// prefix, with the rule of retry.Budget: over the sliding Window, the fleet's
-// retries may reach Ratio times its first attempts, plus Reserve retries per
-// second. retry.Budget.Shared takes it.
+// prefix: over the sliding Window, the fleet's retries may reach Ratio times
+// its first attempts, plus Reserve retries per second, with the defaults of
+// retry.Budget (0.15 and 0.5 a second over 10 s). retry.Budget.Shared takes
+// it. Unlike a Retrier's own budget, which earns from the calls that
+// succeed, it earns from first attempts, since a retry.SharedBudget is told
+// of first attempts and not of their outcomes: under a full outage the
+// fleet's load stays within about 1.15 times its first attempts plus 0.5
+// retries a second.
 //
 // The counts live in Redis as one counter per slice of the window (a tenth
 // of it) under a TTL a little longer than the window, read and updated
