@@ -101,7 +101,9 @@ func TestCallOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &server{check: tt.check}
-			opts := []retry.Option{retry.WithPolicy(fast)}
+			// No budget: each row counts the attempts its options allow,
+			// which the default budget's reserve (5 in 10 s) would cut.
+			opts := []retry.Option{retry.WithPolicy(fast), retry.WithBudget(retry.Budget{Off: true})}
 			if tt.hedge != nil {
 				opts = append(opts, retry.WithHedge(*tt.hedge))
 			}
