@@ -1,11 +1,421 @@
 package retry
 
-import "context"
+import (
+	"cmp"
+	"context"
+	"math"
+	"math/bits"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
-// concurrency is the adaptive concurrency-limit gate. (Being built.)
-type concurrency struct{}
+// Concurrency is an adaptive limit on the attempts in flight to a
+// dependency, for WithConcurrency. Every attempt, first, retry or hedge,
+// takes a permit just before it runs, after every other gate, and gives it
+// back when its outcome is known (for the Transport, when the response's
+// headers arrive), or when it fails, panics, is canceled or never runs.
+//
+// The limit follows the latency against a baseline, the latency the
+// dependency shows when nothing queues: the lowest mean of two windows in
+// a row. Each window (two baselines, at least 100 ms, longer until its
+// mean is known within 5%) scales the limit by baseline over latency
+// (within [1/2, 2]), since attempts beyond what the dependency serves
+// queue and stretch the latency, adds half the square root of the limit
+// for a small queue, and moves the limit 30% of the way there when
+// lower, half the way when higher; below the limit at which a queue was
+// last seen, that allowance doubles each window, so the limit regrows
+// fast. It settles near the dependency's Little's-law limit, throughput
+// times unqueued latency, and follows a loss of capacity within a few
+// windows. A window in which half the attempts failed, as a circuit
+// breaker counts failures, cuts it by a tenth; the caller's own errors are
+// left out. While less than half the limit is in use it stays put.
+//
+// The baseline rises only when the windows have halved the limit and the
+// latency fell by less than a quarter: then the latency is the
+// dependency's own, not a queue. It never rises above MaxLatency, so
+// through a long incident the limit stays low while the latency stays
+// above MaxLatency, instead of climbing back as the incident's latency
+// becomes the new normal (a dependency healthy above it is held low).
+//
+// When the limit is reached, an attempt waits up to MaxWait, within the
+// caller's deadline, asking again every eighth of the baseline (1 to
+// 50 ms); by default it does not wait, and a hedge never does. An attempt
+// that gets no permit ends the call with an *Error of Reason
+// ReasonThrottled and type "concurrency.limit" (a retry's keeps the last
+// failure); a hedge that gets none is not started. Stats gives each limit
+// and its attempts in flight. Latencies are read on WithClock's clock;
+// with many attempts, one in up to 64 is timed, as the clock costs more
+// than the rest of the gate.
+//
+// The limit is off unless WithConcurrency is given. Zero fields take the
+// defaults given beside them, field by field. Concurrency is a plain value;
+// the state WithConcurrency builds from it is shared by every call of the
+// Retrier or Transport and is safe for concurrent use.
+type Concurrency struct {
+	// Initial is the limit at the start: default 20, or Max if lower.
+	Initial int
+	// Min and Max bound the limit: defaults 1 and 1000 (or Initial, if
+	// higher).
+	Min, Max int
+	// MaxLatency is the ceiling on the baseline, the dependency's healthy
+	// latency: default 10 s. Set it to the slowest latency the
+	// dependency shows when healthy, such as its p99.
+	MaxLatency time.Duration
+	// MaxWait bounds how long one call waits for permits, in all, with
+	// what other gates held it (see Breaker.MaxWait), and always within
+	// the caller's deadline; default 0: an attempt that finds the limit
+	// reached is refused at once, so an inline caller is never held.
+	MaxWait time.Duration
+	// PerKey keeps one limit per key (WithKey, or the Transport's request
+	// key, by default the host), so that a slow dependency does not take
+	// the permits of the others; at most 1024 keys are kept, the one used
+	// least recently dropped.
+	PerKey bool
+}
 
-func (l *concurrency) acts() (admits, enters uint8)     { return 0, 0 }
-func (l *concurrency) admit(context.Context, ask) grant { return grant{} }
-func (l *concurrency) enter(context.Context, ask) grant { return grant{} }
-func (l *concurrency) stats(*Stats)                     {}
+// defaultConcurrency holds the defaults of Concurrency's zero fields.
+var defaultConcurrency = Concurrency{Initial: 20, Min: 1, Max: 1000, MaxLatency: 10 * time.Second}
+
+// typeConcurrencyLimit is the type of a call's error when the concurrency
+// limit refused its attempt.
+const typeConcurrencyLimit = "concurrency.limit"
+
+// WithConcurrency puts an adaptive concurrency limit in front of the
+// attempts (see Concurrency), in place of any before it. An invalid c
+// makes every call return an error naming the field.
+func WithConcurrency(c Concurrency) Option {
+	return optionFunc(func(cfg *config) {
+		c, field, value, rule := c.resolve()
+		if field != "" {
+			cfg.invalid("WithConcurrency", field, value, rule)
+			return
+		}
+		cfg.concurrency = newConcurrency(c)
+	})
+}
+
+// resolve returns c with its defaults, or names the field that is wrong,
+// its value and the rule it breaks.
+func (c Concurrency) resolve() (r Concurrency, field string, value any, rule string) {
+	switch {
+	case c.Initial < 0:
+		return c, "Initial", c.Initial, "must be >= 0"
+	case c.Min < 0:
+		return c, "Min", c.Min, "must be >= 0"
+	case c.Max < 0:
+		return c, "Max", c.Max, "must be >= 0"
+	case c.MaxLatency < 0:
+		return c, "MaxLatency", c.MaxLatency, "must be >= 0"
+	case c.MaxWait < 0:
+		return c, "MaxWait", c.MaxWait, "must be >= 0"
+	}
+	d := defaultConcurrency
+	r = c
+	r.Min = cmp.Or(c.Min, d.Min)
+	r.Max = cmp.Or(c.Max, max(d.Max, r.Min, c.Initial))
+	r.Initial = cmp.Or(c.Initial, min(max(d.Initial, r.Min), r.Max))
+	r.MaxLatency = cmp.Or(c.MaxLatency, d.MaxLatency)
+	switch {
+	case r.Min > r.Max:
+		return c, "Min", c.Min, "must be <= Max (" + strconv.Itoa(r.Max) + ")"
+	case r.Initial < r.Min || r.Initial > r.Max:
+		return c, "Initial", c.Initial, "must be within [Min, Max] = [" + strconv.Itoa(r.Min) + ", " + strconv.Itoa(r.Max) + "]"
+	}
+	return r, "", nil, ""
+}
+
+// concurrency is the concurrency-limit gate of a Retrier: one limit, or one
+// per key.
+type concurrency struct {
+	spec   Concurrency
+	one    *permits
+	keys   *keyed[*permits]
+	mk     func() *permits // makes a key's limit
+	waits  atomic.Int64    // waits for a permit
+	denied atomic.Int64    // attempts refused a permit
+}
+
+func newConcurrency(c Concurrency) *concurrency {
+	cs := &concurrency{spec: c}
+	cs.mk = func() *permits { return newPermits(c) }
+	if c.PerKey {
+		cs.keys = newKeyed[*permits](maxKeys)
+	} else {
+		cs.one = cs.mk()
+	}
+	return cs
+}
+
+// acts: every attempt takes a permit as it is about to run, after every
+// other gate's wait, so that no attempt holds one while it waits; admit is
+// never asked.
+func (cs *concurrency) acts() (admits, enters uint8)     { return 0, onAll }
+func (cs *concurrency) admit(context.Context, ask) grant { return grant{} }
+
+// enter takes a permit, whose outcome the limit learns; when there is none,
+// it asks for a wait if MaxWait and the time left allow one, or refuses.
+func (cs *concurrency) enter(_ context.Context, a ask) grant {
+	p := cs.get(a.key)
+	if tag, ok := p.acquire(a.cfg); ok {
+		return grant{learner: p, tag: tag}
+	}
+	if a.kind != kindHedge {
+		if left := min(cs.spec.MaxWait-a.held, a.room); left > 0 {
+			w := min(p.recheck(), left)
+			cs.waits.Add(1)
+			return grant{wait: w, held: w}
+		}
+	}
+	cs.denied.Add(1)
+	return grant{no: &refusal{reason: ReasonThrottled, typ: typeConcurrencyLimit, err: &concurrencyError{limit: p.limit.Load()}}}
+}
+
+// get returns the limit of key: the one, or key's own.
+func (cs *concurrency) get(key string) *permits {
+	if cs.keys != nil {
+		return cs.keys.get(key, time.Time{}, cs.mk)
+	}
+	return cs.one
+}
+
+// stats reports the waits, the refusals, and each limit and its attempts
+// in flight.
+func (cs *concurrency) stats(s *Stats) {
+	s.ConcurrencyWaits = cs.waits.Load()
+	s.ConcurrencyDenied = cs.denied.Load()
+	s.ConcurrencyLimit, s.InFlight = make(map[string]int), make(map[string]int)
+	add := func(key string, p *permits) {
+		s.ConcurrencyLimit[key] = int(p.limit.Load())
+		s.InFlight[key] = int(p.inflight.Load())
+	}
+	if cs.one != nil {
+		add("", cs.one)
+		return
+	}
+	cs.keys.each(add)
+}
+
+// Sampling: one attempt in a stride is timed, the stride a power of two up
+// to maxStride, so that a window times about sampledPerWindow attempts.
+const (
+	maxStride        = 64
+	sampledPerWindow = 1024
+)
+
+// permits is one dependency's limit: the permits in use, the limit, and
+// the algorithm that moves it.
+type permits struct {
+	inflight atomic.Int64
+	limit    atomic.Int64
+	entered  atomic.Uint64 // attempts let through, to choose which are timed
+	mask     atomic.Uint64 // stride-1
+	base     atomic.Int64  // the algorithm's baseline, for recheck
+
+	mu   sync.Mutex
+	algo limitAlgo
+	seen uint64 // entered when the last window closed
+}
+
+func newPermits(c Concurrency) *permits {
+	p := &permits{algo: newLimitAlgo(c)}
+	p.limit.Store(int64(p.algo.current()))
+	return p
+}
+
+// acquire takes a permit if one is free, and returns the attempt's tag:
+// its start on the clock, odd, when it is timed, else zero.
+func (p *permits) acquire(cfg *config) (tag int64, ok bool) {
+	if p.inflight.Add(1) > p.limit.Load() {
+		p.inflight.Add(-1)
+		return 0, false
+	}
+	if p.entered.Add(1)&p.mask.Load() != 0 {
+		return 0, true
+	}
+	return ticks(cfg.mono()) | 1, true
+}
+
+// learn gives the permit back and, for a timed attempt that was not left
+// out, feeds its latency and outcome to the algorithm (see pass.learn).
+func (p *permits) learn(cfg *config, tag int64, outcome error) {
+	n := p.inflight.Add(-1)
+	if tag == 0 || outcome == errBreakerExcluded {
+		return
+	}
+	now := cfg.mono()
+	rtt := time.Duration(ticks(now) - tag)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.algo.sample(rtt, int(n)+1, outcome != nil, now) {
+		return
+	}
+	p.limit.Store(int64(p.algo.current()))
+	p.base.Store(int64(p.algo.base))
+	entered := p.entered.Load()
+	stride := min(max((entered-p.seen)/sampledPerWindow, 1), maxStride)
+	p.mask.Store(1<<(bits.Len64(stride)-1) - 1)
+	p.seen = entered
+}
+
+// recheck is how long an attempt waits before it asks again for a permit.
+func (p *permits) recheck() time.Duration {
+	return min(max(time.Duration(p.base.Load())/8, time.Millisecond), 50*time.Millisecond)
+}
+
+// ticks is a clock reading as nanoseconds since monoBase.
+func ticks(t time.Time) int64 { return int64(t.Sub(monoBase)) }
+
+// concurrencyError is the failure of a call whose attempt the concurrency
+// limit refused.
+type concurrencyError struct{ limit int64 }
+
+func (e *concurrencyError) Error() string {
+	return "retry: concurrency limit reached (" + strconv.FormatInt(e.limit, 10) + " attempts in flight)"
+}
+func (e *concurrencyError) ErrorType() string { return typeConcurrencyLimit }
+
+// The constants of the limit algorithm; see Concurrency.
+const (
+	windowMin     = 100 * time.Millisecond // the shortest window
+	windowSamples = 10                     // latencies a window needs
+	windowError   = 0.05                   // the sampling error of its mean a window waits for
+	tolerance     = 0.03                   // latency over the baseline taken as noise
+	smoothDown    = 0.3                    // the share of the way down to its target the limit moves a window
+	smoothUp      = 0.5                    // likewise, up
+	minGradient   = 0.5                    // the most a window scales the limit down
+	dropBackoff   = 0.9                    // the limit's scale after a window of failures
+	riseWindows   = 3                      // windows lowering the limit before the baseline may rise
+	riseShare     = 0.75                   // the share of a run's highest latency a baseline rise keeps
+)
+
+// limitAlgo is the latency-gradient algorithm of Concurrency on the times
+// it is given, so that a client gate and a server's shedding can drive it
+// alike. It is not safe for concurrent use: its owner serializes the
+// calls.
+type limitAlgo struct {
+	min, max   float64
+	maxLatency time.Duration
+	limit      float64
+	base       time.Duration // the baseline; zero until the first window
+	prev       time.Duration // the mean latency of the last window
+	clear      int           // windows in a row that saw no queue
+	knee       float64       // the limit when a window last saw a queue
+
+	// The window being filled: its start, its latencies' count, sum and
+	// sum of squares (in seconds), its failures, and the most attempts in
+	// flight a sample saw.
+	start     time.Time
+	n, drops  int
+	sum, sum2 float64
+	peak      int
+	run       int           // windows in a row that lowered the limit
+	runFrom   float64       // the limit before the first of them
+	runPeak   time.Duration // the highest latency since
+}
+
+// newLimitAlgo returns the algorithm of c, its defaults resolved.
+func newLimitAlgo(c Concurrency) limitAlgo {
+	return limitAlgo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1)}
+}
+
+// current returns the limit, rounded.
+func (l *limitAlgo) current() int { return int(math.Round(l.limit)) }
+
+// sample records an attempt that ended at now after rtt, with inflight
+// attempts in flight (itself included), dropped when it failed. It reports
+// whether a window closed, so that the limit may have changed.
+func (l *limitAlgo) sample(rtt time.Duration, inflight int, dropped bool, now time.Time) bool {
+	if l.n == 0 {
+		l.start = now
+	}
+	x := max(rtt, time.Nanosecond).Seconds() // zero stands for no baseline
+	l.n++
+	l.sum += x
+	l.sum2 += x * x
+	if dropped {
+		l.drops++
+	}
+	l.peak = max(l.peak, inflight)
+	n := float64(l.n)
+	mean := l.sum / n
+	// The sampling error of the mean, relative to it.
+	rel := math.Sqrt(max(l.sum2/n-mean*mean, 0)/n) / max(mean, 1e-9)
+	// A window spans two baselines (the first, two of its own means, so
+	// that its slow attempts have ended too).
+	span := max(windowMin, 2*l.base)
+	if l.base == 0 {
+		span = max(windowMin, time.Duration(2*mean*1e9))
+	}
+	age := now.Sub(l.start)
+	if age < span || l.n < windowSamples || (rel > windowError && age < 10*span) {
+		return false
+	}
+	l.update(max(time.Duration(math.Round(mean*1e9)), time.Nanosecond))
+	l.n, l.sum, l.sum2, l.drops, l.peak = 0, 0, 0, 0, 0
+	return true
+}
+
+// update closes a window of mean latency rtt.
+func (l *limitAlgo) update(rtt time.Duration) {
+	if 2*l.drops >= l.n { // mostly failures: their latency says nothing of health
+		l.limit = max(l.limit*dropBackoff, l.min)
+		l.run = 0
+		return
+	}
+	// The baseline falls to a latency seen two windows in a row, so that
+	// one lucky window does not set it, nor the first, in which the
+	// attempts that end first are the quick ones.
+	prev := l.prev
+	l.prev = rtt
+	if prev == 0 {
+		return
+	}
+	if low := max(rtt, prev); l.base == 0 || low < l.base {
+		l.base = min(low, l.maxLatency)
+	}
+	if float64(2*l.peak) < l.limit { // the limit is not what holds the attempts back
+		l.run = 0
+		return
+	}
+	// The gradient, not cut at 1, so that the windows' noise averages out
+	// instead of pulling the limit down.
+	g := min(max(float64(l.base)*(1+tolerance)/float64(rtt), minGradient), 1/minGradient)
+	// The allowance for a queue; below the knee it doubles for each window
+	// in a row that saw no queue (TCP's slow start up to its threshold).
+	allowance := max(1, math.Sqrt(l.limit)/2)
+	if g < 1 {
+		l.clear, l.knee = 0, l.limit
+	} else {
+		if l.limit < l.knee {
+			allowance = max(allowance, min(math.Ldexp(allowance, min(l.clear, 30)), l.limit/2, l.knee-l.limit))
+		}
+		l.clear++
+	}
+	target := l.limit*g + allowance
+	step := smoothUp
+	if target < l.limit {
+		step = smoothDown
+		l.lowered(rtt)
+	} else {
+		l.run = 0
+	}
+	l.limit = min(max(l.limit+step*(target-l.limit), l.min), l.max)
+}
+
+// lowered notes a window that lowers the limit. When a run of them has
+// halved the limit and the latency has fallen by less than a quarter with
+// it, the latency is the dependency's own, not a queue: it becomes the
+// baseline, up to MaxLatency.
+func (l *limitAlgo) lowered(rtt time.Duration) {
+	if l.run == 0 {
+		l.runFrom, l.runPeak = l.limit, rtt
+	}
+	l.run++
+	l.runPeak = max(l.runPeak, rtt)
+	if l.run >= riseWindows && l.limit <= max(l.runFrom/2, l.min) && float64(rtt) >= riseShare*float64(l.runPeak) {
+		l.base = min(rtt, l.maxLatency)
+		l.run = 0
+	}
+}
