@@ -244,7 +244,7 @@ func metaChart(s *metaSim, rows []*metaRow) *chart {
 	}
 	if len(rows) > 0 && len(rows[0].series) >= recoveryWindow {
 		if l, err := plotter.NewLine(mean(func(b metaBucket) int { return b.arrivals }, rows[0].series)); err == nil {
-			l.Color, l.Width = color.Black, vg.Points(0.9)
+			l.Color, l.Width = grey, vg.Points(0.9) // black is a row's colour
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2.5)}
 			ch.Add(l)
 			ch.legend("requests arriving", l)
