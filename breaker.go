@@ -300,7 +300,10 @@ func (bs *breakers) enter(ctx context.Context, a ask) grant {
 	var g grant
 	var wait time.Duration
 	if b.shared != nil {
-		g.done, wait = b.allowShared(ctx, a.cfg)
+		var done func(error)
+		if done, wait = b.allowShared(ctx, a.cfg); done != nil {
+			g.learner = doneFunc(done)
+		}
 	} else if gen, ok, w := b.allow(now); ok {
 		g.learner, g.tag = b, int64(gen)
 	} else {
@@ -308,7 +311,7 @@ func (bs *breakers) enter(ctx context.Context, a ask) grant {
 	}
 	bs.flush() // a change made as the attempt was let through
 	switch {
-	case g.done != nil || g.learner != nil:
+	case g.learner != nil:
 		return g
 	case ctx.Err() != nil: // the caller's context ended while the breaker was consulted
 		return grant{no: &refusal{reason: ReasonCanceled}}

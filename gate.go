@@ -61,10 +61,9 @@ type grant struct {
 	wait time.Duration   // see gate.admit and gate.enter
 	held time.Duration   // what this wait adds to ask.held
 	undo func(time.Time) // gives back what admit took
-	done func(error)     // learns the outcome, after enter
 	// learner, when set, learns the outcome after enter with tag, the
-	// gate's note on the attempt (a generation, a start time): the form
-	// that takes no allocation, for a per-key state that is a pointer.
+	// gate's note on the attempt (a generation, a start time). A per-key
+	// state that is a pointer, or a doneFunc, takes no allocation.
 	learner learner
 	tag     int64
 	no      *refusal // a refusal; nil when the gate lets the attempt through
@@ -77,19 +76,23 @@ type learner interface {
 	learn(cfg *config, tag int64, outcome error)
 }
 
+// doneFunc is a learner made of a func of the outcome alone.
+type doneFunc func(error)
+
+func (f doneFunc) learn(_ *config, _ int64, outcome error) { f(outcome) }
+
 // maxGates is the most gates a call passes.
-const maxGates = 6
+const maxGates = 5
 
 // pass is one attempt's way through the gates: the ask, and what the gates
 // granted.
 type pass struct {
 	ask
 	undo     [maxGates]func(time.Time) // what gates took, given back if the attempt never runs
-	done     [maxGates]func(error)     // what learns the attempt's outcome
-	learners [maxGates]learner         // likewise, with tags
+	learners [maxGates]learner         // what learns the attempt's outcome, with its tag
 	tags     [maxGates]int64
-	taken    bool // some undo is set
-	heard    bool // some done or learner is set
+	taken    bool  // some undo is set
+	heard    uint8 // the learners set are among the first heard
 }
 
 // refusal is a gate's no: the reason the call stops, the type of its
@@ -199,11 +202,8 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 			p.giveBack(c)
 			return gr.no, nil
 		}
-		if gr.done != nil {
-			p.done[i], p.heard = gr.done, true
-		}
 		if gr.learner != nil {
-			p.learners[i], p.tags[i], p.heard = gr.learner, gr.tag, true
+			p.learners[i], p.tags[i], p.heard = gr.learner, gr.tag, uint8(i+1)
 		}
 		i++
 	}
@@ -214,15 +214,12 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 // for a success, errBreakerExcluded for an outcome that counts neither way,
 // errBreakerFailure for a failure.
 func (p *pass) learn(outcome error) {
-	if !p.heard {
+	n := p.heard
+	if n == 0 {
 		return
 	}
-	p.heard = false
-	for i, done := range p.done {
-		if done != nil {
-			done(outcome)
-			p.done[i] = nil
-		}
+	p.heard = 0
+	for i := range n {
 		if l := p.learners[i]; l != nil {
 			l.learn(p.cfg, p.tags[i], outcome)
 			p.learners[i] = nil

@@ -120,7 +120,7 @@ func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Tim
 func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (timedOut bool, failure error) {
 	p.spend()
 	c.started()
-	if !p.heard { // no gate asked for the outcome
+	if p.heard == 0 { // no gate asked for the outcome
 		return attempt(c.numbered(ctx))
 	}
 	finished := false
