@@ -436,7 +436,7 @@ func TestConcurrencyRefusal(t *testing.T) {
 					t.Errorf("error %v, want success", err)
 				case tt.reason != "" && (!errors.As(err, &e) || e.Reason != tt.reason || e.Attempts != tt.attempts):
 					t.Errorf("error %#v, want a *retry.Error of Reason %s after %d attempts", err, tt.reason, tt.attempts)
-				case tt.reason != "" && !tt.fail && retry.TypeOf(err) != "concurrency.limit":
+				case tt.reason != "" && retry.TypeOf(err) != "concurrency.limit":
 					t.Errorf("type %q, want concurrency.limit", retry.TypeOf(err))
 				case tt.fail && !errors.Is(err, errTransient):
 					t.Errorf("error %v, want it to keep the last failure", err)

@@ -65,7 +65,7 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 	}
 	e := c.newError(ctx, reason)
 	switch {
-	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited:
+	case reason == ReasonBudget, reason == ReasonBreakerOpen, reason == ReasonRateLimited, reason == ReasonThrottled:
 		e.typ = o.typ
 	case o.typ == TypeAttemptTimeout, o.typ == typeTimeout:
 		// Err wraps context.DeadlineExceeded: without this, TypeOf would

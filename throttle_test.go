@@ -588,6 +588,9 @@ func TestThrottleRetryShed(t *testing.T) {
 	if !errors.As(err, &e) || e.Reason != retry.ReasonThrottled || e.Attempts != 1 || !errors.Is(err, errRefused) || n != 1 {
 		t.Fatalf("error %v after %d attempts, want throttled after 1, wrapping the failure", err, n)
 	}
+	if typ := retry.TypeOf(err); typ != "throttle.adaptive" {
+		t.Errorf("TypeOf = %q, want throttle.adaptive", typ)
+	}
 }
 
 // TestThrottleZero: the zero Throttle is K = 2 over 2 minutes; without
