@@ -229,6 +229,9 @@ func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration)
 // learn counts the outcome of an attempt the local circuit let through in
 // generation tag.
 func (b *breaker) learn(cfg *config, tag int64, outcome error) {
+	if outcome == errNotRun {
+		outcome = errBreakerExcluded // frees a half-open probe; counts neither way
+	}
 	b.changed(b.c.done(uint64(tag), outcome, cfg.mono(), &b.bs.spec))
 }
 
@@ -247,6 +250,9 @@ func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error
 			return nil, wait
 		}
 		return func(outcome error) {
+			if outcome == errNotRun {
+				outcome = errBreakerExcluded
+			}
 			shared(outcome)
 			// The stand-in learns the outcome too; an open or busy
 			// stand-in counts nothing.

@@ -241,7 +241,7 @@ func (p *permits) acquire(cfg *config) (tag int64, ok bool) {
 // out, feeds its latency and outcome to the algorithm (see pass.learn).
 func (p *permits) learn(cfg *config, tag int64, outcome error) {
 	n := p.inflight.Add(-1)
-	if tag == 0 || outcome == errBreakerExcluded {
+	if tag == 0 || outcome == errBreakerExcluded || outcome == errNotRun {
 		return
 	}
 	now := cfg.mono()

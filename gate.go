@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -190,7 +191,7 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 		if gr.no == nil && gr.wait > 0 {
 			p.held += gr.held
 			if err := sleep(gr.wait); err != nil {
-				p.learn(errBreakerExcluded)
+				p.learn(errNotRun)
 				p.giveBack(c)
 				return nil, err
 			}
@@ -198,7 +199,7 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 			continue
 		}
 		if gr.no != nil {
-			p.learn(errBreakerExcluded)
+			p.learn(errNotRun)
 			p.giveBack(c)
 			return gr.no, nil
 		}
@@ -210,9 +211,14 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 	return nil, nil
 }
 
+// errNotRun is the outcome of an attempt that a gate let through and a
+// later gate refused, or whose wait the caller's context ended: it never
+// reached the dependency.
+var errNotRun = errors.New("not run")
+
 // learn reports the attempt's outcome to the gates that asked for it: nil
 // for a success, errBreakerExcluded for an outcome that counts neither way,
-// errBreakerFailure for a failure.
+// errBreakerFailure for a failure, errNotRun for an attempt that never ran.
 func (p *pass) learn(outcome error) {
 	n := p.heard
 	if n == 0 {

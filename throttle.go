@@ -215,11 +215,11 @@ func (t *throttle) calm() bool {
 }
 
 // learn counts the outcome of an attempt the throttle let through (see
-// pass.learn): a failure is a request the dependency refused, anything
-// else a request it accepted. An attempt that a gate after this one
-// refused before it ran comes as excluded, and counts as accepted.
+// pass.learn): a failure is a request the dependency refused, and an
+// attempt that a gate after this one refused before it ran (errNotRun) a
+// request shed locally; anything else is a request it accepted.
 func (t *throttle) learn(cfg *config, _ int64, outcome error) {
-	if outcome != errBreakerFailure {
+	if outcome != errBreakerFailure && outcome != errNotRun {
 		t.fresh.Add(1)
 		return
 	}

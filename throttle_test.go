@@ -709,3 +709,26 @@ func BenchmarkThrottle(b *testing.B) {
 		})
 	}
 }
+
+// TestThrottleCountsLaterRefusals: an attempt that the concurrency limit,
+// a gate after the throttle, refuses never reached the dependency: the
+// throttle counts it as a request it shed, not as one accepted.
+func TestThrottleCountsLaterRefusals(t *testing.T) {
+	r := retry.New(retry.WithThrottle(retry.Throttle{K: 1}), retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1}),
+		retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithRandom(func() float64 { return 0.999 }))
+	hold, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = r.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil })
+	}()
+	<-hold
+	for range 10 {
+		if err := r.Run(context.Background(), func(context.Context) error { return nil }); retry.TypeOf(err) != "concurrency.limit" {
+			t.Fatalf("err = %v, want the concurrency limit's refusal", err)
+		}
+	}
+	close(release)
+	// 11 requests, at most 1 accepted: p = (11 - 1)/12.
+	if p := r.Stats().Throttle[""]; p < 0.8 {
+		t.Errorf("throttle p = %.3f after 10 refusals by the concurrency limit, want about %.3f", p, 10.0/12)
+	}
+}
