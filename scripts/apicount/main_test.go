@@ -11,8 +11,11 @@ import "testing"
 // event types TypeAttemptTimeout, TypeHedgeStarted and TypeHedgeWon, which
 // no other name gives. The types of refusals, such as "breaker.open", have
 // none: a stopped call's Reason, ReasonBreakerOpen and its kin, already
-// says it with a typed constant.)
-const maxRootAPI = 118
+// says it with a typed constant; 123 since the adaptive defences: Throttle
+// and WithThrottle, Concurrency and WithConcurrency, each a configuration
+// struct and its one option as the other defences have, and
+// ReasonThrottled, the one reason both give a call they shed.)
+const maxRootAPI = 123
 
 // TestRootAPI keeps the root package's API within maxRootAPI identifiers.
 func TestRootAPI(t *testing.T) {
