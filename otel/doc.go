@@ -24,11 +24,15 @@
 //	retry.give_ups            counter    {call}     calls ended without success; retry.reason, error.type
 //	retry.delay               histogram  s          the wait before each retry; error.type
 //	retry.dead_letters        counter    {record}   dead-letter records; retry.outcome delivered or failed
-//	retry.denials             counter    {call}     stops by a defence; retry.defence budget, breaker or rate_limit
+//	retry.denials             counter    {call}     stops by a defence; retry.defence budget, breaker, rate_limit,
+//	                                                  throttle (with retry.WithThrottle) or concurrency (with retry.WithConcurrency)
 //	retry.hedges              counter    {attempt}  hedged attempts started (retry.Hedged)
 //	retry.hedge_wins          counter    {call}     calls whose returned success came from a hedge
 //	retry.budget.balance      gauge      {retry}    retries the budget would grant now; retry.key with per-key budgets
 //	retry.breaker.state       gauge      1          0 closed, 1 half-open, 2 open; retry.key with per-key breakers
+//	retry.throttle.probability gauge     1          the share adaptive throttling sheds now; retry.key
+//	retry.concurrency.limit   gauge      {attempt}  the adaptive concurrency limit now; retry.key
+//	retry.concurrency.in_flight gauge    {attempt}  attempts holding a permit; retry.key
 //
 // error.type is the engine's type of the failure (retry.TypeOf), such as
 // http.5xx.503 or net.connection_reset; retry.reason is retry.Reason's name.

@@ -19,7 +19,7 @@ const (
 	AttrReason  = attribute.Key("retry.reason")  // why a call gave up: exhausted, non_retryable, ...
 	AttrKey     = attribute.Key("retry.key")     // the key of a breaker or budget
 	AttrOutcome = attribute.Key("retry.outcome") // a dead-letter record: delivered or failed
-	AttrDefence = attribute.Key("retry.defence") // what denied a call: budget, breaker or rate_limit
+	AttrDefence = attribute.Key("retry.defence") // what denied a call: budget, breaker, rate_limit, throttle or concurrency
 	AttrAttempt = attribute.Key("retry.attempt") // an attempt's number, from 1
 )
 
@@ -101,14 +101,20 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 	failures, e2 := counter("retry.failures", "Failed attempts, retried or not.", "{failure}")
 	retries, e3 := counter("retry.retries", "Failed attempts followed by a retry.", "{retry}")
 	deadLetters, e4 := counter("retry.dead_letters", "Dead-letter records, delivered or failed.", "{record}")
-	denials, e5 := counter("retry.denials", "Calls or retries stopped by the budget, a breaker or the rate limit.", "{call}")
+	denials, e5 := counter("retry.denials", "Calls or retries stopped by the budget, a breaker, the rate limit, adaptive throttling or the concurrency limit.", "{call}")
 	hedges, e8 := counter("retry.hedges", "Hedged attempts started.", "{attempt}")
 	hedgeWins, e9 := counter("retry.hedge_wins", "Calls whose returned success came from a hedge.", "{call}")
 	balance, e6 := m.meter.Float64ObservableGauge("retry.budget.balance",
 		metric.WithDescription("Retries the retry budget would grant now."), metric.WithUnit("{retry}"))
 	breaker, e7 := m.meter.Int64ObservableGauge("retry.breaker.state",
 		metric.WithDescription("Circuit breaker state: 0 closed, 1 half-open, 2 open."), metric.WithUnit("1"))
-	if err := errors.Join(e0, e1, e2, e3, e4, e5, e6, e7, e8, e9); err != nil {
+	throttle, e10 := m.meter.Float64ObservableGauge("retry.throttle.probability",
+		metric.WithDescription("The probability with which adaptive throttling sheds an attempt now."), metric.WithUnit("1"))
+	limit, e11 := m.meter.Int64ObservableGauge("retry.concurrency.limit",
+		metric.WithDescription("The adaptive concurrency limit on attempts in flight."), metric.WithUnit("{attempt}"))
+	inFlight, e12 := m.meter.Int64ObservableGauge("retry.concurrency.in_flight",
+		metric.WithDescription("Attempts holding a permit of the concurrency limit."), metric.WithUnit("{attempt}"))
+	if err := errors.Join(e0, e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, e11, e12); err != nil {
 		return nil, err
 	}
 	base := append(append([]attribute.KeyValue(nil), m.attrs...), attrs...)
@@ -127,6 +133,12 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 		o.ObserveInt64(denials, s.BudgetDenied, set(AttrDefence.String("budget")))
 		o.ObserveInt64(denials, s.BreakerDenied, set(AttrDefence.String("breaker")))
 		o.ObserveInt64(denials, s.LimiterDenied, set(AttrDefence.String("rate_limit")))
+		if s.Throttle != nil {
+			o.ObserveInt64(denials, s.Throttled, set(AttrDefence.String("throttle")))
+		}
+		if s.ConcurrencyLimit != nil {
+			o.ObserveInt64(denials, s.ConcurrencyDenied, set(AttrDefence.String("concurrency")))
+		}
 		o.ObserveInt64(hedges, s.Hedges, all)
 		o.ObserveInt64(hedgeWins, s.HedgeWins, all)
 		if s.BudgetBalance >= 0 {
@@ -138,8 +150,17 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 		for k, st := range s.Breakers {
 			o.ObserveInt64(breaker, int64(breakerValue(st)), set(AttrKey.String(k)))
 		}
+		for k, p := range s.Throttle {
+			o.ObserveFloat64(throttle, p, set(AttrKey.String(k)))
+		}
+		for k, n := range s.ConcurrencyLimit {
+			o.ObserveInt64(limit, int64(n), set(AttrKey.String(k)))
+		}
+		for k, n := range s.InFlight {
+			o.ObserveInt64(inFlight, int64(n), set(AttrKey.String(k)))
+		}
 		return nil
-	}, calls, attempts, failures, retries, deadLetters, denials, hedges, hedgeWins, balance, breaker)
+	}, calls, attempts, failures, retries, deadLetters, denials, hedges, hedgeWins, balance, breaker, throttle, limit, inFlight)
 }
 
 // breakerValue is the gauge value of a breaker state.

@@ -3,6 +3,7 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -177,6 +178,65 @@ func TestMetricsHedges(t *testing.T) {
 	for name, want := range map[string]float64{"retry.hedges": 1, "retry.hedge_wins": 1, "retry.attempts": 2} {
 		if p, ok := find(points, name); !ok || p.value != want {
 			t.Errorf("%s = %v, %v; want %v", name, p.value, ok, want)
+		}
+	}
+}
+
+// TestMetricsAdaptive: adaptive throttling and the concurrency limit, per
+// key, from Stats: the probability of shedding, the limit, the attempts in
+// flight, and the attempts each shed as denials.
+func TestMetricsAdaptive(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer mp.Shutdown(context.Background())
+	m, err := retryotel.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := retry.New(
+		retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
+		retry.WithThrottle(retry.Throttle{K: 1, PerKey: true}),
+		retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1, PerKey: true}),
+		retry.WithRandom(func() float64 { return 0.999 }), // shed only at p > 0.999
+		m.Option())
+	reg, err := m.Observe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	down := errors.New("down")
+	for range 5 {
+		_ = retry.Run(context.Background(), func(context.Context) error { return down }, r, retry.WithKey("a"))
+	}
+	// One call holds the only permit of key b while another is refused.
+	hold, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = retry.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil }, r, retry.WithKey("b"))
+	}()
+	<-hold
+	refused := retry.Run(context.Background(), func(context.Context) error { return nil }, r, retry.WithKey("b"))
+	points := collect(t, rd)
+	close(release)
+	<-done
+	if retry.TypeOf(refused) != "concurrency.limit" {
+		t.Fatalf("second call on b: %v, want the concurrency limit's refusal", refused)
+	}
+	key := func(k string) attribute.KeyValue { return attribute.String("retry.key", k) }
+	tests := []struct {
+		name string
+		kvs  []attribute.KeyValue
+		want float64
+	}{
+		{name: "retry.throttle.probability", kvs: []attribute.KeyValue{key("a")}, want: 5.0 / 6},
+		{name: "retry.concurrency.limit", kvs: []attribute.KeyValue{key("b")}, want: 1},
+		{name: "retry.concurrency.in_flight", kvs: []attribute.KeyValue{key("b")}, want: 1},
+		{name: "retry.denials", kvs: []attribute.KeyValue{attribute.String("retry.defence", "concurrency")}, want: 1},
+		{name: "retry.denials", kvs: []attribute.KeyValue{attribute.String("retry.defence", "throttle")}, want: 0},
+	}
+	for _, tt := range tests {
+		if p, ok := find(points, tt.name, tt.kvs...); !ok || math.Abs(p.value-tt.want) > 1e-9 {
+			t.Errorf("%s%v = %v, %v; want %v", tt.name, tt.kvs, p.value, ok, tt.want)
 		}
 	}
 }
