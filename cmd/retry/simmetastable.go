@@ -163,6 +163,7 @@ var defenceGates = []struct {
 	{name: "budget", opt: func() retry.Option { return retry.WithBudget(retry.Budget{}) }},
 	{name: "breaker", opt: func() retry.Option { return retry.WithBreaker(retry.Breaker{}) }},
 	{name: "throttle", opt: func() retry.Option { return retry.WithThrottle(retry.Throttle{}) }},
+	{name: "concurrency", opt: func() retry.Option { return retry.WithConcurrency(retry.Concurrency{}) }},
 }
 
 // defaultsOff turns off the gates that are on by default: the budget.
