@@ -37,11 +37,14 @@ var pictures = []struct {
 	{file: "outage.svg", args: []string{"sim", "--rate", "100", "--duration", "2m", "--outage", "30s:60s", "--plot", "docs/outage.svg"},
 		readme: []string{"retry sim --rate 100 --duration 2m --outage 30s:60s", "--plot docs/outage.svg"}},
 	{file: "hedge.svg", readme: []string{"retry sim --hedge", "--plot docs/hedge.svg"}},
+	{file: "metastable.svg", args: []string{"sim", "--metastable", "--plot", "docs/metastable.svg"},
+		readme: []string{"retry sim --metastable --plot docs/metastable.svg"}},
 }
 
 // TestPictures: each picture in docs/ is, byte for byte, what README's
-// command for it draws now: plot and the load simulation run in-process
-// with README's flags (deterministic under their default seed); sim
+// command for it draws now: plot, the load simulation and sim --metastable
+// run in-process with README's flags (deterministic under their default
+// seed); sim
 // --hedge runs in wall time, so its picture is drawn from a recorded run
 // (testdata/hedge-run.json.gz) by the code --plot draws with. A picture
 // in docs/ without a command here, or a command README does not give,
