@@ -114,7 +114,7 @@ func TestLoadRatesSim(t *testing.T) {
 
 // TestLoadChart: with a retry budget, the load chart draws beside the run
 // the same run without a budget, on the same axes, each panel headed by
-// its hits per request (during the outage: README's 1.17 and 2.93); with
+// its hits per request (during the outage: 1.03 and 2.93); with
 // --budget off, one panel, the budget in the note.
 func TestLoadChart(t *testing.T) {
 	readme := func(opts ...retry.Option) *loadSim {
@@ -130,13 +130,13 @@ func TestLoadChart(t *testing.T) {
 		note     string // in the note
 	}{
 		{name: "the default budget, beside none", sim: readme(), budget: "default",
-			headings: []string{"budget default: 1.17 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
+			headings: []string{"budget default: 1.03 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
 		{name: "a budget of the flag's, beside none", sim: readme(retry.WithBudget(retry.Budget{Ratio: 0.5})), budget: "ratio=0.5",
-			headings: []string{"budget ratio=0.5: 1.51 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
+			headings: []string{"budget ratio=0.5: 1.11 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
 		{name: "no budget: one panel", sim: readme(retry.WithBudget(retry.Budget{Off: true})), budget: "off", note: "budget off"},
 		{name: "no outage: hits per request over the run", sim: &loadSim{rate: 50, duration: 10 * time.Second, clients: 1, latency: 10 * time.Millisecond,
 			horizon: time.Minute, bucket: time.Second, seed: 1, srv: server{failRate: 0.5}, opts: []retry.Option{retry.WithPolicy(retry.Policy{})}}, budget: "default",
-			headings: []string{"budget default: 1.20 hits per request", "budget off: 1.67 hits per request"}},
+			headings: []string{"budget default: 1.10 hits per request", "budget off: 1.67 hits per request"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
