@@ -36,6 +36,7 @@ func newSim(e *env) *cobra.Command {
 		contend  bool
 		runs     int
 		hedge    bool
+		budgets  bool
 		meta     metaFlags
 	)
 	cmd := &cobra.Command{
@@ -82,6 +83,13 @@ arriving in it; "never" when that does not happen within the run. --plot draws e
 goodput over time, the trigger shaded. Besides its own flags it takes the policy's, --rate,
 --capacity, --duration, --latency, --seed, --json and --plot.
 
+--budgets prints the retry budgets' table: on the load model, a 60 s full outage after 20 s of
+health, then 60 s of 10% independent failures, at 10, 100 and 1,000 requests a second, the load
+amplification of the outage and the success rate under the failures, for no budget, this
+library's default budget, its old rule (15% of first attempts plus 2 a second), Finagle's
+RetryBudget (20% plus 10 a second over 10 s) and the AWS SDKs' retry quota (500 tokens; a retry
+costs 14, 5 after a 429; a first try's success earns 1). It takes only --seed and --json.
+
 A load simulation holds at most 1000000 requests (--rate × --duration).`,
 		Example: `  retry sim --rate 100 --duration 2m --outage 30s:60s
   retry sim --rate 100 --duration 2m --outage 30s:60s --budget off --plot outage.svg
@@ -89,6 +97,7 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
   retry sim --rate 100 --duration 1m --outage 10s:20s --capacity 120
   retry sim --contention
   retry sim --hedge --plot hedge.svg
+  retry sim --budgets
   retry sim --metastable
   retry sim --metastable --trigger latency --factor 3 --trigger-at 30s:20s --duration 5m --plot metastable.svg`,
 		Args: noArgs,
@@ -96,6 +105,18 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
 			flags := cmd.Flags()
 			if err := simFlagsApply(flags, contend, hedge, meta.on); err != nil {
 				return err
+			}
+			if budgets {
+				var err error
+				flags.Visit(func(f *pflag.Flag) {
+					if err == nil && !slices.Contains(budgetFlags, f.Name) {
+						err = usagef("flag --%s: does not apply to --budgets, which takes only --seed and --json", f.Name)
+					}
+				})
+				if err != nil {
+					return err
+				}
+				return runBudgetTable(e, seed, asJSON)
 			}
 			if meta.on {
 				p, label, err := pf.policy(e.stdin)
@@ -233,6 +254,7 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
 	f.BoolVar(&contend, "contention", false, `the AWS "Exponential Backoff and Jitter" contention setup`)
 	f.IntVar(&runs, "runs", 10, "with --contention: runs to average")
 	f.BoolVar(&hedge, "hedge", false, `the long-tail setup of "The Tail at Scale", without and with hedging`)
+	f.BoolVar(&budgets, "budgets", false, "the retry budgets' table: full-outage load and success under 10% failures at 10, 100 and 1,000 req/s")
 	meta.register(f)
 	return cmd
 }
@@ -244,6 +266,9 @@ const maxRequests = 1_000_000
 // contentionFlags are the flags --contention takes (and --progress, which
 // every command takes).
 var contentionFlags = []string{"clients", "runs", "seed", "jitter", "json"}
+
+// budgetFlags are the flags --budgets takes.
+var budgetFlags = []string{"budgets", "seed", "json", "progress"}
 
 // hedgeFlags are the flags --hedge takes.
 var hedgeFlags = []string{"seed", "json", "plot"}

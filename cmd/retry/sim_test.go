@@ -249,6 +249,8 @@ func TestSimUsage(t *testing.T) {
 		{args: []string{"--rate", "1e6", "--duration", "1h"}, want: "flags --rate and --duration: 1000000/s over 1h is 3600000000 requests: must be at most 1000000"},
 		{args: []string{"--rate", "10000"}, want: "flags --rate and --duration: 10000/s over 2m is 1200000 requests: must be at most 1000000"},
 		{args: []string{"--runs", "3"}, want: "flag --runs: applies only with --contention"},
+		{args: []string{"--budgets", "--rate", "5"}, want: "flag --rate: does not apply to --budgets, which takes only --seed and --json"},
+		{args: []string{"--budgets", "--metastable"}, want: "flag --metastable: does not apply to --budgets"},
 	}
 	// --contention runs its own setup: every other flag is refused.
 	refused := map[string]bool{}
@@ -259,7 +261,7 @@ func TestSimUsage(t *testing.T) {
 		{"--initial", "1s"}, {"--max", "1s"}, {"--offset", "1s"}, {"--coefficient", "3"}, {"--strategy", "linear"},
 		{"--jitter-factor", "0.5"}, {"--jitter-amount", "1s"}, {"--on-exhaustion", "discard"}, {"--non-retryable", "x"},
 		{"--hedge"}, {"--metastable"}, {"--trigger", "latency"}, {"--trigger-at", "1s:1s"}, {"--factor", "3"}, {"--workers", "3"},
-		{"--attempt-timeout", "1s"},
+		{"--attempt-timeout", "1s"}, {"--budgets"},
 	} {
 		refused[f[0]] = true
 		cases = append(cases, struct {
