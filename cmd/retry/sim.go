@@ -344,7 +344,7 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 	switch v {
 	case "default", "":
 		d := retry.Budget{}.WithDefaults()
-		return nil, fmt.Sprintf("default (%g of first attempts + %g/s over %s)", d.Ratio, d.Reserve, d.Window), nil
+		return nil, fmt.Sprintf("default (%g a success + %g/s over %s)", d.Ratio, d.Reserve, d.Window), nil
 	case "off":
 		return &retry.Budget{Off: true}, "off", nil
 	}
@@ -375,7 +375,7 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 			return nil, "", usagef("flag --budget = %q: %s = %q: ratio must be in [0, 1000], reserve in [0, 1e9], window a duration > 0", v, k, val)
 		}
 	}
-	label := fmt.Sprintf("%g of first attempts + %g/s over %s", b.Ratio, b.Reserve, b.Window)
+	label := fmt.Sprintf("%g a success + %g/s over %s", b.Ratio, b.Reserve, b.Window)
 	// A zero here means none; in a retry.Budget a zero field is the default.
 	if b.Ratio == 0 {
 		b.Ratio = -1
