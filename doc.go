@@ -103,19 +103,23 @@
 // # Outages
 //
 // Every Retrier has a retry budget (see Budget): retries may reach a share of
-// the first attempts, so that an outage does not multiply the load on the
-// failing dependency. WithBreaker adds a circuit breaker, which reschedules
+// the calls that succeed, so that an outage does not multiply the load on the
+// failing dependency, at any request rate. WithBreaker adds a circuit breaker, which reschedules
 // attempts while it is open without consuming them; by default a call waits
 // at most 1 s for it (Breaker.MaxWait), so an inline caller is never held
 // for the breaker's open time, and stops with ReasonBreakerOpen instead.
 // A hung dependency trips it: an attempt cut off by the caller's deadline
 // counts as a timeout failure. WithRateLimit paces attempts with a token
 // bucket of golang.org/x/time/rate, or with a caller's own *rate.Limiter;
-// neither sleeps into a deadline it cannot meet. RateLimit.Shared and
+// neither sleeps into a deadline it cannot meet. Against overload that
+// sustains itself, WithThrottle sheds attempts locally by the share the
+// dependency refuses (Google SRE's adaptive throttling), and
+// WithConcurrency limits the attempts in flight to what the dependency's
+// latency says it serves. RateLimit.Shared and
 // Budget.Shared, with a Breaker's Store, share these defences across a
 // fleet (see the github.com/steadyhq/retry/redis module).
 //
 // Nothing is logged unless a hook does it, and a call that succeeds at once
-// allocates nothing and, unless a breaker, a rate limiter, per-key budgets or
-// MaxElapsed are set, reads no clock.
+// allocates nothing and, unless a breaker, a rate limiter, the concurrency
+// limit, per-key budgets or MaxElapsed are set, reads no clock.
 package retry

@@ -12,7 +12,8 @@ import (
 //
 // Records carry the sanitized message (Event.Message), never the raw error
 // text: attributes attempt, delay (retries), reason (give-ups), type, error,
-// and key, method and url when set. The hooks run on the calling goroutine,
+// balance (the retry budget's, when it denied the retry or a Shadow budget
+// would have), and key, method and url when set. The hooks run on the calling goroutine,
 // after the OnRetry and OnGiveUp hooks given before this option.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
@@ -44,6 +45,10 @@ func logEvent(l *slog.Logger, level slog.Level, msg string, ev Event) {
 		attrs = append(attrs, slog.String("reason", ev.Reason.String()))
 	}
 	attrs = append(attrs, slog.String("type", ev.Type), slog.String("error", ev.Message))
+	if ev.Reason == ReasonBudget || ev.Balance < 0 {
+		// A denial, or a retry a Shadow budget would have denied.
+		attrs = append(attrs, slog.Float64("balance", ev.Balance))
+	}
 	for _, a := range [...]struct{ k, v string }{{"key", ev.Key}, {"method", ev.Method}, {"url", ev.URL}} {
 		if a.v != "" {
 			attrs = append(attrs, slog.String(a.k, a.v))

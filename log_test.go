@@ -51,6 +51,7 @@ func TestWithLogger(t *testing.T) {
 		ctx   context.Context
 		fails int
 		err   error
+		opts  []retry.Option
 		want  []string
 	}{
 		{name: "success at once logs nothing", level: slog.LevelDebug, err: secret},
@@ -72,6 +73,14 @@ func TestWithLogger(t *testing.T) {
 		{name: "canceled before any attempt is the caller's choice", level: slog.LevelDebug, ctx: canceled, want: []string{
 			"DEBUG retry: gave up attempt=0 reason=canceled type=context.canceled error=context canceled key=inventory",
 		}},
+		{name: "a budget denial gives the balance", level: slog.LevelDebug, fails: 5, err: errors.New("busy"),
+			opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1})}, want: []string{
+				"WARN retry: gave up attempt=1 reason=budget type=error error=busy balance=0 key=inventory",
+			}},
+		{name: "a shadow budget's overdraft gives the balance", level: slog.LevelDebug, fails: 1, err: errors.New("busy"),
+			opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1, Shadow: true})}, want: []string{
+				"DEBUG retry attempt=1 delay=1ms type=error error=busy balance=-1 key=inventory",
+			}},
 		{name: "sanitized message", level: slog.LevelInfo, fails: 1, err: retry.Permanent(secret), want: []string{
 			"WARN retry: gave up attempt=1 reason=non_retryable type=error error=" +
 				redact.Sanitize(secret.Error()) + " key=inventory",
@@ -91,7 +100,7 @@ func TestWithLogger(t *testing.T) {
 					return tt.err
 				}
 				return nil
-			}, policy, retry.WithKey("inventory"), retry.WithLogger(slog.New(h)))
+			}, append([]retry.Option{policy, retry.WithKey("inventory"), retry.WithLogger(slog.New(h))}, tt.opts...)...)
 			if strings.Join(h.lines, "\n") != strings.Join(tt.want, "\n") {
 				t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(h.lines, "\n"), strings.Join(tt.want, "\n"))
 			}
