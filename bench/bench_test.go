@@ -169,12 +169,13 @@ func BenchmarkTwoFailures(b *testing.B) {
 }
 
 // Case 3: the success path with a circuit breaker, a rate limiter and a
-// retry budget. gobreaker's own Execute is the reference.
+// retry budget. The reference is the same work done by hand with gobreaker
+// and golang.org/x/time/rate; gobreaker's own Execute is beside it.
 func BenchmarkGuarded(b *testing.B) {
 	ctx := context.Background()
 	b.Run("gobreaker-execute", func(b *testing.B) {
-		// The settings the zero retry.Breaker gives gobreaker: a rolling
-		// window of 10 buckets, so that only the layers above differ.
+		// The settings of the zero retry.Breaker: a rolling window of 10
+		// slices of a second, open for 30 s, one probe half-open.
 		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:         "bench",
 			MaxRequests:  1,
@@ -189,8 +190,9 @@ func BenchmarkGuarded(b *testing.B) {
 		}
 	})
 	b.Run("gobreaker-twostep+rate-allown", func(b *testing.B) {
-		// The parts the Retrier stands on, called bare: gobreaker's
-		// two-step Allow and done, and golang.org/x/time/rate's AllowN.
+		// gobreaker's two-step Allow and done, whose rules the Retrier's
+		// own breaker keeps, and golang.org/x/time/rate's AllowN, called
+		// bare.
 		cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:         "bench",
 			MaxRequests:  1,

@@ -7,6 +7,11 @@
 //
 // Implementations whose names start with "retry" are this library's; "plain"
 // and those starting with "gobreaker" are references; the others are peers.
+//
+// In a case with rows named X-none (the Gate cases: an implementation with
+// no gate), every row X-… is compared with its X-none, and the others with
+// plain: the difference is what the row adds to its own implementation.
+// X-none rows are bases, never the best peer.
 package main
 
 import (
@@ -151,11 +156,47 @@ func trimProcs(name string) string {
 
 func ours(impl string) bool { return strings.HasPrefix(impl, "retry") }
 
+// bases returns, for a case with rows named X-none, the row each row is
+// compared with: the X-none of the longest X that its name starts with
+// (X followed by "-"), else plain; nil for a case without X-none rows.
+func bases(t *table) map[*row]*row {
+	var nones, plain []*row
+	for _, r := range t.rows {
+		switch {
+		case strings.HasSuffix(r.impl, "-none"):
+			nones = append(nones, r)
+		case r.impl == "plain":
+			plain = append(plain, r)
+		}
+	}
+	if len(nones) == 0 {
+		return nil
+	}
+	m := map[*row]*row{}
+	for _, r := range t.rows {
+		var base *row
+		for _, n := range nones {
+			x := strings.TrimSuffix(n.impl, "none")
+			if strings.HasPrefix(r.impl, x) && (base == nil || len(n.impl) > len(base.impl)) {
+				base = n
+			}
+		}
+		if base == nil && len(plain) > 0 {
+			base = plain[0]
+		}
+		if base != nil {
+			m[r] = base
+		}
+	}
+	return m
+}
+
 func write(w io.Writer, t *table, serial map[string]float64) {
 	ref := references[t.name]
+	own := bases(t)
 	var best *row
 	for _, r := range t.rows {
-		if !ours(r.impl) && r.impl != ref && r.impl != "plain" && !strings.HasPrefix(r.impl, "gobreaker") && (best == nil || r.medNs < best.medNs) {
+		if !ours(r.impl) && r.impl != ref && r.impl != "plain" && !strings.HasPrefix(r.impl, "gobreaker") && !strings.HasSuffix(r.impl, "-none") && (best == nil || r.medNs < best.medNs) {
 			best = r
 		}
 	}
@@ -169,6 +210,9 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 	head := "| implementation | ns/op | B/op | allocs/op | × best peer |"
 	sep := "|---|---:|---:|---:|---:|"
 	switch {
+	case own != nil:
+		head += " − base (ns) | extra allocs | base |"
+		sep += "---:|---:|---|"
 	case refRow != nil && t.name == "Guarded":
 		head += " − " + ref + " (ns) |"
 		sep += "---:|"
@@ -187,6 +231,12 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 	for _, r := range t.rows {
 		line := fmt.Sprintf("| %s | %s | %.0f | %.0f | %s |", r.impl, num(r.medNs), r.medB, r.medAllo, ratio(r, best))
 		switch {
+		case own != nil:
+			if base := own[r]; base != nil {
+				line += fmt.Sprintf(" %+.1f | %+.0f | %s |", r.medNs-base.medNs, r.medAllo-base.medAllo, base.impl)
+			} else {
+				line += " | | |"
+			}
 		case refRow != nil && t.name == "Guarded":
 			line += fmt.Sprintf(" %+.1f |", r.medNs-refRow.medNs)
 		case refRow != nil && (t.name == "HTTPOverhead" || strings.HasPrefix(t.name, "GRPC")):

@@ -49,6 +49,24 @@ BenchmarkSuccess/plain-2	100	2.000 ns/op	5.000 MB/s
 PASS
 ok  	github.com/steadyhq/retry/bench	1.000s
 `, want: []string{"| plain | 2.00 | 0 | 0 |  | 1.000 | +0 |"}},
+		{name: "X-none rows are the bases of their rows X-…, the others have plain", in: `cpu: Test CPU
+BenchmarkGateThrottle/plain-2                       	100	         1.000 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGateThrottle/retry-none-2                  	100	        20.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGateThrottle/retry-throttle-2              	100	        35.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGateThrottle/peer-none-2                   	100	        50.00 ns/op	      16 B/op	       1 allocs/op
+BenchmarkGateThrottle/peer-executor-none-2          	100	        300.0 ns/op	     320 B/op	      11 allocs/op
+BenchmarkGateThrottle/peer-executor-throttler-2     	100	        500.0 ns/op	     432 B/op	      14 allocs/op
+BenchmarkGateThrottle/peer-throttler-bare-2         	100	        70.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGateThrottle/gobreaker-twostep-2           	100	        200.0 ns/op	      48 B/op	       1 allocs/op
+`, want: []string{
+			"| implementation | ns/op | B/op | allocs/op | × best peer | − base (ns) | extra allocs | base |",
+			"| plain | 1.00 | 0 | 0 | 0.014 | +0.0 | +0 | plain |",
+			"| retry-none | 20.00 | 0 | 0 | 0.286 | +0.0 | +0 | retry-none |",
+			"| retry-throttle | 35.00 | 0 | 0 | 0.500 | +15.0 | +0 | retry-none |",                      // best peer: the bare row; bases are no peers
+			"| peer-executor-throttler | 500.0 | 432 | 14 | 7.143 | +200.0 | +3 | peer-executor-none |", // the longest X
+			"| peer-throttler-bare | 70.00 | 0 | 0 |  | +20.0 | -1 | peer-none |",
+			"| gobreaker-twostep | 200.0 | 48 | 1 | 2.857 | +199.0 | +1 | plain |",
+		}},
 		{name: "a value that is no number", in: "BenchmarkSuccess/plain-2\t100\tfast ns/op\n", err: `value "fast" is not a number`},
 		{name: "empty input", in: "PASS\n", err: "no benchmark results"},
 	}
