@@ -7,7 +7,7 @@
 # so that a slow spell of a shared machine falls on every case alike instead
 # of on whichever case was running.
 #
-#   ./run.sh                 # everything, about 7 minutes
+#   ./run.sh                 # everything, about 13 minutes
 #   BENCH=Success ./run.sh   # one case
 #   COUNT=3 ./run.sh         # fewer rounds
 set -euo pipefail
