@@ -582,21 +582,6 @@ func TestBudgetZeroFields(t *testing.T) {
 	}
 }
 
-// TestBudgetSuccessAllocs: a call that succeeds allocates nothing through
-// the zero Budget, nor through one kept per key.
-func TestBudgetSuccessAllocs(t *testing.T) {
-	if raceBuild() {
-		t.Skip("allocation counts under -race are not meaningful")
-	}
-	ok := func(context.Context) error { return nil }
-	for _, b := range []retry.Budget{{}, {PerKey: true}, {Shadow: true}} {
-		r := retry.New(retry.WithBudget(b), retry.WithKey("dep"))
-		if a := testing.AllocsPerRun(100, func() { _ = r.Run(context.Background(), ok) }); a != 0 {
-			t.Errorf("budget %+v: %v allocations a call, want 0", b, a)
-		}
-	}
-}
-
 // BenchmarkBudgetSuccess measures a call that succeeds at once, without a
 // budget and through the zero Budget (which the success path does not
 // reach: it counts calls with the Retrier's own counter) and one per key.

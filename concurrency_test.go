@@ -665,30 +665,6 @@ func TestConcurrencyTransport(t *testing.T) {
 	}
 }
 
-// TestConcurrencyAllocs: a call that succeeds through the limit allocates
-// nothing, timed or not.
-func TestConcurrencyAllocs(t *testing.T) {
-	if raceBuild() {
-		t.Skip("the race detector allocates")
-	}
-	ctx := context.Background()
-	tests := []struct {
-		name string
-		r    *retry.Retrier
-	}{
-		{name: "one limit", r: retry.New(retry.WithConcurrency(retry.Concurrency{}))},
-		{name: "per key", r: retry.New(retry.WithConcurrency(retry.Concurrency{PerKey: true}), retry.WithKey("k"))},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fn := func(context.Context) error { return nil }
-			if a := testing.AllocsPerRun(1000, func() { _ = tt.r.Run(ctx, fn) }); a != 0 {
-				t.Errorf("%v allocs per call, want 0", a)
-			}
-		})
-	}
-}
-
 // BenchmarkConcurrency measures the success path through the concurrency
 // limit beside the same Retrier without it: the difference is the gate's
 // cost.

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -639,47 +638,6 @@ func TestThrottleConcurrent(t *testing.T) {
 		if got, want := st.Throttle[k], sre(1, 800, 600); math.Abs(got-want) > 1e-12 {
 			t.Errorf("key %s: p = %.4f, want %.4f", k, got, want)
 		}
-	}
-}
-
-// raceBuild reports whether the test binary was built with -race, under
-// which allocation counts are not meaningful.
-func raceBuild() bool {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" {
-				return s.Value == "true"
-			}
-		}
-	}
-	return false
-}
-
-// TestThrottleAllocs: a call that succeeds through the throttle allocates
-// nothing, and neither does one while the probability is above zero but
-// the attempt is not shed.
-func TestThrottleAllocs(t *testing.T) {
-	if raceBuild() {
-		t.Skip("allocation counts under -race are not meaningful")
-	}
-	ctx := context.Background()
-	ok := func(context.Context) error { return nil }
-	warm := newThrottleRig(t, retry.Throttle{K: 1})
-	warm.calls(10, "", errRefused) // p = 10/(11+n) after n successes: every attempt reads the clock and draws
-	tests := []struct {
-		name string
-		r    *retry.Retrier
-	}{
-		{name: "one", r: retry.New(retry.WithThrottle(retry.Throttle{}))},
-		{name: "per key", r: retry.New(retry.WithThrottle(retry.Throttle{PerKey: true}), retry.WithKey("k"))},
-		{name: "p above zero", r: warm.r},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if a := testing.AllocsPerRun(200, func() { _ = tt.r.Run(ctx, ok) }); a != 0 {
-				t.Errorf("%v allocs per call, want 0", a)
-			}
-		})
 	}
 }
 
