@@ -378,5 +378,7 @@ func (b *budget) balance(now time.Time, won int64) float64 {
 }
 
 func (b *budget) index(now time.Time) int {
-	return int((now.UnixNano() / int64(b.slice)) % budgetBuckets)
+	// Never negative, whatever the clock says (a time before 1970, or past
+	// 2262, where UnixNano overflows).
+	return int(((now.UnixNano()/int64(b.slice))%budgetBuckets + budgetBuckets) % budgetBuckets)
 }

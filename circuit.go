@@ -170,7 +170,7 @@ func (c *circuit) set(s circuitState, now time.Time, spec *Breaker) change {
 // it held an older slice's counts. c.mu is held.
 func (c *circuit) slice(now time.Time, spec *Breaker) *circuitSlice {
 	n := c.sliceOf(now, spec)
-	s := &c.ring[n%circuitSlices]
+	s := &c.ring[(n%circuitSlices+circuitSlices)%circuitSlices] // n < 0 for a clock before 1970
 	if s.n != n+1 {
 		*s = circuitSlice{n: n + 1}
 	}

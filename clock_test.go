@@ -298,3 +298,37 @@ func TestBreakerOnClock(t *testing.T) {
 		t.Errorf("breaker %s after failures a minute apart, want closed", st)
 	}
 }
+
+// farClock reads a fixed time, far in the past or the future.
+type farClock struct{ t time.Time }
+
+func (c farClock) Now() time.Time                                   { return c.t }
+func (c farClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// TestClockOutOfRange: a Clock that reads a time before 1970, or past 2262
+// where UnixNano overflows, makes no gate panic: the budget, the breaker,
+// adaptive throttling and the concurrency limit all index their windows
+// by it.
+func TestClockOutOfRange(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		t.Run(at.Format("2006"), func(t *testing.T) {
+			r := retry.New(retry.WithClock(farClock{at}), retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate}),
+				retry.WithBreaker(retry.Breaker{MinRequests: 2}), retry.WithThrottle(retry.Throttle{}),
+				retry.WithConcurrency(retry.Concurrency{}), retry.WithBudget(retry.Budget{PerKey: true}))
+			for i := range 20 {
+				fail := i%2 == 0
+				_ = r.Run(t.Context(), func(context.Context) error {
+					if fail {
+						return errors.New("down")
+					}
+					return nil
+				})
+			}
+			_ = r.Stats()
+		})
+	}
+}

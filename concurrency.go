@@ -57,7 +57,7 @@ type Concurrency struct {
 	// Initial is the limit at the start: default 20, or Max if lower.
 	Initial int
 	// Min and Max bound the limit: defaults 1 and 1000 (or Initial, if
-	// higher).
+	// higher). Initial, Min and Max are at most 1,000,000.
 	Min, Max int
 	// MaxLatency is the ceiling on the baseline, the dependency's healthy
 	// latency: default 10 s. Set it to the slowest latency the
@@ -65,8 +65,11 @@ type Concurrency struct {
 	MaxLatency time.Duration
 	// MaxWait bounds how long one call waits for permits, in all, with
 	// what other gates held it (see Breaker.MaxWait), and always within
-	// the caller's deadline; default 0: an attempt that finds the limit
-	// reached is refused at once, so an inline caller is never held.
+	// the caller's deadline: a call that gets no permit is refused two
+	// rechecks and 5 ms before its deadline, so that it ends as the
+	// limit's refusal, not the caller's; default 0: an attempt that finds
+	// the limit reached is refused at once, so an inline caller is never
+	// held.
 	MaxWait time.Duration
 	// PerKey keeps one limit per key (WithKey, or the Transport's request
 	// key, by default the host), so that a slow dependency does not take
@@ -99,13 +102,14 @@ func WithConcurrency(c Concurrency) Option {
 // resolve returns c with its defaults, or names the field that is wrong,
 // its value and the rule it breaks.
 func (c Concurrency) resolve() (r Concurrency, field string, value any, rule string) {
+	const most = maxConcurrencyLimit
 	switch {
-	case c.Initial < 0:
-		return c, "Initial", c.Initial, "must be >= 0"
-	case c.Min < 0:
-		return c, "Min", c.Min, "must be >= 0"
-	case c.Max < 0:
-		return c, "Max", c.Max, "must be >= 0"
+	case c.Initial < 0 || c.Initial > most:
+		return c, "Initial", c.Initial, "must be in [0, 1000000]"
+	case c.Min < 0 || c.Min > most:
+		return c, "Min", c.Min, "must be in [0, 1000000]"
+	case c.Max < 0 || c.Max > most:
+		return c, "Max", c.Max, "must be in [0, 1000000]"
 	case c.MaxLatency < 0:
 		return c, "MaxLatency", c.MaxLatency, "must be >= 0"
 	case c.MaxWait < 0:
@@ -125,6 +129,16 @@ func (c Concurrency) resolve() (r Concurrency, field string, value any, rule str
 	}
 	return r, "", nil, ""
 }
+
+// waitMargin is how much of the caller's time a wait for a permit leaves,
+// beyond two rechecks: a call that got no permit ends as the limit's
+// refusal that long before its deadline.
+const waitMargin = 5 * time.Millisecond
+
+// maxConcurrencyLimit is the highest limit a Concurrency may set: far more
+// attempts in flight than a process holds, and far from the float
+// rounding where int conversions overflow.
+const maxConcurrencyLimit = 1_000_000
 
 // concurrency is the concurrency-limit gate of a Retrier: one limit, or one
 // per key.
@@ -161,12 +175,13 @@ func (cs *concurrency) enter(_ context.Context, a ask) grant {
 	if tag, ok := p.acquire(a.cfg); ok {
 		return grant{learner: p, tag: tag}
 	}
-	if a.kind != kindHedge {
-		if left := min(cs.spec.MaxWait-a.held, a.room); left > 0 {
-			w := min(p.recheck(), left)
-			cs.waits.Add(1)
-			return grant{wait: w, held: w}
-		}
+	// Wait one recheck more while MaxWait allows and the caller's time
+	// outlasts it with a margin (two rechecks and waitMargin, for a
+	// timer's lateness); otherwise refuse now, so that the call ends as
+	// the limit's refusal, not at the caller's own deadline.
+	if w := min(p.recheck(), cs.spec.MaxWait-a.held); a.kind != kindHedge && w > 0 && 2*w+waitMargin < a.room {
+		cs.waits.Add(1)
+		return grant{wait: w, held: w}
 	}
 	cs.denied.Add(1)
 	return grant{no: &refusal{reason: ReasonThrottled, typ: typeConcurrencyLimit, err: &concurrencyError{limit: p.limit.Load()}}}
@@ -272,7 +287,7 @@ func ticks(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 type concurrencyError struct{ limit int64 }
 
 func (e *concurrencyError) Error() string {
-	return "retry: concurrency limit reached (" + strconv.FormatInt(e.limit, 10) + " attempts in flight)"
+	return "retry: concurrency limit reached (at most " + strconv.FormatInt(e.limit, 10) + " attempts in flight)"
 }
 func (e *concurrencyError) ErrorType() string { return typeConcurrencyLimit }
 

@@ -344,9 +344,12 @@ func TestConcurrencySettings(t *testing.T) {
 		{name: "Max below the default Initial", c: retry.Concurrency{Max: 10}, limit: 10},
 		{name: "Min above the default Initial", c: retry.Concurrency{Min: 50}, limit: 50},
 		{name: "Initial above the default Max", c: retry.Concurrency{Initial: 2000}, limit: 2000},
-		{name: "negative Initial", c: retry.Concurrency{Initial: -1}, err: "retry: option WithConcurrency: Initial = -1: must be >= 0"},
-		{name: "negative Min", c: retry.Concurrency{Min: -2}, err: "retry: option WithConcurrency: Min = -2: must be >= 0"},
-		{name: "negative Max", c: retry.Concurrency{Max: -3}, err: "retry: option WithConcurrency: Max = -3: must be >= 0"},
+		{name: "negative Initial", c: retry.Concurrency{Initial: -1}, err: "retry: option WithConcurrency: Initial = -1: must be in [0, 1000000]"},
+		{name: "Initial beyond a million", c: retry.Concurrency{Initial: math.MaxInt, Min: math.MaxInt, Max: math.MaxInt}, err: "retry: option WithConcurrency: Initial = 9223372036854775807: must be in [0, 1000000]"},
+		{name: "Max beyond a million", c: retry.Concurrency{Max: 1_000_001}, err: "retry: option WithConcurrency: Max = 1000001: must be in [0, 1000000]"},
+		{name: "a million", c: retry.Concurrency{Initial: 1_000_000, Min: 1_000_000, Max: 1_000_000}, limit: 1_000_000},
+		{name: "negative Min", c: retry.Concurrency{Min: -2}, err: "retry: option WithConcurrency: Min = -2: must be in [0, 1000000]"},
+		{name: "negative Max", c: retry.Concurrency{Max: -3}, err: "retry: option WithConcurrency: Max = -3: must be in [0, 1000000]"},
 		{name: "negative MaxLatency", c: retry.Concurrency{MaxLatency: -time.Second}, err: "retry: option WithConcurrency: MaxLatency = -1s: must be >= 0"},
 		{name: "negative MaxWait", c: retry.Concurrency{MaxWait: -5 * time.Millisecond}, err: "retry: option WithConcurrency: MaxWait = -5ms: must be >= 0"},
 		{name: "Min above Max", c: retry.Concurrency{Min: 10, Max: 5}, err: "retry: option WithConcurrency: Min = 10: must be <= Max (5)"},
@@ -403,7 +406,9 @@ func TestConcurrencyRefusal(t *testing.T) {
 		{name: "refused at once", hold: time.Second, reason: retry.ReasonThrottled},
 		{name: "waits for a permit", maxWait: 100 * time.Millisecond, hold: 30 * time.Millisecond, attempts: 1, elapsed: 30 * time.Millisecond, waits: true},
 		{name: "MaxWait runs out", maxWait: 100 * time.Millisecond, hold: time.Second, reason: retry.ReasonThrottled, elapsed: 100 * time.Millisecond, waits: true},
-		{name: "the deadline comes first", maxWait: time.Second, hold: time.Second, timeout: 50 * time.Millisecond, reason: retry.ReasonThrottled, elapsed: 50*time.Millisecond - time.Nanosecond, waits: true},
+		// Rechecks of 1 ms: the call is refused once less than two rechecks
+		// and 5 ms of its time are left, at 43 ms, not at its deadline.
+		{name: "the deadline comes first", maxWait: time.Second, hold: time.Second, timeout: 50 * time.Millisecond, reason: retry.ReasonThrottled, elapsed: 43 * time.Millisecond, waits: true},
 		{name: "retry refused", hold: time.Second, holdAt: 5 * time.Millisecond, fail: true, reason: retry.ReasonThrottled, attempts: 1, elapsed: 10 * time.Millisecond},
 	}
 	for _, tt := range tests {
@@ -699,5 +704,28 @@ func BenchmarkConcurrency(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestConcurrencyDeadlineShorterThanMaxWait: in real time, a call whose
+// deadline comes before MaxWait and that never gets a permit ends as the
+// limit's refusal, before its deadline, not as the caller's deadline.
+func TestConcurrencyDeadlineShorterThanMaxWait(t *testing.T) {
+	r := retry.New(retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1, MaxWait: 2 * time.Second}))
+	hold, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil })
+	}()
+	<-hold
+	defer func() { close(release); <-done }()
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := r.Run(ctx, func(context.Context) error { return nil })
+		cancel()
+		var e *retry.Error
+		if !errors.As(err, &e) || e.Reason != retry.ReasonThrottled || retry.TypeOf(err) != "concurrency.limit" {
+			t.Fatalf("err = %v, want the concurrency limit's refusal (throttled) before the deadline", err)
+		}
 	}
 }

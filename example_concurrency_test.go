@@ -48,6 +48,6 @@ func ExampleWithConcurrency() {
 	// Output:
 	// in flight 2 of 2
 	// reason throttled, attempts 0, type concurrency.limit
-	// retry: throttled after 0 attempts: retry: concurrency limit reached (2 attempts in flight)
+	// retry: throttled after 0 attempts: retry: concurrency limit reached (at most 2 attempts in flight)
 	// in flight 0, refused 1
 }

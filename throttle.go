@@ -215,11 +215,18 @@ func (t *throttle) calm() bool {
 }
 
 // learn counts the outcome of an attempt the throttle let through (see
-// pass.learn): a failure is a request the dependency refused, and an
-// attempt that a gate after this one refused before it ran (errNotRun) a
-// request shed locally; anything else is a request it accepted.
+// pass.learn): a failure is a request the dependency refused; anything
+// else is a request it accepted, except an attempt that never ran
+// (errNotRun: a gate after this one refused it, or the caller's context
+// ended in that gate's wait), which counts neither way. Counted as a
+// refusal, the concurrency limit's refusals would raise the probability
+// against a dependency that accepts everything it is sent, and each
+// attempt shed would raise it further.
 func (t *throttle) learn(cfg *config, _ int64, outcome error) {
-	if outcome != errBreakerFailure && outcome != errNotRun {
+	if outcome == errNotRun {
+		return
+	}
+	if outcome != errBreakerFailure {
 		t.fresh.Add(1)
 		return
 	}

@@ -670,12 +670,16 @@ func BenchmarkThrottle(b *testing.B) {
 
 // TestThrottleCountsLaterRefusals: an attempt that the concurrency limit,
 // a gate after the throttle, refuses never reached the dependency: the
-// throttle counts it as a request it shed, not as one accepted.
+// throttle counts it neither as refused nor as accepted. Against a
+// dependency that accepts everything, the concurrency limit's refusals
+// leave the probability at 0 (counted as refusals, they raised it to 0.9,
+// and the throttle then shed most calls).
 func TestThrottleCountsLaterRefusals(t *testing.T) {
 	r := retry.New(retry.WithThrottle(retry.Throttle{K: 1}), retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1}),
-		retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithRandom(func() float64 { return 0.999 }))
-	hold, release := make(chan struct{}), make(chan struct{})
+		retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithRandom(func() float64 { return 0 }))
+	hold, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(done)
 		_ = r.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil })
 	}()
 	<-hold
@@ -685,8 +689,13 @@ func TestThrottleCountsLaterRefusals(t *testing.T) {
 		}
 	}
 	close(release)
-	// 11 requests, at most 1 accepted: p = (11 - 1)/12.
-	if p := r.Stats().Throttle[""]; p < 0.8 {
-		t.Errorf("throttle p = %.3f after 10 refusals by the concurrency limit, want about %.3f", p, 10.0/12)
+	<-done
+	// The draw is 0: any probability above 0 sheds the call.
+	if err := r.Run(context.Background(), func(context.Context) error { return nil }); err != nil {
+		t.Errorf("a call after 10 refusals by the concurrency limit: %v, want success", err)
+	}
+	st := r.Stats()
+	if p := st.Throttle[""]; p != 0 || st.Throttled != 0 {
+		t.Errorf("throttle p = %.3f, %d shed after 10 refusals by the concurrency limit, want 0 and none", p, st.Throttled)
 	}
 }
