@@ -52,8 +52,9 @@ import (
 // The limit starts at Initial and grows only as attempts come back, so a
 // client far busier than Initial has calls refused at first: 500 callers,
 // each calling every 80 ms a loopback server that answers in 20 ms, had
-// about three in four refused for the first half second and a few in a
-// hundred after the first second. Set Initial near the concurrency the
+// about three in four refused for the first half second, then about one
+// in twenty after the first second (one in eight at worst, in 250 ms
+// steps over 10 s). Set Initial near the concurrency the
 // dependency is known to serve, or give MaxWait.
 //
 // The limit is off unless WithConcurrency is given. Zero fields take the
