@@ -605,3 +605,53 @@ func BenchmarkBudgetSuccess(b *testing.B) {
 		})
 	}
 }
+
+// TestBudgetBurst: calls still running earn nothing. A burst of calls whose
+// first attempts all run at once and then all fail gets the retries the
+// rule gives, whatever its size: the reserve's 5, plus 0.15 for each call
+// that succeeded before (counted as running calls, a burst of 1,000 got 154).
+func TestBudgetBurst(t *testing.T) {
+	tests := []struct {
+		name   string
+		before int // calls that succeed first
+		burst  int
+		most   int64 // retries the rule allows
+	}{
+		{name: "10 at once", burst: 10, most: 5},
+		{name: "1000 at once", burst: 1000, most: 5},
+		{name: "1000 at once after 100 successes", before: 100, burst: 1000, most: 5 + 15},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+				for range tt.before {
+					_ = r.Run(t.Context(), func(context.Context) error { return nil })
+				}
+				var started sync.WaitGroup
+				started.Add(tt.burst)
+				gate := make(chan struct{})
+				var wg sync.WaitGroup
+				for range tt.burst {
+					wg.Go(func() {
+						first := true
+						_ = r.Run(t.Context(), func(context.Context) error {
+							if first {
+								first = false
+								started.Done()
+								<-gate
+							}
+							return errors.New("down")
+						})
+					})
+				}
+				started.Wait()
+				close(gate)
+				wg.Wait()
+				if st := r.Stats(); st.Retried > tt.most {
+					t.Errorf("%d retries granted to %d calls failing at once, want at most %d", st.Retried, tt.burst, tt.most)
+				}
+			})
+		})
+	}
+}

@@ -80,6 +80,9 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 		}
 		timedOut, failure := c.try(ctx, drv, &p, attempt)
 		if failure == nil || c.halt {
+			if bs := c.cfg.budget; bs != nil {
+				bs.win(c.key) // a success earns retries
+			}
 			return nil
 		}
 		// The decision, the gates of the retry, the events.

@@ -102,9 +102,9 @@ func (c *config) build(opts []Option) {
 	}
 	switch {
 	case c.budgetSpec != nil:
-		c.budget = newBudgets(*c.budgetSpec, &c.state.calls, c.clock)
+		c.budget = newBudgets(*c.budgetSpec, c.clock)
 	case !shared:
-		c.budget = newBudgets(defaultBudget, &c.state.calls, c.clock)
+		c.budget = newBudgets(defaultBudget, c.clock)
 	}
 	c.finish()
 	c.assemble()

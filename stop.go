@@ -61,7 +61,6 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 			bal, _ := bs.balance(c.key, now)
 			bs.deny(budgetDenial{key: c.eventKey(), typ: c.lastTyp, balance: bal})
 		}
-		defer bs.lose(c.key) // after the events, whose Balance counts the call as failing
 	}
 	e := c.newError(ctx, reason)
 	switch {
@@ -123,9 +122,6 @@ func (c *call) refuse(ctx context.Context, drv *driver, reason Reason, typ strin
 func (c *call) canceled(ctx context.Context, drv *driver) error {
 	if c.attempt > 0 {
 		c.cfg.state.failedPermanently.Add(1)
-		if bs := c.cfg.budget; bs != nil {
-			defer bs.lose(c.key) // after the event (see terminal)
-		}
 	} else {
 		c.cfg.state.unstarted.Add(1)
 	}

@@ -132,7 +132,7 @@ func TestLoadChart(t *testing.T) {
 		{name: "the default budget, beside none", sim: readme(), budget: "default",
 			headings: []string{"budget default: 1.03 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
 		{name: "a budget of the flag's, beside none", sim: readme(retry.WithBudget(retry.Budget{Ratio: 0.5})), budget: "ratio=0.5",
-			headings: []string{"budget ratio=0.5: 1.11 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
+			headings: []string{"budget ratio=0.5: 1.09 hits per request in the outage", "budget off: 2.93 hits per request in the outage"}},
 		{name: "no budget: one panel", sim: readme(retry.WithBudget(retry.Budget{Off: true})), budget: "off", note: "budget off"},
 		{name: "no outage: hits per request over the run", sim: &loadSim{rate: 50, duration: 10 * time.Second, clients: 1, latency: 10 * time.Millisecond,
 			horizon: time.Minute, bucket: time.Second, seed: 1, srv: server{failRate: 0.5}, opts: []retry.Option{retry.WithPolicy(retry.Policy{})}}, budget: "default",
