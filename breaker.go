@@ -62,10 +62,12 @@ type Breaker struct {
 	// OnChange, when set, is called on every change of a breaker's state,
 	// with the breaker's key (empty for a single breaker) and the states
 	// it left and entered: BreakerClosed, BreakerHalfOpen or BreakerOpen
-	// ("closed", "half_open" or "open"). It runs on the
-	// goroutine of the attempt that saw the change (a hedge's own, for a
-	// hedge), after the breaker's lock is released, so it may use the
-	// Retrier.
+	// ("closed", "half_open" or "open"). Calls come one at a time, in the
+	// order of the changes, so each one's from is the previous one's to
+	// for the same key. It runs on the goroutine of an attempt as the
+	// attempt passes the breaker, the one that saw the change or, while
+	// that one is delivering earlier changes, another; never under a
+	// lock that attempts wait on, so it may use the Retrier.
 	OnChange func(key, from, to string) `json:"-"`
 }
 
@@ -133,6 +135,7 @@ type breakers struct {
 	pending atomic.Int32 // state changes not yet delivered
 	mu      sync.Mutex
 	changes []breakerChange
+	deliver sync.Mutex // held by the goroutine delivering changes (flush)
 	waits   atomic.Int64 // times a call waited for an open breaker
 	denied  atomic.Int64 // calls stopped by an open breaker
 	// fallbacks counts attempts guarded by the local breaker because the
@@ -171,14 +174,16 @@ var (
 
 func (bs *breakers) newBreaker(key string) *breaker {
 	b := &breaker{bs: bs, key: key}
+	b.c.onChange = b.changed
 	if bs.spec.Store != nil {
 		b.shared = newSharedBreaker(bs.spec.Store, bs, key)
 	}
 	return b
 }
 
-// changed reports a change of the local circuit's state, unless a shared
-// breaker decides and the local one only learns.
+// changed records a change of the local circuit's state, under the
+// circuit's lock, unless a shared breaker decides and the local one only
+// learns.
 func (b *breaker) changed(ch change) {
 	if ch.happened() && (b.shared == nil || b.standIn.Load() > 0) {
 		b.bs.record(b.key, ch.from.String(), ch.to.String())
@@ -218,8 +223,7 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 // returning the attempt's generation; when it refuses, wait is how long
 // until it may let a probe through.
 func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration) {
-	gen, ok, wait, ch := b.c.allow(now, &b.bs.spec)
-	b.changed(ch)
+	gen, ok, wait, _ = b.c.allow(now, &b.bs.spec)
 	if !ok && wait <= 0 {
 		wait = b.bs.spec.recheck() // half-open, its probes in flight
 	}
@@ -232,7 +236,7 @@ func (b *breaker) learn(cfg *config, tag int64, outcome error) {
 	if outcome == errNotRun {
 		outcome = errBreakerExcluded // frees a half-open probe; counts neither way
 	}
-	b.changed(b.c.done(uint64(tag), outcome, cfg.mono(), &b.bs.spec))
+	b.c.done(uint64(tag), outcome, cfg.mono(), &b.bs.spec)
 }
 
 // allowShared is allow for a breaker shared through a Breaker.Store: the
@@ -257,9 +261,8 @@ func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error
 			// The stand-in learns the outcome too; an open or busy
 			// stand-in counts nothing.
 			now := cfg.mono()
-			if gen, ok, _, ch := b.c.allow(now, &b.bs.spec); ok {
-				b.changed(ch)
-				b.changed(b.c.done(gen, outcome, now, &b.bs.spec))
+			if gen, ok, _, _ := b.c.allow(now, &b.bs.spec); ok {
+				b.c.done(gen, outcome, now, &b.bs.spec)
 			}
 		}, 0
 	}
@@ -345,21 +348,29 @@ func (b *Breaker) recheck() time.Duration {
 	return min(max(b.OpenTimeout/10, 10*time.Millisecond), time.Second)
 }
 
-// flush delivers the recorded state changes to Breaker.OnChange, outside
-// any lock.
+// flush delivers the recorded state changes to Breaker.OnChange in the
+// order they happened, one at a time: one goroutine delivers, holding
+// bs.deliver, and a goroutine that finds it held leaves its changes to
+// it, which looks again before it lets go. No lock a caller waits on is
+// held while OnChange runs.
 func (bs *breakers) flush() {
-	if bs.pending.Load() == 0 {
-		return
-	}
-	bs.mu.Lock()
-	changes := bs.changes
-	bs.changes = nil
-	bs.pending.Store(0)
-	bs.mu.Unlock()
-	if h := bs.spec.OnChange; h != nil {
-		for _, ch := range changes {
-			h(ch.key, ch.from, ch.to)
+	for bs.pending.Load() != 0 {
+		if !bs.deliver.TryLock() {
+			return
 		}
+		for bs.pending.Load() != 0 {
+			bs.mu.Lock()
+			changes := bs.changes
+			bs.changes = nil
+			bs.pending.Store(0)
+			bs.mu.Unlock()
+			if h := bs.spec.OnChange; h != nil {
+				for _, ch := range changes {
+					h(ch.key, ch.from, ch.to)
+				}
+			}
+		}
+		bs.deliver.Unlock()
 	}
 }
 
@@ -392,8 +403,7 @@ func (b *breaker) state(local bool, now time.Time) string {
 	if !local {
 		return b.shared.view.Load().state
 	}
-	st, ch := b.c.current(now)
-	b.changed(ch)
+	st, _ := b.c.current(now)
 	return st.String()
 }
 

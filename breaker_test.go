@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -412,5 +414,56 @@ func TestNamedStrings(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
 		}
+	}
+}
+
+// TestBreakerOnChangeInOrder: with many goroutines changing one breaker's
+// state, OnChange is called one call at a time, in the order of the
+// changes: each call's from is the previous call's to. (Changes recorded
+// after the breaker's lock was released, and delivered by whichever
+// goroutine flushed, came out of order and overlapped.)
+func TestBreakerOnChangeInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var seq [][2]string
+	var running, overlaps atomic.Int32
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBudget(retry.Budget{Off: true}),
+		retry.WithBreaker(retry.Breaker{MinRequests: 1, OpenTimeout: 50 * time.Microsecond, Probes: 2, MaxWait: -1,
+			OnChange: func(_, from, to string) {
+				if running.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				seq = append(seq, [2]string{from, to})
+				mu.Unlock()
+				running.Add(-1)
+			}}))
+	var wg sync.WaitGroup
+	for g := range 100 {
+		wg.Go(func() {
+			for i := range 200 {
+				fail := (g*7+i*13)%2 == 0
+				_ = r.Run(context.Background(), func(context.Context) error {
+					if fail {
+						return errors.New("down")
+					}
+					return nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	_ = r.Run(context.Background(), func(context.Context) error { return nil }) // delivers what is pending
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d OnChange calls overlapped another", n)
+	}
+	if len(seq) < 10 {
+		t.Fatalf("only %d changes: the test does not exercise the breaker", len(seq))
+	}
+	prev := retry.BreakerClosed
+	for i, ch := range seq {
+		if ch[0] != prev {
+			t.Fatalf("change %d of %d: %s>%s after a change to %s", i, len(seq), ch[0], ch[1], prev)
+		}
+		prev = ch[1]
 	}
 }

@@ -27,6 +27,9 @@ type circuit struct {
 	ring  [circuitSlices]circuitSlice
 	sent  uint32 // half-open: probes let through and not left out
 	ok    uint32 // half-open: probes that succeeded
+	// onChange, when set, is told of each change of state under mu, so
+	// that the changes are recorded in the order they happen.
+	onChange func(change)
 }
 
 // circuitState is a circuit's state; its name is the Breaker state's.
@@ -156,6 +159,9 @@ func (c *circuit) advance(now time.Time) change {
 // counts. c.mu is held.
 func (c *circuit) set(s circuitState, now time.Time, spec *Breaker) change {
 	ch := change{from: c.state, to: s}
+	if c.onChange != nil {
+		c.onChange(ch)
+	}
 	c.state = s
 	c.gen++
 	c.ring = [circuitSlices]circuitSlice{}
