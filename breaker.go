@@ -18,7 +18,11 @@ import (
 // The breaker trips when, within Window, at least MinRequests attempts
 // counted and FailureRatio of them failed. It then stays open for
 // OpenTimeout, lets Probes attempts through half-open, and closes when they
-// succeed. While it is open, attempts are neither run nor counted: the call
+// succeed. An attempt counts when its outcome arrives, in the slice of the
+// window it arrives in (gobreaker counts a request as it starts, so that
+// attempts in flight count toward MinRequests there, and an outcome in the
+// slice its request started in), and the breaker is half-open from the
+// instant OpenTimeout has passed (gobreaker: just after). While it is open, attempts are neither run nor counted: the call
 // waits for the breaker to let a probe through (Ratchet's "rescheduled
 // without consuming attempts") when that fits the caller's deadline and
 // MaxWait, and otherwise stops at once with Reason breaker_open.

@@ -57,7 +57,10 @@ type Budget struct {
 	// PerKey keeps one budget per key (WithKey, or the Transport's request
 	// key, by default the host), so that one failing dependency cannot
 	// spend the retries of the others; at most 1024 keys are kept, the
-	// idlest dropped.
+	// idlest dropped. A key dropped and met again starts afresh, its
+	// reserve in full: with more than 1024 keys failing at once, each one
+	// met again gets the reserve's retries anew, so the bound holds per
+	// key kept, not for the Retrier.
 	PerKey bool
 	// Shadow lets every retry through, counting those the budget would
 	// have denied in Stats.BudgetShadowDenied. The budget still charges
