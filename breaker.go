@@ -139,7 +139,7 @@ type breakers struct {
 	pending atomic.Int32 // state changes not yet delivered
 	mu      sync.Mutex
 	changes []breakerChange
-	deliver sync.Mutex // held by the goroutine delivering changes (flush)
+	deliver sync.Mutex   // held by the goroutine delivering changes (flush)
 	waits   atomic.Int64 // times a call waited for an open breaker
 	denied  atomic.Int64 // calls stopped by an open breaker
 	// fallbacks counts attempts guarded by the local breaker because the
