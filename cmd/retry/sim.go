@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,14 +158,9 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
 			if err != nil {
 				return err
 			}
-			format := ""
-			if plotFile != "" {
-				if format, err = plotFormat(plotFile, ""); err != nil {
-					return err
-				}
-				if err := outputDir("plot", plotFile); err != nil {
-					return err
-				}
+			format, err := simPlot(plotFile)
+			if err != nil {
+				return err
 			}
 			s := &loadSim{rate: rate, clients: clients, seed: seed}
 			if !(rate > 0 && rate <= 1e6) {
@@ -517,6 +513,32 @@ func runContention(e *env, clients, runs int, seed uint64, kinds []string, asJSO
 	return tw.Flush()
 }
 
+// simPlot checks sim's --plot before a run: its format, its directory, and
+// that the file can be written, so that a run does not end in an error it
+// could have said at once. It returns the format; "" without --plot.
+func simPlot(plotFile string) (string, error) {
+	if plotFile == "" {
+		return "", nil
+	}
+	format, err := plotFormat(plotFile, "")
+	if err != nil {
+		return "", err
+	}
+	if err := outputDir("plot", plotFile); err != nil {
+		return "", err
+	}
+	_, statErr := os.Stat(plotFile)
+	f, err := os.OpenFile(plotFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o666)
+	if err != nil {
+		return "", usagef("flag --plot = %q: cannot be written: %v", plotFile, unwrapPath(err))
+	}
+	f.Close()
+	if os.IsNotExist(statErr) {
+		os.Remove(plotFile) // made only to try: the run writes it
+	}
+	return format, nil
+}
+
 // defaultHedgeSim is the setup of sim --hedge.
 func defaultHedgeSim(seed uint64) *hedgeSim {
 	return &hedgeSim{requests: 20000, workers: 200, base: 10 * time.Millisecond, slowP: 0.01, slowX: 100, pct: 95, seed: seed}
@@ -525,15 +547,9 @@ func defaultHedgeSim(seed uint64) *hedgeSim {
 // runHedgeSim runs sim --hedge on s, a progress bar of each run on stderr
 // when progress is shown.
 func runHedgeSim(e *env, s *hedgeSim, asJSON bool, plotFile string) error {
-	format := ""
-	if plotFile != "" {
-		var err error
-		if format, err = plotFormat(plotFile, ""); err != nil {
-			return err
-		}
-		if err := outputDir("plot", plotFile); err != nil {
-			return err
-		}
+	format, err := simPlot(plotFile)
+	if err != nil {
+		return err
 	}
 	s.progress = e.newProgress
 	res, err := s.run()

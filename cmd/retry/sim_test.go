@@ -249,6 +249,8 @@ func TestSimUsage(t *testing.T) {
 		{args: []string{"--rate", "1e6", "--duration", "1h"}, want: "flags --rate and --duration: 1000000/s over 1h is 3600000000 requests: must be at most 1000000"},
 		{args: []string{"--rate", "10000"}, want: "flags --rate and --duration: 10000/s over 2m is 1200000 requests: must be at most 1000000"},
 		{args: []string{"--runs", "3"}, want: "flag --runs: applies only with --contention"},
+		{args: []string{"--plot", "/proc/x.svg", "--duration", "1s"}, want: `flag --plot = "/proc/x.svg": cannot be written`},
+		{args: []string{"--metastable", "--plot", "/proc/x.svg"}, want: `flag --plot = "/proc/x.svg": cannot be written`},
 		{args: []string{"--budgets", "--rate", "5"}, want: "flag --rate: does not apply to --budgets, which takes only --seed and --json"},
 		{args: []string{"--budgets", "--metastable"}, want: "flag --metastable: does not apply to --budgets"},
 	}

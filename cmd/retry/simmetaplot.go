@@ -109,15 +109,9 @@ func (m *metaFlags) sim(fs *pflag.FlagSet, rate, capacity float64, duration, lat
 // runMetastable runs sim --metastable and reports it: a table, or JSON,
 // and a chart to plotFile when given.
 func runMetastable(e *env, s *metaSim, policyLabel string, asJSON bool, plotFile string) error {
-	format := ""
-	if plotFile != "" {
-		var err error
-		if format, err = plotFormat(plotFile, ""); err != nil {
-			return err
-		}
-		if err := outputDir("plot", plotFile); err != nil {
-			return err
-		}
+	format, err := simPlot(plotFile)
+	if err != nil {
+		return err
 	}
 	s.progress = e.newProgress
 	rows, err := s.run()
