@@ -80,15 +80,23 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 		}
 		timedOut, failure := c.try(ctx, drv, &p, attempt)
 		if failure == nil || c.halt {
-			if bs := c.cfg.budget; bs != nil {
-				bs.win(c.key) // a success earns retries
-			}
+			c.won() // a success earns retries
 			return nil
 		}
 		// The decision, the gates of the retry, the events.
 		if err := c.fail(ctx, drv, &p, failure, timedOut); err != nil {
 			return err
 		}
+	}
+}
+
+// won counts the call's success for the retry budget: on the Retrier's
+// own budget's counter directly, the success path's one atomic add.
+func (c *call) won() {
+	if w := c.cfg.wins; w != nil {
+		w.Add(1)
+	} else if bs := c.cfg.budget; bs != nil && bs.keys != nil {
+		bs.win(c.key)
 	}
 }
 

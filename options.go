@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/steadyhq/retry/redact"
@@ -75,6 +76,9 @@ type config struct {
 	// clockAlways says every failure reads the clock: for events, records,
 	// MaxElapsed or a retry budget.
 	clockAlways bool
+	// wins counts the calls that succeed, for the Retrier's own budget;
+	// nil without one (a budget per key counts through budgets.win).
+	wins *atomic.Int64
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -105,6 +109,10 @@ func (c *config) build(opts []Option) {
 		c.budget = newBudgets(*c.budgetSpec, c.clock)
 	case !shared:
 		c.budget = newBudgets(defaultBudget, c.clock)
+	}
+	c.wins = nil
+	if c.budget != nil && c.budget.one != nil {
+		c.wins = &c.budget.one.wins
 	}
 	c.finish()
 	c.assemble()
