@@ -130,18 +130,30 @@ func BenchmarkTypeOf(b *testing.B) {
 	}
 }
 
-// BenchmarkGuardedParts measures the success path with each guard alone and
-// all together (bench/ has gobreaker's own Execute beside them).
+// BenchmarkGuardedParts measures the success path with no guard, each guard
+// alone and all together, each also from every core at once (bench/ has
+// gobreaker's Execute and failsafe-go's policies beside them). The budget is
+// off in the rows of the other guards, so that each row's difference from
+// "none" is its guard's cost.
 func BenchmarkGuardedParts(b *testing.B) {
 	ctx := context.Background()
+	off := retry.WithBudget(retry.Budget{Off: true})
+	limiter := retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})
 	tests := []struct {
 		name string
 		opts []retry.Option
 	}{
+		{name: "none", opts: []retry.Option{off}},
 		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{})}},
-		{name: "limiter", opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})}},
-		{name: "breaker", opts: []retry.Option{retry.WithBreaker(retry.Breaker{})}},
-		{name: "all", opts: []retry.Option{retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9}), retry.WithBudget(retry.Budget{})}},
+		{name: "budget per key", opts: []retry.Option{retry.WithBudget(retry.Budget{PerKey: true}), retry.WithKey("k")}},
+		{name: "limiter", opts: []retry.Option{off, limiter}},
+		{name: "breaker", opts: []retry.Option{off, retry.WithBreaker(retry.Breaker{})}},
+		{name: "throttle", opts: []retry.Option{off, retry.WithThrottle(retry.Throttle{})}},
+		{name: "throttle per key", opts: []retry.Option{off, retry.WithThrottle(retry.Throttle{PerKey: true}), retry.WithKey("k")}},
+		{name: "concurrency", opts: []retry.Option{off, retry.WithConcurrency(retry.Concurrency{})}},
+		{name: "concurrency per key", opts: []retry.Option{off, retry.WithConcurrency(retry.Concurrency{PerKey: true}), retry.WithKey("k")}},
+		{name: "all", opts: []retry.Option{retry.WithBreaker(retry.Breaker{}), limiter, retry.WithBudget(retry.Budget{}),
+			retry.WithThrottle(retry.Throttle{}), retry.WithConcurrency(retry.Concurrency{})}},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {
@@ -152,6 +164,15 @@ func BenchmarkGuardedParts(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+		b.Run(tt.name+"/parallel", func(b *testing.B) {
+			r := retry.New(tt.opts...)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_ = r.Run(ctx, ok)
+				}
+			})
 		})
 	}
 }

@@ -582,30 +582,6 @@ func TestBudgetZeroFields(t *testing.T) {
 	}
 }
 
-// BenchmarkBudgetSuccess measures a call that succeeds at once, without a
-// budget and through the zero Budget (which the success path does not
-// reach: it counts calls with the Retrier's own counter) and one per key.
-func BenchmarkBudgetSuccess(b *testing.B) {
-	ok := func(context.Context) error { return nil }
-	for _, bb := range []struct {
-		name   string
-		budget retry.Budget
-	}{
-		{name: "off", budget: retry.Budget{Off: true}},
-		{name: "zero", budget: retry.Budget{}},
-		{name: "per key", budget: retry.Budget{PerKey: true}},
-	} {
-		b.Run(bb.name, func(b *testing.B) {
-			r := retry.New(retry.WithBudget(bb.budget), retry.WithKey("dep"))
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = r.Run(ctx, ok)
-			}
-		})
-	}
-}
-
 // TestBudgetBurst: calls still running earn nothing. A burst of calls whose
 // first attempts all run at once and then all fail gets the retries the
 // rule gives, whatever its size: the reserve's 5, plus 0.15 for each call

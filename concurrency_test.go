@@ -670,43 +670,6 @@ func TestConcurrencyTransport(t *testing.T) {
 	}
 }
 
-// BenchmarkConcurrency measures the success path through the concurrency
-// limit beside the same Retrier without it: the difference is the gate's
-// cost.
-func BenchmarkConcurrency(b *testing.B) {
-	ctx := context.Background()
-	fn := func(context.Context) error { return nil }
-	off := retry.WithBudget(retry.Budget{Off: true})
-	tests := []struct {
-		name string
-		opts []retry.Option
-	}{
-		{name: "none", opts: []retry.Option{off}},
-		{name: "concurrency", opts: []retry.Option{off, retry.WithConcurrency(retry.Concurrency{})}},
-		{name: "per key", opts: []retry.Option{off, retry.WithConcurrency(retry.Concurrency{PerKey: true}), retry.WithKey("k")}},
-	}
-	for _, tt := range tests {
-		b.Run(tt.name, func(b *testing.B) {
-			r := retry.New(tt.opts...)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := r.Run(ctx, fn); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(tt.name+"/parallel", func(b *testing.B) {
-			r := retry.New(tt.opts...)
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					_ = r.Run(ctx, fn)
-				}
-			})
-		})
-	}
-}
-
 // TestConcurrencyDeadlineShorterThanMaxWait: in real time, a call whose
 // deadline comes before MaxWait and that never gets a permit ends as the
 // limit's refusal, before its deadline, not as the caller's deadline.

@@ -641,33 +641,6 @@ func TestThrottleConcurrent(t *testing.T) {
 	}
 }
 
-// BenchmarkThrottle measures the success path with adaptive throttling,
-// beside the same Retrier without it (the difference is the gate's cost).
-func BenchmarkThrottle(b *testing.B) {
-	ctx := context.Background()
-	ok := func(context.Context) error { return nil }
-	off := retry.WithBudget(retry.Budget{Off: true})
-	tests := []struct {
-		name string
-		opts []retry.Option
-	}{
-		{name: "none", opts: []retry.Option{off}},
-		{name: "throttle", opts: []retry.Option{off, retry.WithThrottle(retry.Throttle{})}},
-		{name: "per key", opts: []retry.Option{off, retry.WithThrottle(retry.Throttle{PerKey: true}), retry.WithKey("k")}},
-	}
-	for _, tt := range tests {
-		b.Run(tt.name, func(b *testing.B) {
-			r := retry.New(tt.opts...)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := r.Run(ctx, ok); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // TestThrottleCountsLaterRefusals: an attempt that the concurrency limit,
 // a gate after the throttle, refuses never reached the dependency: the
 // throttle counts it neither as refused nor as accepted. Against a
