@@ -113,7 +113,7 @@ func (c *config) stats() Stats {
 		bs.stats(&s, c.now())
 	}
 	if t := c.throttle; t != nil {
-		t.stats(&s)
+		t.stats(c, &s)
 	}
 	if l := c.concurrency; l != nil {
 		l.stats(&s)

@@ -160,15 +160,16 @@ func (ts *throttles) get(key string) *throttle {
 	return ts.one
 }
 
-// stats reports the attempts shed and each throttle's probability now.
-func (ts *throttles) stats(s *Stats) {
+// stats reports the attempts shed and each throttle's probability now, on
+// c's clock.
+func (ts *throttles) stats(c *config, s *Stats) {
 	s.Throttled = ts.shed.Load()
 	s.Throttle = make(map[string]float64)
 	if ts.one != nil {
-		s.Throttle[""] = ts.one.now()
+		s.Throttle[""] = ts.one.now(c)
 		return
 	}
-	ts.keys.each(func(key string, t *throttle) { s.Throttle[key] = t.now() })
+	ts.keys.each(func(key string, t *throttle) { s.Throttle[key] = t.now(c) })
 }
 
 // throttleSlices is the number of slices of a throttle's window.
@@ -197,7 +198,6 @@ type throttle struct {
 	seen   int64     // the slice of the last reading
 	req    int64     // requests in the window at the last reading
 	acc    int64     // accepts in the window at the last reading
-	cfg    *config   // whose clock the last reading was, for Stats
 }
 
 // throttleSlice is one slice of the window: its number and its counts.
@@ -245,15 +245,12 @@ func (t *throttle) probability(cfg *config) float64 {
 	return t.p()
 }
 
-// now returns the probability now, on the clock of the last reading.
-func (t *throttle) now() float64 {
+// now returns the probability now, on c's clock.
+func (t *throttle) now(c *config) float64 {
 	if !t.started.Load() {
 		return 0 // nothing learned yet
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.advance(t.cfg)
-	return t.p()
+	return t.probability(c)
 }
 
 // p is the SRE rule on the window's counts. t.mu is held.
@@ -282,7 +279,6 @@ func (t *throttle) store() {
 // Window's worth. t.mu is held.
 func (t *throttle) advance(cfg *config) {
 	now := cfg.mono()
-	t.cfg = cfg
 	if !t.started.Load() {
 		t.origin = now
 	}
