@@ -332,3 +332,39 @@ func TestClockOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerProbeFreedByLaterRefusal: a half-open breaker lets its one
+// probe through, and the concurrency limit, a later gate, refuses it: the
+// probe never ran, so the breaker frees its place, and the next call
+// probes and closes it (were it kept, the breaker would stay half-open,
+// refusing every call).
+func TestBreakerProbeFreedByLaterRefusal(t *testing.T) {
+	clk := &virtualClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r := retry.New(retry.WithClock(clk), retry.WithPolicy(retry.Policy{MaxAttempts: 1}), retry.WithBudget(retry.Budget{Off: true}),
+		retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Second, Probes: 1, MaxWait: -1}),
+		retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1, PerKey: true}))
+	hold, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { // holds key x's only permit
+		defer close(done)
+		_ = retry.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil }, r, retry.WithKey("x"))
+	}()
+	<-hold
+	_ = retry.Run(context.Background(), func(context.Context) error { return errors.New("down") }, r, retry.WithKey("y"))
+	if st := r.Stats().Breakers[""]; st != retry.BreakerOpen {
+		t.Fatalf("breaker %s after a failure, want open", st)
+	}
+	clk.mu.Lock()
+	clk.now = clk.now.Add(time.Second)
+	clk.mu.Unlock()
+	if err := retry.Run(context.Background(), func(context.Context) error { return nil }, r, retry.WithKey("x")); retry.TypeOf(err) != "concurrency.limit" {
+		t.Fatalf("the probe on x: %v, want the concurrency limit's refusal", err)
+	}
+	if err := retry.Run(context.Background(), func(context.Context) error { return nil }, r, retry.WithKey("y")); err != nil {
+		t.Errorf("the next probe, on y: %v, want success", err)
+	}
+	if st := r.Stats().Breakers[""]; st != retry.BreakerClosed {
+		t.Errorf("breaker %s after a successful probe, want closed", st)
+	}
+	close(release)
+	<-done
+}
