@@ -673,22 +673,59 @@ func TestConcurrencyTransport(t *testing.T) {
 // TestConcurrencyDeadlineShorterThanMaxWait: in real time, a call whose
 // deadline comes before MaxWait and that never gets a permit ends as the
 // limit's refusal, before its deadline, not as the caller's deadline.
+// lateClock is the real clock (synctest's, in a bubble) whose sleeps last
+// late times what they were asked: timers that fire late on a loaded
+// machine, made certain.
+type lateClock struct{ late time.Duration }
+
+func (c lateClock) Now() time.Time { return time.Now() }
+func (c lateClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d + c.late)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func TestConcurrencyDeadlineShorterThanMaxWait(t *testing.T) {
-	r := retry.New(retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1, MaxWait: 2 * time.Second}))
-	hold, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil })
-	}()
-	<-hold
-	defer func() { close(release); <-done }()
-	for range 5 {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		err := r.Run(ctx, func(context.Context) error { return nil })
-		cancel()
-		var e *retry.Error
-		if !errors.As(err, &e) || e.Reason != retry.ReasonThrottled || retry.TypeOf(err) != "concurrency.limit" {
-			t.Fatalf("err = %v, want the concurrency limit's refusal (throttled) before the deadline", err)
-		}
+	tests := []struct {
+		name  string
+		clock retry.Clock // nil: the real clock
+	}{
+		{name: "timers on time"},
+		// Each 1 ms recheck lasts 3 ms: a call that counted only the waits
+		// it asked for would believe it had time left after its deadline.
+		{name: "timers 2ms late", clock: lateClock{late: 2 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithClock(tt.clock), retry.WithConcurrency(retry.Concurrency{Initial: 1, Min: 1, Max: 1, MaxWait: 2 * time.Second}))
+				hold, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(done)
+					_ = r.Run(context.Background(), func(context.Context) error { close(hold); <-release; return nil })
+				}()
+				<-hold
+				defer func() { close(release); <-done }()
+				for range 5 {
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					start := time.Now()
+					err := r.Run(ctx, func(context.Context) error { return nil })
+					took := time.Since(start)
+					cancel()
+					var e *retry.Error
+					if !errors.As(err, &e) || e.Reason != retry.ReasonThrottled || retry.TypeOf(err) != "concurrency.limit" {
+						t.Fatalf("err = %v after %v, want the concurrency limit's refusal (throttled) before the deadline", err, took)
+					}
+					if took >= 50*time.Millisecond {
+						t.Fatalf("refused after %v, want before the 50ms deadline", took)
+					}
+				}
+			})
+		})
 	}
 }

@@ -181,7 +181,9 @@ func (c *config) admit(ctx context.Context, p *pass) *refusal {
 }
 
 // enter asks every gate to let the attempt of p run now (see gate.enter),
-// sleeping through the waits they ask for with sleep. On a refusal, or an
+// sleeping through the waits they ask for with sleep, which also brings
+// p.room up to date from the clock: a timer that fires late must not
+// leave the next gate counting on time the caller no longer has. On a refusal, or an
 // error from sleep, it reports to the gates already entered that the
 // attempt did not run, and gives back what the gates took in admit.
 func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) error) (*refusal, error) {
@@ -195,7 +197,6 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 				p.giveBack(c)
 				return nil, err
 			}
-			p.room -= gr.wait
 			continue
 		}
 		if gr.no != nil {

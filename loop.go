@@ -119,7 +119,13 @@ func (c *call) admitFirst(ctx context.Context, drv *driver, p *pass) error {
 // enter lets the attempt through the gates, waiting where they ask.
 func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Timer) error {
 	p.room = c.room(ctx)
-	no, err := c.cfg.enter(ctx, p, func(d time.Duration) error { return c.sleep(ctx, drv, timer, d) })
+	no, err := c.cfg.enter(ctx, p, func(d time.Duration) error {
+		if err := c.sleep(ctx, drv, timer, d); err != nil {
+			return err
+		}
+		p.room = c.room(ctx)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
