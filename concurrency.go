@@ -3,12 +3,11 @@ package retry
 import (
 	"cmp"
 	"context"
-	"math"
-	"math/bits"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/steadyhq/retry/internal/adaptive"
 )
 
 // Concurrency is an adaptive limit on the attempts in flight to a
@@ -192,7 +191,7 @@ func (cs *concurrency) enter(_ context.Context, a ask) grant {
 		return grant{wait: w, held: w}
 	}
 	cs.denied.Add(1)
-	return grant{no: &refusal{reason: ReasonThrottled, typ: typeConcurrencyLimit, err: &concurrencyError{limit: p.limit.Load()}}}
+	return grant{no: &refusal{reason: ReasonThrottled, typ: typeConcurrencyLimit, err: &concurrencyError{limit: int64(p.l.Limit())}}}
 }
 
 // get returns the limit of key: the one, or key's own.
@@ -210,8 +209,8 @@ func (cs *concurrency) stats(s *Stats) {
 	s.ConcurrencyDenied = cs.denied.Load()
 	s.ConcurrencyLimit, s.InFlight = make(map[string]int), make(map[string]int)
 	add := func(key string, p *permits) {
-		s.ConcurrencyLimit[key] = int(p.limit.Load())
-		s.InFlight[key] = int(p.inflight.Load())
+		s.ConcurrencyLimit[key] = p.l.Limit()
+		s.InFlight[key] = p.l.InFlight()
 	}
 	if cs.one != nil {
 		add("", cs.one)
@@ -220,42 +219,19 @@ func (cs *concurrency) stats(s *Stats) {
 	cs.keys.each(add)
 }
 
-// Sampling: one attempt in a stride is timed, the stride a power of two up
-// to maxStride, so that a window times about sampledPerWindow attempts.
-const (
-	maxStride        = 64
-	sampledPerWindow = 1024
-)
-
-// permits is one dependency's limit: the permits in use, the limit, and
-// the algorithm that moves it.
-type permits struct {
-	inflight atomic.Int64
-	limit    atomic.Int64
-	entered  atomic.Uint64 // attempts let through, to choose which are timed
-	mask     atomic.Uint64 // stride-1
-	base     atomic.Int64  // the algorithm's baseline, for recheck
-
-	mu   sync.Mutex
-	algo limitAlgo
-	seen uint64 // entered when the last window closed
-}
+// permits is one dependency's limit, as a gate's learner.
+type permits struct{ l *adaptive.Limit }
 
 func newPermits(c Concurrency) *permits {
-	p := &permits{algo: newLimitAlgo(c)}
-	p.limit.Store(int64(p.algo.current()))
-	return p
+	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency})}
 }
 
 // acquire takes a permit if one is free, and returns the attempt's tag:
 // its start on the clock, odd, when it is timed, else zero.
 func (p *permits) acquire(cfg *config) (tag int64, ok bool) {
-	if p.inflight.Add(1) > p.limit.Load() {
-		p.inflight.Add(-1)
-		return 0, false
-	}
-	if p.entered.Add(1)&p.mask.Load() != 0 {
-		return 0, true
+	timed, ok := p.l.Acquire()
+	if !timed || !ok {
+		return 0, ok
 	}
 	return ticks(cfg.mono()) | 1, true
 }
@@ -263,28 +239,17 @@ func (p *permits) acquire(cfg *config) (tag int64, ok bool) {
 // learn gives the permit back and, for a timed attempt that was not left
 // out, feeds its latency and outcome to the algorithm (see pass.learn).
 func (p *permits) learn(cfg *config, tag int64, outcome error) {
-	n := p.inflight.Add(-1)
 	if tag == 0 || outcome == errBreakerExcluded || outcome == errNotRun {
+		p.l.Release()
 		return
 	}
 	now := cfg.mono()
-	rtt := time.Duration(ticks(now) - tag)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.algo.sample(rtt, int(n)+1, outcome != nil, now) {
-		return
-	}
-	p.limit.Store(int64(p.algo.current()))
-	p.base.Store(int64(p.algo.base))
-	entered := p.entered.Load()
-	stride := min(max((entered-p.seen)/sampledPerWindow, 1), maxStride)
-	p.mask.Store(1<<(bits.Len64(stride)-1) - 1)
-	p.seen = entered
+	p.l.Done(time.Duration(ticks(now)-tag), outcome != nil, now)
 }
 
 // recheck is how long an attempt waits before it asks again for a permit.
 func (p *permits) recheck() time.Duration {
-	return min(max(time.Duration(p.base.Load())/8, time.Millisecond), 50*time.Millisecond)
+	return min(max(p.l.Baseline()/8, time.Millisecond), 50*time.Millisecond)
 }
 
 // ticks is a clock reading as nanoseconds since monoBase.
@@ -298,147 +263,3 @@ func (e *concurrencyError) Error() string {
 	return "retry: concurrency limit reached (at most " + strconv.FormatInt(e.limit, 10) + " attempts in flight)"
 }
 func (e *concurrencyError) ErrorType() string { return typeConcurrencyLimit }
-
-// The constants of the limit algorithm; see Concurrency.
-const (
-	windowMin     = 100 * time.Millisecond // the shortest window
-	windowSamples = 10                     // latencies a window needs
-	windowError   = 0.05                   // the sampling error of its mean a window waits for
-	tolerance     = 0.03                   // latency over the baseline taken as noise
-	smoothDown    = 0.3                    // the share of the way down to its target the limit moves a window
-	smoothUp      = 0.5                    // likewise, up
-	minGradient   = 0.5                    // the most a window scales the limit down
-	dropBackoff   = 0.9                    // the limit's scale after a window of failures
-	riseWindows   = 3                      // windows lowering the limit before the baseline may rise
-	riseShare     = 0.75                   // the share of a run's highest latency a baseline rise keeps
-)
-
-// limitAlgo is the latency-gradient algorithm of Concurrency on the times
-// it is given, so that a client gate and a server's shedding can drive it
-// alike. It is not safe for concurrent use: its owner serializes the
-// calls.
-type limitAlgo struct {
-	min, max   float64
-	maxLatency time.Duration
-	limit      float64
-	base       time.Duration // the baseline; zero until the first window
-	prev       time.Duration // the mean latency of the last window
-	clear      int           // windows in a row that saw no queue
-	knee       float64       // the limit when a window last saw a queue
-
-	// The window being filled: its start, its latencies' count, sum and
-	// sum of squares (in seconds), its failures, and the most attempts in
-	// flight a sample saw.
-	start     time.Time
-	n, drops  int
-	sum, sum2 float64
-	peak      int
-	run       int           // windows in a row that lowered the limit
-	runFrom   float64       // the limit before the first of them
-	runPeak   time.Duration // the highest latency since
-}
-
-// newLimitAlgo returns the algorithm of c, its defaults resolved.
-func newLimitAlgo(c Concurrency) limitAlgo {
-	return limitAlgo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1)}
-}
-
-// current returns the limit, rounded.
-func (l *limitAlgo) current() int { return int(math.Round(l.limit)) }
-
-// sample records an attempt that ended at now after rtt, with inflight
-// attempts in flight (itself included), dropped when it failed. It reports
-// whether a window closed, so that the limit may have changed.
-func (l *limitAlgo) sample(rtt time.Duration, inflight int, dropped bool, now time.Time) bool {
-	if l.n == 0 {
-		l.start = now
-	}
-	x := max(rtt, time.Nanosecond).Seconds() // zero stands for no baseline
-	l.n++
-	l.sum += x
-	l.sum2 += x * x
-	if dropped {
-		l.drops++
-	}
-	l.peak = max(l.peak, inflight)
-	n := float64(l.n)
-	mean := l.sum / n
-	// The sampling error of the mean, relative to it.
-	rel := math.Sqrt(max(l.sum2/n-mean*mean, 0)/n) / max(mean, 1e-9)
-	// A window spans two baselines (the first, two of its own means, so
-	// that its slow attempts have ended too).
-	span := max(windowMin, 2*l.base)
-	if l.base == 0 {
-		span = max(windowMin, time.Duration(2*mean*1e9))
-	}
-	age := now.Sub(l.start)
-	if age < span || l.n < windowSamples || (rel > windowError && age < 10*span) {
-		return false
-	}
-	l.update(max(time.Duration(math.Round(mean*1e9)), time.Nanosecond))
-	l.n, l.sum, l.sum2, l.drops, l.peak = 0, 0, 0, 0, 0
-	return true
-}
-
-// update closes a window of mean latency rtt.
-func (l *limitAlgo) update(rtt time.Duration) {
-	if 2*l.drops >= l.n { // mostly failures: their latency says nothing of health
-		l.limit = max(l.limit*dropBackoff, l.min)
-		l.run = 0
-		return
-	}
-	// The baseline falls to a latency seen two windows in a row, so that
-	// one lucky window does not set it, nor the first, in which the
-	// attempts that end first are the quick ones.
-	prev := l.prev
-	l.prev = rtt
-	if prev == 0 {
-		return
-	}
-	if low := max(rtt, prev); l.base == 0 || low < l.base {
-		l.base = min(low, l.maxLatency)
-	}
-	if float64(2*l.peak) < l.limit { // the limit is not what holds the attempts back
-		l.run = 0
-		return
-	}
-	// The gradient, not cut at 1, so that the windows' noise averages out
-	// instead of pulling the limit down.
-	g := min(max(float64(l.base)*(1+tolerance)/float64(rtt), minGradient), 1/minGradient)
-	// The allowance for a queue; below the knee it doubles for each window
-	// in a row that saw no queue (TCP's slow start up to its threshold).
-	allowance := max(1, math.Sqrt(l.limit)/2)
-	if g < 1 {
-		l.clear, l.knee = 0, l.limit
-	} else {
-		if l.limit < l.knee {
-			allowance = max(allowance, min(math.Ldexp(allowance, min(l.clear, 30)), l.limit/2, l.knee-l.limit))
-		}
-		l.clear++
-	}
-	target := l.limit*g + allowance
-	step := smoothUp
-	if target < l.limit {
-		step = smoothDown
-		l.lowered(rtt)
-	} else {
-		l.run = 0
-	}
-	l.limit = min(max(l.limit+step*(target-l.limit), l.min), l.max)
-}
-
-// lowered notes a window that lowers the limit. When a run of them has
-// halved the limit and the latency has fallen by less than a quarter with
-// it, the latency is the dependency's own, not a queue: it becomes the
-// baseline, up to MaxLatency.
-func (l *limitAlgo) lowered(rtt time.Duration) {
-	if l.run == 0 {
-		l.runFrom, l.runPeak = l.limit, rtt
-	}
-	l.run++
-	l.runPeak = max(l.runPeak, rtt)
-	if l.run >= riseWindows && l.limit <= max(l.runFrom/2, l.min) && float64(rtt) >= riseShare*float64(l.runPeak) {
-		l.base = min(rtt, l.maxLatency)
-		l.run = 0
-	}
-}
