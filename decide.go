@@ -23,6 +23,7 @@ type failure struct {
 	err     error         // the attempt's error, for the Decider
 	class   outcome       // its classification
 	attempt int           // attempts run so far, 1 after the first
+	inbound bool          // the request being served is a retry: retry at one layer
 	done    bool          // the caller's context has ended
 	draw    float64       // the random draw in [0, 1) for jitter
 	prev    time.Duration // the previous sampled wait, for decorrelated jitter
@@ -39,8 +40,10 @@ type failure struct {
 //  3. Permanent: stop (non_retryable);
 //  4. a type the policy or the built-in rules call non-retryable: stop;
 //  5. the attempts are used up: stop (exhausted);
-//  6. the Decider vetoes: stop (non_retryable);
-//  7. the wait: the Decider's, else the server's hint (a minimum, spread
+//  6. the request being served is itself a retry (WithInboundAttempt):
+//     stop (inbound_retry);
+//  7. the Decider vetoes: stop (non_retryable);
+//  8. the wait: the Decider's, else the server's hint (a minimum, spread
 //     upward by at most 10% and one second when the policy has jitter),
 //     else the policy's backoff; a hint over MaxServerDelay, or a wait
 //     longer than f.left, stops (deadline).
@@ -62,6 +65,9 @@ func decide(cfg *config, f failure) (d Decision, how decided) {
 	}
 	if f.attempt >= cfg.policy.MaxAttempts {
 		return stop(ReasonExhausted)
+	}
+	if f.inbound {
+		return stop(ReasonInboundRetry)
 	}
 	if cfg.decider != nil && !cfg.decider.ShouldRetry(f.attempt, f.err) {
 		return stop(ReasonNonRetryable)

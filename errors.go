@@ -22,6 +22,7 @@ const (
 	ReasonBreakerOpen  Reason = "breaker_open"  // the circuit breaker was open and its wait could not fit
 	ReasonRateLimited  Reason = "rate_limited"  // the rate limiter's wait could not fit the deadline
 	ReasonThrottled    Reason = "throttled"     // adaptive throttling or the concurrency limit shed the attempt
+	ReasonInboundRetry Reason = "inbound_retry" // the request being served is itself a retry: retries happen at one layer (WithInboundAttempt)
 )
 
 // String returns the reason's name, such as "exhausted"; "" for the zero Reason.

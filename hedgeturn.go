@@ -342,7 +342,7 @@ func (tn *turn) coordinate() {
 // start starts a hedge if the policy has an attempt left for it and the
 // gates let it through now, and returns it; nil when it does not start.
 func (tn *turn) start() *try {
-	if tn.n.Load() >= int64(tn.cfg.policy.MaxAttempts) || tn.winner.Load() != nil || tn.ctx.Err() != nil {
+	if tn.n.Load() >= int64(tn.cfg.policy.MaxAttempts) || tn.winner.Load() != nil || tn.ctx.Err() != nil || tn.cfg.inboundRetry(tn.ctx) {
 		return nil
 	}
 	t := &try{hedge: true}

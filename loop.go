@@ -235,7 +235,7 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 			c.first = now
 		}
 	}
-	f := failure{err: err, class: o, attempt: c.attempt, done: ctx.Err() != nil, prev: c.prev, left: maxDuration}
+	f := failure{err: err, class: o, attempt: c.attempt, done: ctx.Err() != nil, inbound: cfg.inboundRetry(ctx), prev: c.prev, left: maxDuration}
 	if !f.done {
 		f.draw = cfg.random()
 		if !now.IsZero() {

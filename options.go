@@ -70,6 +70,7 @@ type config struct {
 	budget         *budgets     // the retry budget; nil when off
 	budgetSpec     *Budget      // WithBudget's, resolved into budget by build
 	hedge          *hedgeSpec   // nil: no hedging
+	nested         bool         // WithNestedRetries: retry under an inbound retry
 	gates          gates        // the gates attempts pass, in order (assemble)
 	learns         bool         // some gate learns the outcomes of attempts (assemble)
 	optErrs        []error
