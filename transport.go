@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 // the final response is returned with a nil error whatever its status (a 503
 // after the last attempt is a 503, body intact); the request body is closed
 // exactly once.
+//
+// Every attempt from the second on, retries and hedges alike, carries its
+// number in the AttemptHeader field ("Retry-Attempt: 2" on the first retry
+// or hedge), so that the server can tell retries apart and shed them first;
+// the first attempt carries none of its own. A Retry-Attempt the caller set
+// goes out as is on the first attempt, and is replaced by the Transport's
+// number on the others.
 //
 // Only requests that are safe to repeat are retried: GET, HEAD, OPTIONS,
 // TRACE, PUT and DELETE, and any request carrying an Idempotency-Key header.
@@ -359,19 +367,26 @@ func (rt *roundTrip) send(ctx context.Context, n int) (*http.Response, error) {
 var errNoResponse = errors.New("retry: base transport returned neither a response nor an error")
 
 // request builds the request of attempt n without touching the caller's.
+// From the second attempt on, its header carries the attempt's number
+// (AttemptHeader), in place of any the caller set.
 func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) {
 	req := rt.req
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	if !hasBody && rt.idemKey == "" && ctx == req.Context() {
+	if !hasBody && rt.idemKey == "" && n == 1 && ctx == req.Context() {
 		return req, nil // nothing to change: the caller's own request
 	}
 	out := req.WithContext(ctx) // a shallow copy
-	if rt.idemKey != "" {
+	if rt.idemKey != "" || n > 1 {
 		out.Header = req.Header.Clone()
 		if out.Header == nil {
-			out.Header = make(http.Header, 1)
+			out.Header = make(http.Header, 2)
 		}
-		out.Header.Set("Idempotency-Key", rt.idemKey)
+		if rt.idemKey != "" {
+			out.Header.Set("Idempotency-Key", rt.idemKey)
+		}
+		if n > 1 {
+			out.Header.Set(AttemptHeader, strconv.Itoa(n))
+		}
 	}
 	if !hasBody {
 		return out, nil
