@@ -1,0 +1,270 @@
+package shed
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Request is what Admit needs to know of a request, whatever its
+// transport.
+type Request struct {
+	// Priority is the request's own priority; a retry is Low whatever it
+	// says.
+	Priority Priority
+	// Attempt is the caller's attempt number, one-based: 2 or more marks
+	// a retry; 0 and 1 a first attempt.
+	Attempt int
+	// Key names the client for the Quota; "" leaves the request out of
+	// the quota. Without a Quota it is ignored.
+	Key string
+}
+
+// Ticket is an admitted request's permit: give it back with Done once the
+// request is served. The zero Ticket holds nothing.
+type Ticket struct {
+	start time.Time // when the permit was handed over, for a timed one
+	timed bool      // the limit learns this request's latency
+	held  bool      // a permit is held
+	quota quotaNote // the quota's state, when one counted the request
+}
+
+// Reason says why a request was shed.
+type Reason int8
+
+const (
+	// ReasonQueueFull: no permit was free and the queue was full.
+	ReasonQueueFull Reason = iota
+	// ReasonQueueTimeout: the request waited QueueWait for a permit.
+	ReasonQueueTimeout
+	// ReasonLow: a retry or Low request found no permit free, or others
+	// waiting.
+	ReasonLow
+	// ReasonCanceled: the request's context ended while it waited.
+	ReasonCanceled
+	// ReasonQuota: the client is over its Quota (HTTP 429; gRPC
+	// RESOURCE_EXHAUSTED). Every other reason is overload (HTTP 503; gRPC
+	// UNAVAILABLE).
+	ReasonQuota
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"queue full", "queue timeout", "low priority", "canceled", "quota"}
+
+// String returns the reason's name: "queue full", "queue timeout", "low
+// priority", "canceled" or "quota".
+func (r Reason) String() string {
+	if r < 0 || r >= numReasons {
+		return "unknown"
+	}
+	return reasonNames[r]
+}
+
+// Refusal says why a request was shed and when its client should come
+// back.
+type Refusal struct {
+	Reason Reason
+	// RetryAfter is when to come back, > 0. For ReasonQuota it is the
+	// time until the client's window resets. For overload it follows the
+	// rate at which the server drains its work, spread at random:
+	//
+	//	R = the requests completed per second over about the last second
+	//	    (since the counters were read between 250 ms and 1 s ago);
+	//	    when that span is not measured or none completed in it,
+	//	    Limit/Baseline, the limit's own estimate, once a baseline is
+	//	    known
+	//	need = (Q + S)/R, Q the requests queued now and S those shed for
+	//	    overload over the same span (this one included): the time the
+	//	    server needs at rate R to serve them; 1 s while R is unknown
+	//	w = min(max(need, 1 s), MaxRetryAfter/2)
+	//	RetryAfter = min(w·(1+u), MaxRetryAfter), u uniform in [0, 1)
+	//
+	// so clients refused together come back spread over [w, 2w]. HTTP
+	// sends it in whole seconds, rounded up (Retry-After: 3), gRPC in
+	// milliseconds, rounded up (grpc-retry-pushback-ms).
+	RetryAfter time.Duration
+	quota      quotaNote
+}
+
+// Error returns the refusal as a message: "shed: <reason>, retry after <d>".
+func (r *Refusal) Error() string {
+	return "shed: " + r.Reason.String() + ", retry after " + r.RetryAfter.String()
+}
+
+// waiter is a request in the queue; ch receives its permit.
+type waiter struct{ ch chan Ticket }
+
+// Admit admits a request or sheds it: it returns a Ticket to give back
+// with Done, or a Refusal. A request the Quota applies to is counted
+// first, and shed if over quota. Then a free permit admits it, unless
+// others wait for one; otherwise a Normal first attempt waits in the FIFO
+// queue (if it is not full) until a permit is handed to it, QueueWait
+// passes, or ctx ends; a retry or Low request is shed at once. A request
+// shed for overload does not use its client's quota.
+//
+// The admitted path of a first attempt without a quota does not allocate
+// and reads the clock only when the limit times the request.
+func (s *Shedder) Admit(ctx context.Context, req Request) (Ticket, *Refusal) {
+	if s == nil || s.lim == nil {
+		return Ticket{}, nil
+	}
+	var q quotaNote
+	if s.quota != nil && req.Key != "" {
+		q = s.quota.take(req.Key, s.now())
+		if q.over {
+			return Ticket{}, s.refuse(ReasonQuota, q)
+		}
+	}
+	if s.waiting.Load() == 0 {
+		if timed, ok := s.lim.Acquire(); ok {
+			return s.ticket(timed, q), nil
+		}
+	}
+	if req.Priority == Low || req.Attempt >= 2 {
+		return Ticket{}, s.overload(ReasonLow, req.Key, q)
+	}
+	return s.wait(ctx, req.Key, q)
+}
+
+// ticket returns a held permit's ticket, timed from now if timed.
+func (s *Shedder) ticket(timed bool, q quotaNote) Ticket {
+	t := Ticket{timed: timed, held: true, quota: q}
+	if timed {
+		t.start = s.now()
+	}
+	return t
+}
+
+// wait queues the request for a permit.
+func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *Refusal) {
+	w := &waiter{ch: make(chan Ticket, 1)}
+	s.mu.Lock()
+	// Counted before the queue is read, so that a permit given back from
+	// now on is handed to the queue (see Done).
+	s.waiting.Add(1)
+	limit := s.opts.Queue
+	if limit == 0 {
+		limit = s.lim.Limit()
+	}
+	if len(s.queue) >= limit {
+		s.waiting.Add(-1)
+		s.mu.Unlock()
+		return Ticket{}, s.overload(ReasonQueueFull, key, q)
+	}
+	s.queue = append(s.queue, w)
+	s.dispatch() // a permit may be free
+	s.mu.Unlock()
+
+	timer := time.NewTimer(s.queueWait())
+	defer timer.Stop()
+	var why Reason
+	select {
+	case t := <-w.ch:
+		t.quota = q
+		return t, nil
+	case <-timer.C:
+		why = ReasonQueueTimeout
+	case <-ctx.Done():
+		why = ReasonCanceled
+	}
+	s.mu.Lock()
+	i := slices.Index(s.queue, w)
+	if i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		s.waiting.Add(-1)
+	}
+	s.mu.Unlock()
+	if i < 0 { // handed a permit meanwhile
+		t := <-w.ch
+		if why != ReasonCanceled {
+			t.quota = q
+			return t, nil
+		}
+		s.release(t, false)
+	}
+	return Ticket{}, s.overload(why, key, q)
+}
+
+// queueWait is how long a request waits in the queue.
+func (s *Shedder) queueWait() time.Duration {
+	if s.opts.QueueWait > 0 {
+		return s.opts.QueueWait
+	}
+	if b := s.lim.Baseline(); b > 0 {
+		return b
+	}
+	return defaultQueueWait
+}
+
+// dispatch hands free permits to the head of the queue. s.mu is held.
+func (s *Shedder) dispatch() {
+	for len(s.queue) > 0 {
+		timed, ok := s.lim.Acquire()
+		if !ok {
+			return
+		}
+		w := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.waiting.Add(-1)
+		w.ch <- s.ticket(timed, quotaNote{})
+	}
+}
+
+// Done gives the permit of t back; when requests wait, it goes to the
+// head of the queue. Done of the zero Ticket does nothing; call it once
+// per admitted request, also when the handler panics.
+func (s *Shedder) Done(t Ticket) { s.release(t, true) }
+
+// release gives the permit of t back, counting it as completed when done.
+func (s *Shedder) release(t Ticket, done bool) {
+	if !t.held || s == nil || s.lim == nil {
+		return
+	}
+	if done {
+		s.completed.Add(1)
+	}
+	if t.timed && done {
+		now := s.now()
+		s.lim.Done(now.Sub(t.start), false, now)
+		s.meter.record(now, s.completed.Load(), s.overloadShed())
+	} else {
+		s.lim.Release()
+	}
+	if s.waiting.Load() > 0 {
+		s.mu.Lock()
+		s.dispatch()
+		s.mu.Unlock()
+	}
+}
+
+// overload sheds a request for overload: the quota it used is given
+// back, and its come-back delay follows the drain rate.
+func (s *Shedder) overload(why Reason, key string, q quotaNote) *Refusal {
+	if q.on {
+		q = s.quota.refund(key, q)
+	}
+	return s.refuse(why, q)
+}
+
+// refuse counts a refusal and says when to come back.
+func (s *Shedder) refuse(why Reason, q quotaNote) *Refusal {
+	s.shed[why].Add(1)
+	if why == ReasonQuota {
+		return &Refusal{Reason: why, RetryAfter: max(q.reset, time.Second), quota: q}
+	}
+	now := s.now()
+	done, shed := s.completed.Load(), s.overloadShed()
+	s.meter.record(now, done, shed)
+	rate, shedIn := s.meter.rate(now, done, shed)
+	s.mu.Lock()
+	queued := len(s.queue)
+	s.mu.Unlock()
+	d := comeBack(int64(queued)+shedIn, rate, s.lim.Limit(), s.lim.Baseline(), s.opts.MaxRetryAfter, s.rand())
+	return &Refusal{Reason: why, RetryAfter: d, quota: q}
+}
+
+// overloadShed returns the requests shed for overload so far.
+func (s *Shedder) overloadShed() int64 {
+	return s.shed[ReasonQueueFull].Load() + s.shed[ReasonQueueTimeout].Load() + s.shed[ReasonLow].Load()
+}

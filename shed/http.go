@@ -1,0 +1,127 @@
+package shed
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/steadyhq/retry"
+)
+
+// envoyAttemptHeader is Envoy's attempt count, one-based like
+// retry.AttemptHeader.
+const envoyAttemptHeader = "X-Envoy-Attempt-Count"
+
+// maxAttempt is the highest attempt number read from a header; larger
+// numbers count as it.
+const maxAttempt = 1_000_000
+
+// Handler returns next behind the Shedder: each request is admitted or
+// shed as Admit says, its priority from Options.Priority, its attempt
+// from the Retry-Attempt (retry.AttemptHeader) or x-envoy-attempt-count
+// field (the higher of the two; see ParseAttempt), its quota key from
+// Options.Quota.Key.
+//
+// An admitted request that is attempt n >= 2 of its caller is served
+// under retry.WithInboundAttempt(ctx, n); others get the request as it
+// came (no copy, no wrapped ResponseWriter). Its permit is given back when
+// next returns or panics (the panic goes on to net/http). With a quota,
+// the RateLimit and RateLimit-Policy fields are set before next runs.
+//
+// A shed request gets 503 Service Unavailable (429 Too Many Requests for
+// ReasonQuota), Retry-After in whole seconds (Refusal.RetryAfter rounded
+// up), Cache-Control: no-store (the answer holds for this moment only),
+// and a one-line text body such as "shed: server overloaded, retry after
+// 3 s". A nil next gives a handler that answers every request 500 with
+// the body "shed: Handler(nil): no handler to serve"; a nil or zero
+// Shedder gives next itself.
+func (s *Shedder) Handler(next http.Handler) http.Handler {
+	if next == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "shed: Handler(nil): no handler to serve", http.StatusInternalServerError)
+		})
+	}
+	if s == nil || s.lim == nil {
+		return next
+	}
+	return &handler{s: s, next: next}
+}
+
+type handler struct {
+	s    *Shedder
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.s
+	req := Request{Attempt: attemptOf(r.Header)}
+	if s.opts.Priority != nil {
+		req.Priority = s.opts.Priority(r)
+	}
+	if s.quota != nil {
+		req.Key = s.opts.Quota.Key(r)
+	}
+	t, no := s.Admit(r.Context(), req)
+	if no != nil {
+		s.writeRefusal(w, no)
+		return
+	}
+	defer s.Done(t)
+	if t.quota.on {
+		t.quota.setFields(w.Header())
+	}
+	if req.Attempt >= 2 {
+		r = r.WithContext(retry.WithInboundAttempt(r.Context(), req.Attempt))
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// writeRefusal answers a shed request.
+func (s *Shedder) writeRefusal(w http.ResponseWriter, no *Refusal) {
+	h := w.Header()
+	if no.quota.on {
+		no.quota.setFields(h)
+	}
+	code, what := http.StatusServiceUnavailable, "server overloaded"
+	if no.Reason == ReasonQuota {
+		code, what = http.StatusTooManyRequests, "quota exceeded"
+	}
+	secs := strconv.FormatInt(seconds(no.RetryAfter, s.opts.MaxRetryAfter), 10)
+	h.Set("Retry-After", secs)
+	h.Set("Cache-Control", "no-store")
+	http.Error(w, "shed: "+what+", retry after "+secs+" s", code)
+}
+
+// attemptOf returns the attempt number that h's Retry-Attempt or
+// x-envoy-attempt-count field says, the higher of the two; 0 when neither
+// says one.
+func attemptOf(h http.Header) int {
+	n := 0
+	if v := h[retry.AttemptHeader]; len(v) > 0 {
+		n = ParseAttempt(v[0])
+	}
+	if v := h[envoyAttemptHeader]; len(v) > 0 {
+		n = max(n, ParseAttempt(v[0]))
+	}
+	return n
+}
+
+// ParseAttempt returns the attempt number of a Retry-Attempt or
+// x-envoy-attempt-count value: a decimal number of ASCII digits, at most
+// 1,000,000 (a larger one counts as 1,000,000, since it is a retry all the
+// same). Anything else ("", "abc", "-1", "+2", " 2", "2.0") returns 0, as
+// for a request without the field: a client can always leave it out, so
+// a malformed value gains nothing over none.
+func ParseAttempt(v string) int {
+	if v == "" {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = min(n*10+int(c-'0'), maxAttempt)
+	}
+	return n
+}

@@ -1,0 +1,210 @@
+// Package shed sheds load on the server side: an adaptive concurrency
+// limit in front of a handler, a short FIFO queue, priority for first
+// attempts over retries, and answers that say when to come back.
+//
+// A Shedder admits a request when a permit of its limit is free (the
+// limit is the one retry.Concurrency runs on the client side, one
+// implementation: it follows the handler's latency against its unloaded
+// baseline). Otherwise a request of Normal priority waits in a FIFO queue
+// for a permit; a request that is itself a retry (the Retry-Attempt field,
+// retry.AttemptHeader, or Envoy's x-envoy-attempt-count, at 2 or more)
+// and a request Options.Priority calls Low never wait: they are shed
+// first. A shed request gets 503 with a Retry-After computed from the
+// rate at which the server drains its work (see Refusal.RetryAfter); with
+// a Quota, a client over its quota gets 429 with the window's reset, and
+// every response to a request the quota counts carries the RateLimit and
+// RateLimit-Policy fields of draft-ietf-httpapi-ratelimit-headers.
+//
+// Retries happen at one layer: the handler of a request that is attempt
+// n >= 2 of its caller runs under retry.WithInboundAttempt(ctx, n), so a
+// client of package retry called inside it makes one attempt.
+//
+// Handler is the net/http middleware; Admit and Done are the same core
+// for other transports (the gRPC server interceptors of
+// github.com/steadyhq/retry/grpc).
+package shed
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/steadyhq/retry/internal/adaptive"
+)
+
+// Priority is how soon a request is shed: Low before Normal.
+type Priority int8
+
+const (
+	// Normal requests take a free permit or wait in the queue for one.
+	Normal Priority = iota
+	// Low requests take a permit only when one is free and nobody waits;
+	// they never wait. Retries (attempt 2 or more) are Low whatever their
+	// Priority.
+	Low
+)
+
+// Options configures a Shedder. Zero fields take the defaults given beside
+// them, field by field; Options{} is a working configuration.
+type Options struct {
+	// Initial, Min and Max bound the adaptive limit on the requests in
+	// flight, as in retry.Concurrency: defaults 20, 1 and 1000 (Max at
+	// least Min and Initial); each at most 1,000,000, Min <= Initial <= Max.
+	Initial, Min, Max int
+	// MaxLatency is the ceiling on the baseline, the handler's latency
+	// when nothing queues: default 10 s.
+	MaxLatency time.Duration
+	// Queue is the most requests waiting for a permit: default 0, the
+	// current limit (so that the queue holds about one service time's
+	// worth of work).
+	Queue int
+	// QueueWait is the most time a request waits for a permit: default 0,
+	// the limit's baseline latency, or 100 ms before one is known, so that
+	// an admitted request waits about one service time at most and its
+	// latency stays within about twice the unloaded one. A request also
+	// stops waiting when its context ends (the client went away).
+	QueueWait time.Duration
+	// Priority, when set, gives each HTTP request its priority; nil makes
+	// every request Normal. It runs on every request: keep it cheap.
+	Priority func(*http.Request) Priority
+	// Quota is an optional per-client quota; its zero value counts
+	// nothing.
+	Quota Quota
+	// MaxRetryAfter bounds the come-back delay a shed request is told:
+	// default 60 s; at least 1 s.
+	MaxRetryAfter time.Duration
+}
+
+// Defaults of Options' zero fields.
+const (
+	defaultInitial       = 20
+	defaultMin           = 1
+	defaultMax           = 1000
+	defaultMaxLatency    = 10 * time.Second
+	defaultQueueWait     = 100 * time.Millisecond
+	defaultMaxRetryAfter = 60 * time.Second
+	maxLimit             = 1_000_000
+)
+
+// resolve returns o with its defaults, or an error naming the field that
+// is wrong, its value and the rule it breaks.
+func (o Options) resolve() (Options, error) {
+	bad := func(field string, value any, rule string) (Options, error) {
+		return o, fmt.Errorf("shed: Options.%s = %v: %s", field, value, rule)
+	}
+	switch {
+	case o.Initial < 0 || o.Initial > maxLimit:
+		return bad("Initial", o.Initial, "must be in [0, 1000000]")
+	case o.Min < 0 || o.Min > maxLimit:
+		return bad("Min", o.Min, "must be in [0, 1000000]")
+	case o.Max < 0 || o.Max > maxLimit:
+		return bad("Max", o.Max, "must be in [0, 1000000]")
+	case o.MaxLatency < 0:
+		return bad("MaxLatency", o.MaxLatency, "must be >= 0")
+	case o.Queue < 0:
+		return bad("Queue", o.Queue, "must be >= 0")
+	case o.QueueWait < 0:
+		return bad("QueueWait", o.QueueWait, "must be >= 0")
+	case o.MaxRetryAfter != 0 && o.MaxRetryAfter < time.Second:
+		return bad("MaxRetryAfter", o.MaxRetryAfter, "must be 0 or >= 1s")
+	}
+	r := o
+	r.Min = cmp.Or(o.Min, defaultMin)
+	r.Max = cmp.Or(o.Max, max(defaultMax, r.Min, o.Initial))
+	r.Initial = cmp.Or(o.Initial, min(max(defaultInitial, r.Min), r.Max))
+	r.MaxLatency = cmp.Or(o.MaxLatency, defaultMaxLatency)
+	r.MaxRetryAfter = cmp.Or(o.MaxRetryAfter, defaultMaxRetryAfter)
+	switch {
+	case r.Min > r.Max:
+		return bad("Min", o.Min, fmt.Sprintf("must be <= Max (%d)", r.Max))
+	case r.Initial < r.Min || r.Initial > r.Max:
+		return bad("Initial", o.Initial, fmt.Sprintf("must be within [Min, Max] = [%d, %d]", r.Min, r.Max))
+	}
+	q, err := o.Quota.resolve()
+	if err != nil {
+		return o, err
+	}
+	r.Quota = q
+	return r, nil
+}
+
+// Shedder sheds the load of a server: see the package doc. Build it with
+// New; the zero Shedder and a nil *Shedder admit every request and shed
+// nothing. A Shedder is safe for concurrent use; share one among the
+// handlers that share a capacity.
+type Shedder struct {
+	opts  Options
+	lim   *adaptive.Limit
+	quota *quotas // nil without a quota
+
+	// waiting counts the requests in the slow path (queued, or about to
+	// be): while it is above zero, no request takes a permit without
+	// going through the queue's lock, and every release hands permits to
+	// the queue.
+	waiting atomic.Int64
+	mu      sync.Mutex
+	queue   []*waiter // FIFO: queue[0] is served first
+
+	completed atomic.Int64 // permits given back
+	shed      [numReasons]atomic.Int64
+	meter     meter
+
+	now  func() time.Time // the clock; time.Now
+	rand func() float64   // uniform in [0, 1); rand.Float64
+}
+
+// New returns a Shedder of o, or an error naming the field of o that is
+// invalid, its value and the rule it breaks, shaped
+// "shed: Options.Queue = -1: must be >= 0".
+func New(o Options) (*Shedder, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	s := &Shedder{
+		opts: r,
+		lim:  adaptive.New(adaptive.Config{Initial: r.Initial, Min: r.Min, Max: r.Max, MaxLatency: r.MaxLatency}),
+		now:  time.Now,
+		rand: rand.Float64,
+	}
+	if r.Quota.Limit > 0 {
+		s.quota = newQuotas(r.Quota)
+	}
+	return s, nil
+}
+
+// Stats is a snapshot of a Shedder's state and counters.
+type Stats struct {
+	Limit    int // the concurrency limit now
+	InFlight int // requests holding a permit
+	Queued   int // requests waiting for one
+	// Admitted counts the requests admitted, those in flight included.
+	Admitted int64
+	// Shed counts the requests refused, by Reason (Shed[ReasonQuota] are
+	// the 429s).
+	Shed [numReasons]int64
+	// DrainRate is the requests completed per second over about the last
+	// second, as last measured (0 before a measurement).
+	DrainRate float64
+}
+
+// Stats returns the Shedder's state and counters.
+func (s *Shedder) Stats() Stats {
+	if s == nil || s.lim == nil {
+		return Stats{}
+	}
+	s.mu.Lock()
+	queued := len(s.queue)
+	s.mu.Unlock()
+	st := Stats{Limit: s.lim.Limit(), InFlight: s.lim.InFlight(), Queued: queued}
+	st.Admitted = s.completed.Load() + int64(st.InFlight)
+	for i := range s.shed {
+		st.Shed[i] = s.shed[i].Load()
+	}
+	st.DrainRate, _ = s.meter.rate(s.now(), s.completed.Load(), 0)
+	return st
+}
