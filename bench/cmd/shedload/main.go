@@ -1,0 +1,137 @@
+// Command shedload runs the load test of server-side shedding on loopback
+// HTTP servers (package shedload): a handler of fixed capacity under no
+// shedding, under failsafe-go's server handler, and under this library's,
+// each driven open loop at 0.5× its capacity for a second, 3× for 10 s,
+// then 0.5× for 10 s. It prints one row a server, or JSON with --json, and
+// draws goodput over time with --plot.
+//
+//	go run ./bench/cmd/shedload                  # from the repository's root
+//	go run ./bench/cmd/shedload --short          # the form that make test runs
+//	go run ./bench/cmd/shedload --json --plot goodput.svg
+//
+// Exit status: 0 after a run, 1 when a run failed, 2 on bad flags.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/steadyhq/retry/bench/shedload"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command with its arguments and outputs; it returns the exit
+// status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("shedload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	short := fs.Bool("short", false, "the short profile (3× for 2 s, then 0.5× for 1.5 s, at 200 requests/s), as make test runs it")
+	asJSON := fs.Bool("json", false, "print the results as JSON, per-tick series included")
+	plotFile := fs.String("plot", "", "draw goodput over time for every server to `FILE` (.svg, .png or .pdf)")
+	only := fs.String("servers", "", "comma-separated names of the servers to run (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shedload: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *plotFile != "" && !plotFormats[strings.ToLower(filepath.Ext(*plotFile))] {
+		fmt.Fprintf(stderr, "shedload: flag --plot = %q: must end in .svg, .png or .pdf\n", *plotFile)
+		return 2
+	}
+	servers, err := pick(shedload.HTTPServers(), *only)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedload:", err)
+		return 2
+	}
+	p := shedload.Full()
+	if *short {
+		p = shedload.Short()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var results []*shedload.Result
+	for _, s := range servers {
+		fmt.Fprintf(stderr, "running %s (%s)\n", s.Name, p.Duration())
+		r, err := shedload.Run(ctx, p, shedload.HTTP(s))
+		if err != nil {
+			fmt.Fprintln(stderr, "shedload:", err)
+			return 1
+		}
+		results = append(results, r)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			fmt.Fprintln(stderr, "shedload:", err)
+			return 1
+		}
+	} else {
+		writeTable(stdout, p, results)
+	}
+	if *plotFile != "" {
+		if err := savePlot(p, results, *plotFile); err != nil {
+			fmt.Fprintln(stderr, "shedload:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", *plotFile)
+	}
+	return 0
+}
+
+// pick returns the servers named in the comma-separated list names, all
+// of them when it is empty.
+func pick(all []shedload.HTTPServer, names string) ([]shedload.HTTPServer, error) {
+	if names == "" {
+		return all, nil
+	}
+	var out []shedload.HTTPServer
+	for _, n := range strings.Split(names, ",") {
+		found := false
+		for _, s := range all {
+			if s.Name == n {
+				out, found = append(out, s), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("flag --servers: no server %q", n)
+		}
+	}
+	return out, nil
+}
+
+// writeTable prints the profile and one row a server.
+func writeTable(w io.Writer, p shedload.Profile, results []*shedload.Result) {
+	fmt.Fprintf(w, "server: %d workers, %s a request (capacity %.0f/s); open loop, %.1f× for %s, %.1f× for %s, %.1f× for %s;\n",
+		p.Workers, p.Service, p.Capacity(), p.LightFactor, p.Unloaded, p.OverloadFactor, p.Overload, p.LightFactor, p.After)
+	fmt.Fprintf(w, "client: retry.Transport with its defaults, %s a request\n\n", p.Deadline)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "server\tgoodput\tp50 admitted\tp99 admitted\tunloaded p99\tamplification\tretries\tearly retries\trecovery\t")
+	for _, r := range results {
+		rec := "never"
+		if r.RecoveryS != nil {
+			rec = fmt.Sprintf("%.1f s", *r.RecoveryS)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f%%\t%.0f ms\t%.0f ms\t%.0f ms\t%.3f×\t%d\t%d\t%s\t\n", r.Server, 100*r.GoodputShare,
+			r.P50MS, r.P99MS, r.UnloadedP99MS, r.Amplification, r.Retries, r.EarlyRetries, rec)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\ngoodput: successful requests per second during the overload, of capacity; p50, p99 admitted: server-side")
+	fmt.Fprintln(w, "latency of the attempts the shedding let through during the overload (unloaded: during the first")
+	fmt.Fprintln(w, "phase); amplification: attempts reaching the server per logical request; early retries: attempts")
+	fmt.Fprintln(w, "arriving before the Retry-After sent to the attempt before them; recovery: from the overload's end")
+	fmt.Fprintln(w, "to the first 100 ms tick from which every 300 ms has successes of at least 90% of the requests due")
+}

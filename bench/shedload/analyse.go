@@ -1,0 +1,178 @@
+package shedload
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Bucket is the traffic of one tick of a run.
+type Bucket struct {
+	AtS       float64 `json:"at_s"`      // the tick's start, seconds into the run
+	Offered   int     `json:"offered"`   // logical requests due in the tick
+	Succeeded int     `json:"succeeded"` // logical requests that succeeded in the tick
+}
+
+// Result is what Run measured of one server. The overload's figures count
+// the logical requests due during it (goodput: those that succeeded while
+// it lasted), and the attempts that reached the server during it.
+type Result struct {
+	Server   string  `json:"server"`
+	Capacity float64 `json:"capacity_rps"` // the server's, requests per second
+	Offered  int     `json:"offered"`      // logical requests due during the overload and after it
+
+	Goodput      float64 `json:"overload_goodput_rps"` // successes per second during the overload
+	GoodputShare float64 `json:"goodput_share"`        // Goodput / Capacity
+
+	// Server-side latency of the attempts admitted past the shedding, from
+	// arrival to the end of the handler: during the unloaded phase, and
+	// during the overload.
+	UnloadedP99MS float64 `json:"unloaded_p99_ms"`
+	P50MS         float64 `json:"overload_p50_ms"`
+	P99MS         float64 `json:"overload_p99_ms"`
+
+	Attempts      int     `json:"attempts"`      // attempts of the Offered requests that reached the server
+	Amplification float64 `json:"amplification"` // Attempts / Offered
+	Refused       int     `json:"refused"`       // of those, answered without being admitted
+	Retries       int     `json:"retries"`       // Attempts - requests with at least one attempt
+	EarlyRetries  int     `json:"early_retries"` // retries arriving before the Retry-After of the attempt before them
+
+	// RecoveryS is how long after the overload's end the goodput started
+	// to track the load offered (see recovery); nil: not within the run.
+	RecoveryS *float64 `json:"recovery_s"`
+
+	MaxLagMS float64  `json:"max_send_lag_ms"` // the load generator's latest send past a due time
+	Buckets  []Bucket `json:"buckets"`
+}
+
+// Tick is the width of a Bucket.
+const Tick = 100 * time.Millisecond
+
+// The rule of recovery: from the first tick on which, and in every
+// window of recoveryTicks ticks from there to the end of the run, the
+// requests that succeeded are at least recoveryShare of those due.
+const (
+	recoveryTicks = 3
+	recoveryShare = 0.9
+)
+
+// analyse measures a run of p on server from its client-side calls (call
+// i being request i) and the server's attempts.
+func analyse(server string, p Profile, calls []call, attempts []*Attempt) *Result {
+	r := &Result{Server: server, Capacity: p.Capacity()}
+	overStart, overEnd := p.Unloaded, p.Unloaded+p.Overload
+	n := int(p.Duration() / Tick)
+	r.Buckets = make([]Bucket, n)
+	for k := range r.Buckets {
+		r.Buckets[k].AtS = (time.Duration(k) * Tick).Seconds()
+	}
+	late := make(map[uint64]bool) // requests due during the overload or after
+	var goodput int
+	for i, c := range calls {
+		r.MaxLagMS = math.Max(r.MaxLagMS, ms(c.sent-c.at))
+		if k := int(c.at / Tick); k < n {
+			r.Buckets[k].Offered++
+		}
+		if c.ok {
+			if k := int(c.done / Tick); k < n {
+				r.Buckets[k].Succeeded++
+			}
+			if c.done >= overStart && c.done < overEnd {
+				goodput++
+			}
+		}
+		if c.at >= overStart {
+			late[uint64(i)] = true
+			r.Offered++
+		}
+	}
+	r.Goodput = float64(goodput) / p.Overload.Seconds()
+	r.GoodputShare = r.Goodput / r.Capacity
+
+	var unloaded, loaded []time.Duration
+	byID := make(map[uint64][]*Attempt)
+	for _, a := range attempts {
+		if a.Admitted {
+			switch {
+			case a.Arrived < overStart:
+				unloaded = append(unloaded, a.Ended-a.Arrived)
+			case a.Arrived < overEnd:
+				loaded = append(loaded, a.Ended-a.Arrived)
+			}
+		}
+		if late[a.ID] {
+			byID[a.ID] = append(byID[a.ID], a)
+			r.Attempts++
+			if !a.Admitted {
+				r.Refused++
+			}
+		}
+	}
+	r.UnloadedP99MS = ms(quantile(unloaded, 0.99))
+	r.P50MS, r.P99MS = ms(quantile(loaded, 0.5)), ms(quantile(loaded, 0.99))
+	if r.Offered > 0 {
+		r.Amplification = float64(r.Attempts) / float64(r.Offered)
+	}
+	for _, as := range byID {
+		r.Retries += len(as) - 1
+		r.EarlyRetries += early(as)
+	}
+	if k, ok := recovery(r.Buckets, int(overEnd/Tick)); ok {
+		s := (time.Duration(k)*Tick - overEnd).Seconds()
+		r.RecoveryS = &s
+	}
+	return r
+}
+
+// early counts the attempts of one request that arrived before the
+// Retry-After sent with the attempt before them.
+func early(as []*Attempt) int {
+	slices.SortFunc(as, func(a, b *Attempt) int { return int(a.Arrived - b.Arrived) })
+	n := 0
+	for i := 1; i < len(as); i++ {
+		prev := as[i-1]
+		if prev.RetryAfter > 0 && as[i].Arrived < prev.Answered+prev.RetryAfter {
+			n++
+		}
+	}
+	return n
+}
+
+// recovery returns the first tick k at or after from such that every
+// window of recoveryTicks ticks from k to the end (but the last tick) has successes of at
+// least recoveryShare of the requests due in it, and false when none has.
+func recovery(b []Bucket, from int) (int, bool) {
+	// The last window's first tick: the run's last tick is left out, as
+	// the requests due in it end partly after the run.
+	last := len(b) - recoveryTicks - 1
+	if from > last {
+		return 0, false
+	}
+	k := last + 1 // no failing window yet: every window from here on holds
+	for w := last; w >= from; w-- {
+		due, ok := 0, 0
+		for _, x := range b[w : w+recoveryTicks] {
+			due += x.Offered
+			ok += x.Succeeded
+		}
+		if float64(ok) < recoveryShare*float64(due) {
+			break
+		}
+		k = w
+	}
+	return k, k <= last
+}
+
+// quantile returns the q-quantile of ds (nearest rank), 0 for none.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[max(i, 0)]
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

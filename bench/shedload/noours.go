@@ -1,0 +1,4 @@
+package shedload
+
+// ours is this library's shedding, once package shed exists.
+var ours []HTTPServer

@@ -1,0 +1,82 @@
+package shedload
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The short form's bounds for a shedding server, with margins for a
+// 2-core machine shared with other tests, under -race, against issue 30's
+// targets for the full form: goodput at least 75% of capacity (target
+// 90%); p99 of admitted requests at most 3× the unloaded p99 (target 2×);
+// amplification at most 1.10 (target 1.05); recovery within 2 s, as the
+// target (the short form has 1.5 s after the overload, so any recovery
+// within the run passes); no retry before Retry-After, as the target (a
+// retry is early or not whatever the machine's speed).
+const (
+	minGoodputShare   = 0.75
+	maxP99Ratio       = 3
+	maxAmplification  = 1.10
+	maxRecoverySecond = 2
+)
+
+// checkShedding returns what r misses of the bounds above.
+func checkShedding(r *Result) []string {
+	var miss []string
+	if r.GoodputShare < minGoodputShare {
+		miss = append(miss, "goodput below the bound")
+	}
+	if r.P99MS > maxP99Ratio*r.UnloadedP99MS {
+		miss = append(miss, "p99 of admitted requests above the bound")
+	}
+	if r.Amplification > maxAmplification {
+		miss = append(miss, "amplification above the bound")
+	}
+	if r.EarlyRetries > 0 {
+		miss = append(miss, "retries before Retry-After")
+	}
+	if r.RecoveryS == nil || *r.RecoveryS > maxRecoverySecond {
+		miss = append(miss, "no recovery within the bound")
+	}
+	return miss
+}
+
+// TestShortLoad runs the short form against a server without shedding,
+// which must miss the bounds (else they prove nothing), and against this
+// library's shedding, which must meet them.
+func TestShortLoad(t *testing.T) {
+	tests := []struct {
+		server   HTTPServer
+		shedding bool // whether the server must meet the bounds
+	}{
+		{server: None, shedding: false},
+	}
+	for _, s := range ours {
+		tests = append(tests, struct {
+			server   HTTPServer
+			shedding bool
+		}{server: s, shedding: true})
+	}
+	for _, tt := range tests {
+		t.Run(tt.server.Name, func(t *testing.T) {
+			r, err := Run(context.Background(), Short(), HTTP(tt.server))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := "never"
+			if r.RecoveryS != nil {
+				rec = time.Duration(*r.RecoveryS * float64(time.Second)).String()
+			}
+			t.Logf("goodput %.0f%% of %.0f/s; p50 %.1f ms, p99 %.1f ms admitted (unloaded p99 %.1f ms); amplification %.3f (%d attempts, %d refused, %d retries, %d early); recovery %s; send lag up to %.1f ms",
+				100*r.GoodputShare, r.Capacity, r.P50MS, r.P99MS, r.UnloadedP99MS, r.Amplification, r.Attempts, r.Refused, r.Retries, r.EarlyRetries, rec, r.MaxLagMS)
+			miss := checkShedding(r)
+			switch {
+			case tt.shedding && len(miss) > 0:
+				t.Errorf("misses issue 30's targets (with the short form's margins): %v", miss)
+			case !tt.shedding && len(miss) == 0:
+				t.Errorf("a server without shedding meets the bounds for shedding: the load does not overload it")
+			}
+		})
+	}
+}
