@@ -119,7 +119,8 @@ type gates struct {
 }
 
 // assemble puts the configuration's gates in the order they are asked:
-// the breaker raises a retry's wait to the end of its open time, the rate
+// the breaker raises a retry's wait to the end of its open time, a
+// Transport's pacing to the end of the server's quota window, the rate
 // limiter takes its token for that wait, adaptive throttling drops an
 // attempt locally by the share the dependency has been refusing, the
 // budget takes a retry token only once those let the attempt through, and
@@ -130,6 +131,9 @@ func (c *config) assemble() {
 	var all []gate
 	if c.breakers != nil {
 		all = append(all, c.breakers)
+	}
+	if c.pace != nil {
+		all = append(all, c.pace)
 	}
 	if c.limiter != nil {
 		all = append(all, c.limiter)

@@ -45,8 +45,8 @@ func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
 		rt2.body = newReplayBody(req.Body, t.maxReplay())
 	}
 	c := &h.c
-	*c = call{cfg: cfg, key: t.key(req)}
-	h.tn = takeTurn(h, cfg, cfg.hedge, c.key, rt2.describe)
+	*c = call{cfg: t.gated(cfg), key: rt2.key}
+	h.tn = takeTurn(h, c.cfg, cfg.hedge, c.key, rt2.describe)
 	defer h.tn.recycle()
 	h.drv = driver{verdict: h.tn.verdictFn, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
 	err := c.run(req.Context(), &h.drv, func(actx context.Context) (bool, error) {

@@ -67,6 +67,7 @@ type config struct {
 	breakers       *breakers
 	throttle       *throttles   // adaptive throttling; nil when off
 	concurrency    *concurrency // the adaptive concurrency limit; nil when off
+	pace           *paceGate    // a Transport's pacing by RateLimit fields; nil elsewhere
 	budget         *budgets     // the retry budget; nil when off
 	budgetSpec     *Budget      // WithBudget's, resolved into budget by build
 	hedge          *hedgeSpec   // nil: no hedging

@@ -103,6 +103,13 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	return d
 }
 
+// serverWait returns the least wait the server asked for in h: the longer
+// of its Retry-After and of the window of a used-up quota in its RateLimit
+// fields (see rateLimitWait); 0 when it asked for none.
+func serverWait(h http.Header, now time.Time) time.Duration {
+	return max(retryAfter(h, now), rateLimitWait(h))
+}
+
 // parseRetryAfter parses the value of a Retry-After header, delay-seconds or
 // an HTTP-date, into a delay from now. A date in the past is a zero delay.
 // ok is false for a value that is neither.

@@ -25,7 +25,9 @@ func retryableStatus(code int) bool {
 // treats it like After.
 type StatusError struct {
 	StatusCode int
-	// RetryAfter is the delay the server asked for (Retry-After), or zero.
+	// RetryAfter is the delay the server asked for, or zero: its
+	// Retry-After, or the window of a used-up quota in its RateLimit
+	// fields (r=0), the longer of the two.
 	RetryAfter time.Duration
 }
 
@@ -58,10 +60,11 @@ func statusClass(code int) string {
 
 // ResponseError returns the error the engine understands for resp, for
 // functions given to Do that make HTTP calls: nil for a status below 400,
-// and otherwise a *StatusError with the status and the response's
-// Retry-After, so that 5xx, 408, 425 and 429 are retried after at least the
-// server's delay and other 4xx stop at once. A nil resp is an error. It
-// does not read or close the body.
+// and otherwise a *StatusError with the status and the wait the response
+// asks for (its Retry-After, or the window of a used-up quota in its
+// RateLimit fields, the longer), so that 5xx, 408, 425 and 429 are
+// retried after at least the server's delay and other 4xx stop at once. A
+// nil resp is an error. It does not read or close the body.
 func ResponseError(resp *http.Response) error {
 	if resp == nil {
 		return errNoResponse
@@ -69,5 +72,5 @@ func ResponseError(resp *http.Response) error {
 	if resp.StatusCode < 400 {
 		return nil
 	}
-	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
+	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: serverWait(resp.Header, time.Now())}
 }

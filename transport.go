@@ -43,11 +43,32 @@ import (
 // its body intact: the retry is admitted or refused before the response is
 // drained. A response whose Body is nil is treated as an empty body.
 //
+// The Transport reads the RateLimit response fields of
+// draft-ietf-httpapi-ratelimit-headers (RateLimit: "default";r=0;t=17), on
+// responses of any status. Only a service limit whose available quota r is
+// 0 and whose window t is positive does anything: it holds the request's
+// key (HTTP.Key, by default the host) for t seconds. A retry of that
+// request waits at least t, like a Retry-After, the longer of the two when
+// both are sent, and MaxServerDelay bounds it as it bounds Retry-After.
+// Every later attempt on the key before the t seconds have passed, first
+// attempts of other requests included, waits until they have if the wait
+// fits the caller's deadline, MaxElapsed and MaxServerDelay; otherwise it
+// is not sent, and the request stops at once with a *Error whose Reason is
+// ReasonRateLimited and whose type is "ratelimit.remote" (a retry stopped
+// so returns the response in hand instead). A hedge is not started on a
+// held key. A quota above 0 holds nothing and frees nothing; several
+// policies in the fields count by the longest exhausted window; the
+// partition key pk is checked for syntax and not used; a malformed field
+// is ignored whole, as the draft requires. Keys are held per Transport, at
+// most 1024 at once, in the Retrier's clock (WithClock).
+//
 // The zero Transport works like NewTransport(nil).
 type Transport struct {
-	base http.RoundTripper
-	cfg  config
-	once sync.Once // resolves the zero Transport's configuration
+	base  http.RoundTripper
+	cfg   config
+	paced config // cfg with first attempts paced too (see gated)
+	pacer *pacer
+	once  sync.Once // resolves the zero Transport's configuration
 }
 
 // Defaults of the Transport's options.
@@ -67,6 +88,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t := &Transport{base: base}
 	t.cfg.build(opts)
+	t.pace()
 	return t
 }
 
@@ -84,6 +106,7 @@ func (t *Transport) config() *config {
 	t.once.Do(func() {
 		if t.cfg.state == nil {
 			t.cfg.build(nil)
+			t.pace()
 		}
 	})
 	return &t.cfg
@@ -161,7 +184,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, cfg.err
 	}
-	rt := roundTrip{t: t, req: req, idempotent: cfg.http.AllMethods || idempotent(req)}
+	rt := roundTrip{t: t, req: req, key: t.key(req), idempotent: cfg.http.AllMethods || idempotent(req)}
 	if cfg.http.IdempotencyKey && !hasIdempotencyKey(req.Header) {
 		rt.idemKey = newIdempotencyKey()
 		rt.idempotent = true
@@ -171,7 +194,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	defer rt.finish()
 	ctx := req.Context()
-	c := call{cfg: cfg, key: t.key(req)}
+	c := call{cfg: t.gated(cfg), key: rt.key}
 	drv := driver{verdict: rt.verdictOf, giveUp: rt.discard, describe: rt.describe, record: rt.record}
 	err := c.run(ctx, &drv, func(actx context.Context) (bool, error) {
 		var failure error
@@ -220,6 +243,7 @@ func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, 
 	failure = err
 	if err == nil {
 		failure = cfg.statusFailure(resp)
+		rt.learnRateLimit(cfg, resp)
 	}
 	if cfg.learns {
 		verdict = httpVerdict(rt.req.Context(), cfg, resp, err, timedOut)
@@ -261,7 +285,7 @@ func (c *config) statusFailure(resp *http.Response) error {
 	if !retryableStatus(resp.StatusCode) {
 		return nil
 	}
-	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, c.now())}
+	return &StatusError{StatusCode: resp.StatusCode, RetryAfter: serverWait(resp.Header, c.now())}
 }
 
 // serverFailure reports whether a status counts as a failure for a circuit
@@ -298,6 +322,7 @@ func release(cancel context.CancelFunc) {
 type roundTrip struct {
 	t          *Transport
 	req        *http.Request
+	key        string // the request's key (HTTP.Key)
 	idempotent bool
 	idemKey    string
 	body       *replayBody   // the body source when req has a body and no GetBody
