@@ -38,6 +38,7 @@ func newSim(e *env) *cobra.Command {
 		runs     int
 		hedge    bool
 		budgets  bool
+		layers   int
 		meta     metaFlags
 	)
 	cmd := &cobra.Command{
@@ -91,6 +92,17 @@ library's default budget, its old rule (15% of first attempts plus 2 a second), 
 RetryBudget (20% plus 10 a second over 10 s) and the AWS SDKs' retry quota (500 tokens; a retry
 costs 14, 5 after a 429; a first try's success earns 1). It takes only --seed and --json.
 
+--layers N runs a chain of N services (1 to 6) under a full outage of the dependency at the
+bottom, which fails every call at once with 503: requests arrive at service 1 at --rate (here
+100) a second for --duration (here 1m); each service's handler calls the next one, and the last
+one the dependency, through a client of this library, and marks its context with the attempt it
+serves (retry.WithInboundAttempt), as the server's shedding does from the Retry-Attempt header.
+It prints the requests each layer received, per request offered, for four configurations of
+every layer's client: naive (3 attempts, no budget), rule only (retries at one layer, no
+budget), budgets only (retry.New() with WithNestedRetries(true)) and the defaults (retry.New():
+the retry budget, and retries at one layer). It takes only --rate, --duration, --latency, --seed
+and --json.
+
 A load simulation holds at most 1000000 requests (--rate × --duration).`,
 		Example: `  retry sim --rate 100 --duration 2m --outage 30s:60s
   retry sim --rate 100 --duration 2m --outage 30s:60s --budget off --plot outage.svg
@@ -99,6 +111,7 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
   retry sim --contention
   retry sim --hedge --plot hedge.svg
   retry sim --budgets
+  retry sim --layers 3
   retry sim --metastable
   retry sim --metastable --trigger latency --factor 3 --trigger-at 30s:20s --duration 5m --plot metastable.svg`,
 		Args: noArgs,
@@ -106,6 +119,13 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
 			flags := cmd.Flags()
 			if err := simFlagsApply(flags, contend, hedge, meta.on); err != nil {
 				return err
+			}
+			if flags.Changed("layers") {
+				s, err := layersSetup(flags, layers, rate, duration, latency, seed)
+				if err != nil {
+					return err
+				}
+				return runLayers(e, s, asJSON)
 			}
 			if budgets {
 				var err error
@@ -251,6 +271,7 @@ A load simulation holds at most 1000000 requests (--rate × --duration).`,
 	f.IntVar(&runs, "runs", 10, "with --contention: runs to average")
 	f.BoolVar(&hedge, "hedge", false, `the long-tail setup of "The Tail at Scale", without and with hedging`)
 	f.BoolVar(&budgets, "budgets", false, "the retry budgets' table: full-outage load and success under 10% failures at 10, 100 and 1,000 req/s")
+	f.IntVar(&layers, "layers", 0, "a chain of `N` services, N in [1, 6], under a full outage at the bottom: the load there, naive and with the defaults")
 	meta.register(f)
 	return cmd
 }
