@@ -11,6 +11,10 @@ type Bucket struct {
 	AtS       float64 `json:"at_s"`      // the tick's start, seconds into the run
 	Offered   int     `json:"offered"`   // logical requests due in the tick
 	Succeeded int     `json:"succeeded"` // logical requests that succeeded in the tick
+	Served    int     `json:"served"`    // logical requests due in the tick that succeeded, when they did
+	// P99MS is the server-side latency (99th percentile) of the attempts
+	// admitted that arrived in the tick, 0 when none.
+	P99MS float64 `json:"admitted_p99_ms"`
 }
 
 // Result is what Run measured of one server. The overload's figures count
@@ -48,9 +52,11 @@ type Result struct {
 // Tick is the width of a Bucket.
 const Tick = 100 * time.Millisecond
 
-// The rule of recovery: from the first tick on which, and in every
-// window of recoveryTicks ticks from there to the end of the run, the
-// requests that succeeded are at least recoveryShare of those due.
+// The rule of recovery: the first tick from which, in every window of
+// recoveryTicks ticks to the end of the run, at least recoveryShare of the
+// requests due succeed. Requests count by when they were due, not by when
+// they ended, so that a pause of the machine that moves a few responses
+// to the next tick moves no request out of its window.
 const (
 	recoveryTicks = 3
 	recoveryShare = 0.9
@@ -70,10 +76,14 @@ func analyse(server string, p Profile, calls []call, attempts []*Attempt) *Resul
 	var goodput int
 	for i, c := range calls {
 		r.MaxLagMS = math.Max(r.MaxLagMS, ms(c.sent-c.at))
-		if k := int(c.at / Tick); k < n {
+		k := int(c.at / Tick)
+		if k < n {
 			r.Buckets[k].Offered++
 		}
 		if c.ok {
+			if k < n {
+				r.Buckets[k].Served++
+			}
 			if k := int(c.done / Tick); k < n {
 				r.Buckets[k].Succeeded++
 			}
@@ -91,8 +101,12 @@ func analyse(server string, p Profile, calls []call, attempts []*Attempt) *Resul
 
 	var unloaded, loaded []time.Duration
 	byID := make(map[uint64][]*Attempt)
+	perTick := make([][]time.Duration, n)
 	for _, a := range attempts {
 		if a.Admitted {
+			if k := int(a.Arrived / Tick); k < n {
+				perTick[k] = append(perTick[k], a.Ended-a.Arrived)
+			}
 			switch {
 			case a.Arrived < overStart:
 				unloaded = append(unloaded, a.Ended-a.Arrived)
@@ -107,6 +121,9 @@ func analyse(server string, p Profile, calls []call, attempts []*Attempt) *Resul
 				r.Refused++
 			}
 		}
+	}
+	for k, ds := range perTick {
+		r.Buckets[k].P99MS = ms(quantile(ds, 0.99))
 	}
 	r.UnloadedP99MS = ms(quantile(unloaded, 0.99))
 	r.P50MS, r.P99MS = ms(quantile(loaded, 0.5)), ms(quantile(loaded, 0.99))
@@ -138,13 +155,11 @@ func early(as []*Attempt) int {
 	return n
 }
 
-// recovery returns the first tick k at or after from such that every
-// window of recoveryTicks ticks from k to the end (but the last tick) has successes of at
-// least recoveryShare of the requests due in it, and false when none has.
+// recovery returns the first tick k at or after from such that in every
+// window of recoveryTicks ticks from k to the end at least recoveryShare of
+// the requests due succeeded, and false when there is none.
 func recovery(b []Bucket, from int) (int, bool) {
-	// The last window's first tick: the run's last tick is left out, as
-	// the requests due in it end partly after the run.
-	last := len(b) - recoveryTicks - 1
+	last := len(b) - recoveryTicks // the last window's first tick
 	if from > last {
 		return 0, false
 	}
@@ -153,7 +168,7 @@ func recovery(b []Bucket, from int) (int, bool) {
 		due, ok := 0, 0
 		for _, x := range b[w : w+recoveryTicks] {
 			due += x.Offered
-			ok += x.Succeeded
+			ok += x.Served
 		}
 		if float64(ok) < recoveryShare*float64(due) {
 			break

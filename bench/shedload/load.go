@@ -2,6 +2,7 @@ package shedload
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -24,9 +25,9 @@ func arrivals(p Profile) []time.Duration {
 		length time.Duration
 		factor float64
 	}{{p.Unloaded, p.LightFactor}, {p.Overload, p.OverloadFactor}, {p.After, p.LightFactor}} {
-		gap := time.Duration(float64(time.Second) / (ph.factor * p.Capacity()))
-		for t := time.Duration(0); t < ph.length; t += gap {
-			at = append(at, start+t)
+		n := int(math.Round(ph.length.Seconds() * ph.factor * p.Capacity()))
+		for k := range n {
+			at = append(at, start+time.Duration(k)*ph.length/time.Duration(n))
 		}
 		start += ph.length
 	}

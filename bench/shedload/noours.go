@@ -1,4 +1,0 @@
-package shedload
-
-// ours is this library's shedding, once package shed exists.
-var ours []HTTPServer
