@@ -263,7 +263,7 @@ func TestSimUsage(t *testing.T) {
 		{"--initial", "1s"}, {"--max", "1s"}, {"--offset", "1s"}, {"--coefficient", "3"}, {"--strategy", "linear"},
 		{"--jitter-factor", "0.5"}, {"--jitter-amount", "1s"}, {"--on-exhaustion", "discard"}, {"--non-retryable", "x"},
 		{"--hedge"}, {"--metastable"}, {"--trigger", "latency"}, {"--trigger-at", "1s:1s"}, {"--factor", "3"}, {"--workers", "3"},
-		{"--attempt-timeout", "1s"}, {"--budgets"},
+		{"--attempt-timeout", "1s"}, {"--budgets"}, {"--layers", "3"},
 	} {
 		refused[f[0]] = true
 		cases = append(cases, struct {
