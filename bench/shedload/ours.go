@@ -14,6 +14,3 @@ var Ours = HTTPServer{Name: "ours", Wrap: func(h http.Handler) (http.Handler, er
 	}
 	return s.Handler(h), nil
 }}
-
-// ours are the servers of this library in a run.
-var ours = []HTTPServer{Ours}

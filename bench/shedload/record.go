@@ -14,7 +14,7 @@ type Attempt struct {
 	Arrived    time.Duration // when it reached the server, before any shedding
 	Ended      time.Duration // when its handler returned
 	Answered   time.Duration // when the status line was written
-	Status     int           // the status sent; 0 when nothing was written
+	Status     int           // the HTTP status sent (gRPC: the code, 200 for OK); 0 when nothing was written
 	RetryAfter time.Duration // the Retry-After sent with the status, -1 when none
 	Admitted   bool          // whether the shedding let it through to the pool
 	Served     bool          // whether a worker served it (false: its caller left the queue)

@@ -21,7 +21,5 @@ var Failsafe = HTTPServer{Name: "failsafe", Wrap: func(h http.Handler) (http.Han
 }}
 
 // HTTPServers are the servers of a run over HTTP, in the order of its
-// table: no shedding, failsafe-go's, this library's when it is built.
-func HTTPServers() []HTTPServer {
-	return append([]HTTPServer{None, Failsafe}, ours...)
-}
+// table: no shedding, failsafe-go's, this library's.
+func HTTPServers() []HTTPServer { return []HTTPServer{None, Failsafe, Ours} }

@@ -42,25 +42,23 @@ func checkShedding(r *Result) []string {
 	return miss
 }
 
-// TestShortLoad runs the short form against a server without shedding,
-// which must miss the bounds (else they prove nothing), and against this
-// library's shedding, which must meet them.
+// TestShortLoad runs the short form, over HTTP and over gRPC, against a
+// server without shedding, which must miss the bounds (else they prove
+// nothing), and against this library's shedding, which must meet them.
 func TestShortLoad(t *testing.T) {
 	tests := []struct {
-		server   HTTPServer
+		wire     string
+		target   Target
 		shedding bool // whether the server must meet the bounds
 	}{
-		{server: None, shedding: false},
-	}
-	for _, s := range ours {
-		tests = append(tests, struct {
-			server   HTTPServer
-			shedding bool
-		}{server: s, shedding: true})
+		{wire: "http", target: HTTP(None), shedding: false},
+		{wire: "http", target: HTTP(Ours), shedding: true},
+		{wire: "grpc", target: GRPC(GRPCNone), shedding: false},
+		{wire: "grpc", target: GRPC(GRPCOurs), shedding: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.server.Name, func(t *testing.T) {
-			r, err := Run(context.Background(), Short(), HTTP(tt.server))
+		t.Run(tt.wire+"/"+tt.target.Name, func(t *testing.T) {
+			r, err := Run(context.Background(), Short(), tt.target)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 // Command shedload runs the load test of server-side shedding on loopback
-// HTTP servers (package shedload): a handler of fixed capacity under no
-// shedding, under failsafe-go's server handler, and under this library's,
+// HTTP servers, or gRPC ones with --grpc (package shedload): a handler of
+// fixed capacity under no shedding, under failsafe-go's, and under this
+// library's,
 // each driven open loop at 0.5× its capacity for a second, 3× for 10 s,
 // then 0.5× for 10 s. It prints one row a server, or JSON with --json, and
 // draws goodput over time with --plot.
@@ -8,6 +9,7 @@
 //	go run ./bench/cmd/shedload                  # from the repository's root
 //	go run ./bench/cmd/shedload --short          # the form that make test runs
 //	go run ./bench/cmd/shedload --json --plot goodput.svg
+//	go run ./bench/cmd/shedload --grpc
 //
 // Exit status: 0 after a run, 1 when a run failed, 2 on bad flags.
 package main
@@ -40,6 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the results as JSON, per-tick series included")
 	plotFile := fs.String("plot", "", "draw goodput over time for every server to `FILE` (.svg, .png or .pdf)")
 	only := fs.String("servers", "", "comma-separated names of the servers to run (default: all)")
+	overGRPC := fs.Bool("grpc", false, "over gRPC (grpc-go, the grpc module's interceptors) instead of HTTP")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shedload: flag --plot = %q: must end in .svg, .png or .pdf\n", *plotFile)
 		return 2
 	}
-	servers, err := pick(shedload.HTTPServers(), *only)
+	targets, err := pick(*overGRPC, *only)
 	if err != nil {
 		fmt.Fprintln(stderr, "shedload:", err)
 		return 2
@@ -63,9 +66,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var results []*shedload.Result
-	for _, s := range servers {
-		fmt.Fprintf(stderr, "running %s (%s)\n", s.Name, p.Duration())
-		r, err := shedload.Run(ctx, p, shedload.HTTP(s))
+	for _, t := range targets {
+		fmt.Fprintf(stderr, "running %s (%s)\n", t.Name, p.Duration())
+		r, err := shedload.Run(ctx, p, t)
 		if err != nil {
 			fmt.Fprintln(stderr, "shedload:", err)
 			return 1
@@ -92,18 +95,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// pick returns the servers named in the comma-separated list names, all
-// of them when it is empty.
-func pick(all []shedload.HTTPServer, names string) ([]shedload.HTTPServer, error) {
+// pick returns the targets over HTTP (or gRPC) named in the
+// comma-separated list names, all of them when it is empty.
+func pick(overGRPC bool, names string) ([]shedload.Target, error) {
+	var all []shedload.Target
+	if overGRPC {
+		for _, s := range shedload.GRPCServers() {
+			all = append(all, shedload.GRPC(s))
+		}
+	} else {
+		for _, s := range shedload.HTTPServers() {
+			all = append(all, shedload.HTTP(s))
+		}
+	}
 	if names == "" {
 		return all, nil
 	}
-	var out []shedload.HTTPServer
+	var out []shedload.Target
 	for _, n := range strings.Split(names, ",") {
 		found := false
-		for _, s := range all {
-			if s.Name == n {
-				out, found = append(out, s), true
+		for _, t := range all {
+			if t.Name == n {
+				out, found = append(out, t), true
 			}
 		}
 		if !found {
@@ -117,7 +130,7 @@ func pick(all []shedload.HTTPServer, names string) ([]shedload.HTTPServer, error
 func writeTable(w io.Writer, p shedload.Profile, results []*shedload.Result) {
 	fmt.Fprintf(w, "server: %d workers, %s a request (capacity %.0f/s); open loop, %.1f× for %s, %.1f× for %s, %.1f× for %s;\n",
 		p.Workers, p.Service, p.Capacity(), p.LightFactor, p.Unloaded, p.OverloadFactor, p.Overload, p.LightFactor, p.After)
-	fmt.Fprintf(w, "client: retry.Transport with its defaults, %s a request\n\n", p.Deadline)
+	fmt.Fprintf(w, "client: this library's (retry.Transport, or the grpc module's interceptor) with its defaults, %s a request\n\n", p.Deadline)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "server\tgoodput\tp50 admitted\tp99 admitted\tunloaded p99\tamplification\tretries\tearly retries\trecovery\t")
 	for _, r := range results {

@@ -38,34 +38,31 @@ func TestUsage(t *testing.T) {
 }
 
 func TestPick(t *testing.T) {
-	all := shedload.HTTPServers()
 	tests := []struct {
+		grpc  bool
 		names string
-		want  []string
+		want  string
 	}{
-		{names: "", want: names(all)},
-		{names: "none", want: []string{"none"}},
-		{names: "failsafe,none", want: []string{"failsafe", "none"}},
+		{names: "", want: "none,failsafe,ours"},
+		{grpc: true, names: "", want: "none,failsafe,ours"},
+		{names: "none", want: "none"},
+		{grpc: true, names: "ours,none", want: "ours,none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.names, func(t *testing.T) {
-			got, err := pick(all, tt.names)
+			got, err := pick(tt.grpc, tt.names)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := strings.Join(names(got), ","); g != strings.Join(tt.want, ",") {
-				t.Errorf("pick = %s, want %s", g, strings.Join(tt.want, ","))
+			var names []string
+			for _, g := range got {
+				names = append(names, g.Name)
+			}
+			if g := strings.Join(names, ","); g != tt.want {
+				t.Errorf("pick = %s, want %s", g, tt.want)
 			}
 		})
 	}
-}
-
-func names(ss []shedload.HTTPServer) []string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, s.Name)
-	}
-	return out
 }
 
 // results are two made-up results of the short profile.
