@@ -58,3 +58,14 @@ func WithNestedRetries(allow bool) Option {
 func (c *config) inboundRetry(ctx context.Context) bool {
 	return !c.nested && InboundAttempt(ctx) > 1
 }
+
+// OutboundAttempt returns the attempt number that a request sent under ctx
+// carries on the wire (the Transport's AttemptHeader; the gRPC client
+// interceptors send one less as grpc-previous-rpc-attempts): the larger of
+// the attempt whose context ctx is (AttemptFrom) and the inbound attempt of
+// the request being served (InboundAttempt). A request made while serving
+// a retry is thus marked a retry too, even on its own first attempt, so
+// that the layers below do not retry it either.
+func OutboundAttempt(ctx context.Context) int {
+	return max(AttemptFrom(ctx), InboundAttempt(ctx))
+}

@@ -110,14 +110,15 @@ func (u *unaryCall) give(header, trailer metadata.MD, p *peer.Peer) {
 func (h *hedgedUnary) attempt(ctx context.Context) (*hedgeResult, error) {
 	res := &hedgeResult{}
 	req, reply := h.req, h.reply
-	n := retry.AttemptFrom(ctx)
-	if n > 1 {
+	if retry.AttemptFrom(ctx) > 1 {
 		var err error
 		if req, err = h.request(); err != nil {
 			return nil, err
 		}
 		res.reply = h.replyT.New().Interface()
 		reply = res.reply
+	}
+	if n := retry.OutboundAttempt(ctx); n > 1 {
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(n-1))
 	}
 	opts := append(h.opts[:len(h.opts):len(h.opts)], grpc.Header(&res.header), grpc.Trailer(&res.trailer))

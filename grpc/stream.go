@@ -119,7 +119,7 @@ func (s *streamCall) open(actx context.Context) (grpc.ClientStream, error) {
 // attempt returns.
 func (s *streamCall) attempt(actx context.Context, replay bool) (cs grpc.ClientStream, received bool, err error) {
 	ctx := s.ctx
-	if n := retry.AttemptFrom(actx); n > 1 {
+	if n := retry.OutboundAttempt(actx); n > 1 {
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(n-1))
 	}
 	var cancel context.CancelFunc

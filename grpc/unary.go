@@ -184,7 +184,7 @@ func (u *unaryCall) end() {
 
 // attempt runs one attempt of the call.
 func (u *unaryCall) attempt(ctx context.Context) error {
-	if n := retry.AttemptFrom(ctx); n > 1 {
+	if n := retry.OutboundAttempt(ctx); n > 1 {
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(n-1))
 	}
 	// grpc-go sets these only when the attempt's stream was created.
