@@ -65,7 +65,7 @@ func (r Reason) String() string {
 type Refusal struct {
 	Reason Reason
 	// RetryAfter is when to come back, > 0. For ReasonQuota it is the
-	// time until the client's window resets. For overload it follows the
+	// time until the client's window resets, at least 1 s. For overload it follows the
 	// rate at which the server drains its work, spread at random:
 	//
 	//	R = the requests completed per second over about the last second
@@ -80,8 +80,14 @@ type Refusal struct {
 	//	RetryAfter = min(w·(1+u), MaxRetryAfter), u uniform in [0, 1)
 	//
 	// so clients refused together come back spread over [w, 2w]. HTTP
-	// sends it in whole seconds, rounded up (Retry-After: 3), gRPC in
-	// milliseconds, rounded up (grpc-retry-pushback-ms).
+	// sends it in whole seconds, rounded to the nearest, within [1 s,
+	// MaxRetryAfter] (Retry-After: 3; rounding up would tell every client
+	// 2 when w is 1 s); gRPC in milliseconds, rounded up
+	// (grpc-retry-pushback-ms).
+	//
+	// For ReasonQuota, MaxRetryAfter does not apply: the client may not
+	// come back before its window resets, however far that is, and HTTP
+	// sends the reset rounded up, as the RateLimit field's t.
 	RetryAfter time.Duration
 	quota      quotaNote
 }

@@ -81,8 +81,30 @@ func comeBack(backlog int64, rate float64, limit int, baseline, most time.Durati
 }
 
 // seconds returns d in whole seconds, rounded up, within [1, most] with
-// most rounded down: the value of a Retry-After field.
+// most rounded down: a quota's reset, in its RateLimit field's t and a
+// 429's Retry-After.
 func seconds(d, most time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return clampSeconds(s, most)
+}
+
+// nearestSeconds returns d in whole seconds, rounded to the nearest (half
+// up), within [1, most] with most rounded down: an overload's come-back
+// delay in a Retry-After field. Rounding up would map the spread [w, 2w)
+// of a w of 1 s onto one value, 2, and clients refused together would
+// come back together.
+func nearestSeconds(d, most time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second >= time.Second/2 {
+		s++
+	}
+	return clampSeconds(s, most)
+}
+
+// clampSeconds returns s within [1, most] with most rounded down.
+func clampSeconds(s int64, most time.Duration) int64 {
 	return min(max(s, 1), max(int64(most/time.Second), 1))
 }

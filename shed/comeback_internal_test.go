@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -51,10 +52,33 @@ func TestSeconds(t *testing.T) {
 		{d: 4500 * time.Millisecond, most: time.Minute, want: 5},
 		{d: 2 * time.Minute, most: time.Minute, want: 60},
 		{d: 1900 * time.Millisecond, most: 1500 * time.Millisecond, want: 1},
+		{d: math.MaxInt64 - 1, most: math.MaxInt64, want: math.MaxInt64 / int64(time.Second)},
 	}
 	for _, tt := range tests {
 		if got := seconds(tt.d, tt.most); got != tt.want {
 			t.Errorf("seconds(%v, %v) = %d, want %d", tt.d, tt.most, got, tt.want)
+		}
+	}
+}
+
+func TestNearestSeconds(t *testing.T) {
+	tests := []struct {
+		d, most time.Duration
+		want    int64
+	}{
+		{d: 0, most: time.Minute, want: 1},
+		{d: 500 * time.Millisecond, most: time.Minute, want: 1},
+		{d: 1499 * time.Millisecond, most: time.Minute, want: 1},
+		{d: 1500 * time.Millisecond, most: time.Minute, want: 2},
+		{d: 1999 * time.Millisecond, most: time.Minute, want: 2},
+		{d: 59700 * time.Millisecond, most: time.Minute, want: 60},
+		{d: 2 * time.Minute, most: time.Minute, want: 60},
+		{d: 1900 * time.Millisecond, most: 1500 * time.Millisecond, want: 1},
+		{d: math.MaxInt64, most: math.MaxInt64, want: math.MaxInt64 / int64(time.Second)},
+	}
+	for _, tt := range tests {
+		if got := nearestSeconds(tt.d, tt.most); got != tt.want {
+			t.Errorf("nearestSeconds(%v, %v) = %d, want %d", tt.d, tt.most, got, tt.want)
 		}
 	}
 }

@@ -28,8 +28,9 @@ const maxAttempt = 1_000_000
 // the RateLimit and RateLimit-Policy fields are set before next runs.
 //
 // A shed request gets 503 Service Unavailable (429 Too Many Requests for
-// ReasonQuota), Retry-After in whole seconds (Refusal.RetryAfter rounded
-// up), Cache-Control: no-store (the answer holds for this moment only),
+// ReasonQuota), Retry-After in whole seconds (Refusal.RetryAfter: for
+// overload rounded to the nearest, within [1, MaxRetryAfter]; for
+// ReasonQuota rounded up, equal to the RateLimit field's t), Cache-Control: no-store (the answer holds for this moment only),
 // and a one-line text body such as "shed: server overloaded, retry after
 // 3 s". A nil next gives a handler that answers every request 500 with
 // the body "shed: Handler(nil): no handler to serve"; a nil or zero
@@ -85,7 +86,13 @@ func (s *Shedder) writeRefusal(w http.ResponseWriter, no *Refusal) {
 	if no.Reason == ReasonQuota {
 		code, what = http.StatusTooManyRequests, "quota exceeded"
 	}
-	secs := strconv.FormatInt(seconds(no.RetryAfter, s.opts.MaxRetryAfter), 10)
+	var n int64
+	if no.Reason == ReasonQuota {
+		n = seconds(no.RetryAfter, no.quota.window) // the RateLimit field's t
+	} else {
+		n = nearestSeconds(no.RetryAfter, s.opts.MaxRetryAfter)
+	}
+	secs := strconv.FormatInt(n, 10)
 	h.Set("Retry-After", secs)
 	h.Set("Cache-Control", "no-store")
 	http.Error(w, "shed: "+what+", retry after "+secs+" s", code)

@@ -74,8 +74,9 @@ type Options struct {
 	// Quota is an optional per-client quota; its zero value counts
 	// nothing.
 	Quota Quota
-	// MaxRetryAfter bounds the come-back delay a shed request is told:
-	// default 60 s; at least 1 s.
+	// MaxRetryAfter bounds the come-back delay a request shed for
+	// overload is told: default 60 s; at least 1 s. A client over its
+	// Quota is told when its window resets, however far.
 	MaxRetryAfter time.Duration
 }
 
