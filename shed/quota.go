@@ -80,6 +80,7 @@ func remoteHost(r *http.Request) string {
 // quotaNote is a client's quota as one request left it.
 type quotaNote struct {
 	on, over  bool
+	shared    bool // counted in the window the clients past maxQuotaKeys share
 	limit     int
 	remaining int
 	window    time.Duration
@@ -125,14 +126,19 @@ func (qs *quotas) take(key string, now time.Time) quotaNote {
 		w.n++
 	}
 	qs.m[key] = w
-	return qs.note(w, now, over)
+	n := qs.note(w, now, over)
+	n.shared = key == overflowKey
+	return n
 }
 
-// refund gives back the request that left note n, if its window is still
-// the client's.
+// refund gives back the request of key that left note n, if its window
+// is still the one that counted it.
 func (qs *quotas) refund(key string, n quotaNote) quotaNote {
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
+	if n.shared {
+		key = overflowKey
+	}
 	w, ok := qs.m[key]
 	if !ok || !w.start.Equal(n.start) || w.n == 0 {
 		return n
