@@ -127,9 +127,22 @@ func (s *Shedder) Admit(ctx context.Context, req Request) (Ticket, *Refusal) {
 		}
 	}
 	if req.Priority == Low || req.Attempt >= 2 {
+		// A permit may be free while others wait: Acquire counts a
+		// permit before it checks the limit, so a failed fast path can
+		// have made a Done's dispatch find none. Hand it on.
+		s.handOff()
 		return Ticket{}, s.overload(ReasonLow, req.Key, q)
 	}
 	return s.wait(ctx, req.Key, q)
+}
+
+// handOff hands free permits to the queue, if requests wait.
+func (s *Shedder) handOff() {
+	if s.waiting.Load() > 0 {
+		s.mu.Lock()
+		s.dispatch()
+		s.mu.Unlock()
+	}
 }
 
 // ticket returns a held permit's ticket, timed from now if timed.
@@ -237,11 +250,7 @@ func (s *Shedder) release(t Ticket, done bool) {
 	} else {
 		s.lim.Release()
 	}
-	if s.waiting.Load() > 0 {
-		s.mu.Lock()
-		s.dispatch()
-		s.mu.Unlock()
-	}
+	s.handOff()
 }
 
 // overload sheds a request for overload: the quota it used is given
