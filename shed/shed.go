@@ -69,7 +69,10 @@ type Options struct {
 	// stops waiting when its context ends (the client went away).
 	QueueWait time.Duration
 	// Priority, when set, gives each HTTP request its priority; nil makes
-	// every request Normal. It runs on every request: keep it cheap.
+	// every request Normal. It runs on every request: keep it cheap. It
+	// runs before any permit or quota is taken, so a panic in it (as in
+	// Quota.Key) goes on to net/http as a panic of the handler would,
+	// holding nothing.
 	Priority func(*http.Request) Priority
 	// Quota is an optional per-client quota; its zero value counts
 	// nothing.
