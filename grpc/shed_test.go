@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,5 +208,206 @@ func TestInboundRetryNotRetried(t *testing.T) {
 				t.Errorf("dependency hits = %d, want %d", got, tt.wantHits)
 			}
 		})
+	}
+}
+
+// listenChain starts s behind the given interceptors on a loopback TCP
+// port and returns its address.
+func listenChain(t *testing.T, s *server, unary []grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.StreamInterceptor(stream))
+	grpc_health_v1.RegisterHealthServer(gs, s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gs.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		gs.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// callShed makes a unary or stream call and returns the pushback
+// trailer's values and its error.
+func callShed(ctx context.Context, c grpc_health_v1.HealthClient, stream bool) ([]string, error) {
+	var trailer metadata.MD
+	var err error
+	if stream {
+		var st grpc_health_v1.Health_WatchClient
+		st, err = c.Watch(ctx, &grpc_health_v1.HealthCheckRequest{})
+		if err == nil {
+			for err == nil {
+				_, err = st.Recv()
+			}
+			trailer = st.Trailer()
+		}
+	} else {
+		_, err = c.Check(ctx, &grpc_health_v1.HealthCheckRequest{}, grpc.Trailer(&trailer))
+	}
+	return trailer.Get(retrygrpc.PushbackKey), err
+}
+
+// TestPushbackWellFormed: every shed RPC, unary or stream, ends with one
+// pushback value, a non-negative integer of milliseconds within [1 s,
+// MaxRetryAfter] at the default cap; the values spread.
+func TestPushbackWellFormed(t *testing.T) {
+	addr, _ := held(t, shed.Options{QueueWait: time.Millisecond})
+	c := plain(t, addr)
+	seen := map[string]bool{}
+	for i := range 40 {
+		stream := i%2 == 1
+		ctx := metadata.AppendToOutgoingContext(context.Background(), retrygrpc.PreviousAttemptsKey, "1")
+		v, err := callShed(ctx, c, stream)
+		if status.Code(err) != codes.Unavailable || len(v) != 1 {
+			t.Fatalf("call %d (stream %v): %v, pushback %q; want UNAVAILABLE with one value", i, stream, err, v)
+		}
+		ms, perr := strconv.ParseInt(v[0], 10, 64)
+		if perr != nil || v[0] != strconv.FormatInt(ms, 10) || ms < 1000 || ms > 60_000 {
+			t.Errorf("call %d: pushback %q, want a plain integer in [1000, 60000]", i, v[0])
+		}
+		seen[v[0]] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("pushback values %v: 40 clients shed together are told the same", seen)
+	}
+}
+
+// TestQuotaResourceExhausted: a client over its quota gets
+// RESOURCE_EXHAUSTED with a pushback of its window's reset, unary and
+// stream alike, and is not counted as overload.
+func TestQuotaResourceExhausted(t *testing.T) {
+	sh, err := shed.New(shed.Options{Quota: shed.Quota{Limit: 1, Window: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := plain(t, listenShed(t, &server{}, sh))
+	if _, err := callShed(context.Background(), c, false); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	for _, stream := range []bool{false, true} {
+		v, err := callShed(context.Background(), c, stream)
+		ms, perr := strconv.ParseInt(append(v, "")[0], 10, 64)
+		if status.Code(err) != codes.ResourceExhausted || len(v) != 1 || perr != nil || ms < 1000 || ms > 5000 {
+			t.Errorf("stream %v over quota: %v, pushback %q; want RESOURCE_EXHAUSTED, pushback in [1000, 5000]", stream, err, v)
+		}
+	}
+	if st := sh.Stats(); st.Shed[shed.ReasonQuota] != 2 || st.Shed[shed.ReasonLow]+st.Shed[shed.ReasonQueueFull]+st.Shed[shed.ReasonQueueTimeout] != 0 {
+		t.Errorf("Stats().Shed = %v, want 2 for quota only", st.Shed)
+	}
+}
+
+// TestPreviousAttemptsMalformed: a malformed grpc-previous-rpc-attempts
+// counts as absent (a first attempt, which queues), a well-formed k >= 1
+// as a retry (shed at once as low priority).
+func TestPreviousAttemptsMalformed(t *testing.T) {
+	addr, _ := held(t, shed.Options{QueueWait: time.Millisecond})
+	c := plain(t, addr)
+	tests := []struct {
+		name  string
+		value []string
+		want  string
+	}{
+		{name: "absent", want: "queue timeout"},
+		{name: "zero", value: []string{"0"}, want: "queue timeout"},
+		{name: "letters", value: []string{"abc"}, want: "queue timeout"},
+		{name: "negative", value: []string{"-1"}, want: "queue timeout"},
+		{name: "fraction", value: []string{"1.5"}, want: "queue timeout"},
+		{name: "space", value: []string{" 1"}, want: "queue timeout"},
+		{name: "empty", value: []string{""}, want: "queue timeout"},
+		{name: "one", value: []string{"1"}, want: "low priority"},
+		{name: "huge", value: []string{"99999999999999999999999"}, want: "low priority"},
+		{name: "two values, first malformed", value: []string{"x", "3"}, want: "queue timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			for _, v := range tt.value {
+				ctx = metadata.AppendToOutgoingContext(ctx, retrygrpc.PreviousAttemptsKey, v)
+			}
+			v, err := callShed(ctx, c, false)
+			if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), tt.want) || len(v) != 1 {
+				t.Errorf("%v, pushback %q; want UNAVAILABLE, %q", err, v, tt.want)
+			}
+		})
+	}
+}
+
+// TestClientWaitsPushback: the client interceptor of this module, shed by
+// the server, sends its retry no sooner than the pushback after the
+// server refused (MaxRetryAfter 1 s: a pushback in [500, 1000] ms).
+func TestClientWaitsPushback(t *testing.T) {
+	sh, err := shed.New(shed.Options{Initial: 1, Min: 1, Max: 1, QueueWait: time.Millisecond, MaxRetryAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type arrival struct {
+		at, end  time.Time
+		pushback time.Duration
+	}
+	var mu sync.Mutex
+	var arrivals []arrival
+	record := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		a := arrival{at: time.Now()}
+		resp, err := h(ctx, req)
+		a.end = time.Now()
+		if msg := status.Convert(err).Message(); err != nil {
+			if i := strings.LastIndex(msg, "retry after "); i >= 0 {
+				d, _ := time.ParseDuration(msg[i+len("retry after "):])
+				a.pushback = d.Round(time.Millisecond) // grpc-retry-pushback-ms rounds up; never below d - 1 ms
+			}
+		}
+		mu.Lock()
+		arrivals = append(arrivals, a)
+		mu.Unlock()
+		return resp, err
+	}
+	release, started := make(chan struct{}), make(chan struct{})
+	srv := &server{check: func(ctx context.Context, n int) error {
+		if n == 1 {
+			close(started)
+			<-release
+		}
+		return nil
+	}}
+	addr := listenChain(t, srv, []grpc.UnaryServerInterceptor{record, retrygrpc.UnaryServerInterceptor(sh)}, retrygrpc.StreamServerInterceptor(sh))
+	first := make(chan error)
+	go func() {
+		_, err := plain(t, addr).Check(context.Background(), &grpc_health_v1.HealthCheckRequest{})
+		first <- err
+	}()
+	<-started
+	c := grpc_health_v1.NewHealthClient(dial(t, addr, retry.New(retry.WithPolicy(immediate(t, 3)))))
+	go func() { time.Sleep(50 * time.Millisecond); close(release) }()
+	if _, err := c.Check(context.Background(), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Errorf("the retried call: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("the held call: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// arrivals, in the order they ended: the shed attempt, the held
+	// call, the retry.
+	var shedAt, retryAt []arrival
+	for _, a := range arrivals {
+		if a.pushback > 0 {
+			shedAt = append(shedAt, a)
+		} else if a.at.After(arrivals[0].end) {
+			retryAt = append(retryAt, a)
+		}
+	}
+	if len(arrivals) != 3 || len(shedAt) != 1 || len(retryAt) != 1 || shedAt[0].pushback < 500*time.Millisecond {
+		t.Fatalf("arrivals %+v, want the held call, one shed attempt told at least 500 ms, its retry", arrivals)
+	}
+	if gap := retryAt[0].at.Sub(shedAt[0].end); gap < shedAt[0].pushback-time.Millisecond {
+		t.Errorf("the retry came %v after the refusal, told %v", gap, shedAt[0].pushback)
+	} else {
+		t.Logf("the retry came %v after the refusal, told %v", gap, shedAt[0].pushback)
 	}
 }
