@@ -33,12 +33,15 @@ type meter struct {
 }
 
 // record notes the counters at now, unless the newest mark is younger
-// than markEvery.
+// than markEvery. A mark after now (a clock set back) does not count: it
+// would stop the marks until the clock caught up.
 func (m *meter) record(now time.Time, done, shed int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.n > 0 && now.Sub(m.marks[(m.n-1)%numMarks].at) < markEvery {
-		return
+	if m.n > 0 {
+		if age := now.Sub(m.marks[(m.n-1)%numMarks].at); age >= 0 && age < markEvery {
+			return
+		}
 	}
 	m.marks[m.n%numMarks] = mark{at: now, done: done, shed: shed}
 	m.n++
@@ -46,14 +49,14 @@ func (m *meter) record(now time.Time, done, shed int64) {
 
 // rate returns the completions per second and the refusals for overload
 // since the oldest mark at most rateSpan old, at least rateMinSpan old;
-// zeros when there is none.
+// zeros when there is none. Marks after now are left out.
 func (m *meter) rate(now time.Time, done, shed int64) (perSecond float64, shedIn int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := max(m.n-numMarks, 0); i < m.n; i++ { // oldest first
 		k := m.marks[i%numMarks]
 		age := now.Sub(k.at)
-		if age > rateSpan {
+		if age > rateSpan || age < 0 { // too old, or after now
 			continue
 		}
 		if age < rateMinSpan {

@@ -198,3 +198,73 @@ func allDigits(v string) bool {
 	}
 	return v != ""
 }
+
+// TestRetryAfterOddClocks drives a Shedder through measurements that are
+// not a steady drain: each refusal's RetryAfter stays within (0,
+// MaxRetryAfter] and its Retry-After within [1, MaxRetryAfter] seconds;
+// after the clock jumps, the drain rate is measured again within about a
+// second.
+func TestRetryAfterOddClocks(t *testing.T) {
+	const most = 10 * time.Second
+	type step struct {
+		jump      time.Duration // the clock moves by this first
+		completed int           // then this many complete, spread over 1 s
+		shed      int           // then this many are refused
+	}
+	tests := []struct {
+		name      string
+		steps     []step
+		wantDrain bool // the drain rate is measured at the end
+	}{
+		{name: "nothing completed, refusals for 10 s", steps: []step{{shed: 50}, {jump: 5 * time.Second, shed: 50}, {jump: 5 * time.Second, shed: 50}}},
+		{name: "drain stops for 30 s", steps: []step{{completed: 100, shed: 10}, {jump: 10 * time.Second, shed: 100}, {jump: 20 * time.Second, shed: 100}}},
+		{name: "clock jumps forward an hour", steps: []step{{completed: 100, shed: 10}, {jump: time.Hour, shed: 10}, {completed: 100, shed: 10}}, wantDrain: true},
+		{name: "clock jumps back an hour", steps: []step{{completed: 100, shed: 10}, {jump: -time.Hour, shed: 10}, {completed: 100}, {completed: 100, shed: 10}}, wantDrain: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(Options{Initial: 2, Min: 2, Max: 2, MaxRetryAfter: most})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			s.now = func() time.Time { return clock }
+			ctx := context.Background()
+			hold, no := s.Admit(ctx, Request{}) // one permit stays held: refusals need a full limit
+			if no != nil {
+				t.Fatal(no)
+			}
+			defer s.Done(hold)
+			for i, st := range tt.steps {
+				clock = clock.Add(st.jump)
+				for range st.completed {
+					clock = clock.Add(time.Second / time.Duration(st.completed))
+					tk, no := s.Admit(ctx, Request{})
+					if no != nil {
+						t.Fatalf("step %d: %v", i, no)
+					}
+					tk.timed = true
+					tk.start = clock.Add(-time.Millisecond)
+					s.Done(tk)
+				}
+				tk, no := s.Admit(ctx, Request{}) // the limit is full while refusals come
+				if no != nil {
+					t.Fatalf("step %d: %v", i, no)
+				}
+				for range st.shed {
+					_, no := s.Admit(ctx, Request{Attempt: 2})
+					if no == nil {
+						t.Fatalf("step %d: a retry admitted on a full limit", i)
+					}
+					if n := nearestSeconds(no.RetryAfter, most); no.RetryAfter <= 0 || no.RetryAfter > most || n < 1 || n > int64(most/time.Second) {
+						t.Errorf("step %d: RetryAfter %v, Retry-After %d; want within (0, %v], [1, %d]", i, no.RetryAfter, n, most, most/time.Second)
+					}
+				}
+				s.Done(tk)
+			}
+			if got := s.Stats().DrainRate; tt.wantDrain && got < 50 {
+				t.Errorf("DrainRate = %v after 100 completions a second, want about 100", got)
+			}
+		})
+	}
+}
