@@ -30,9 +30,9 @@ const maxAttempt = 1_000_000
 // A shed request gets 503 Service Unavailable (429 Too Many Requests for
 // ReasonQuota), Retry-After in whole seconds (Refusal.RetryAfter: for
 // overload rounded to the nearest, within [1, MaxRetryAfter]; for
-// ReasonQuota rounded up, equal to the RateLimit field's t), Cache-Control: no-store (the answer holds for this moment only),
-// and a one-line text body such as "shed: server overloaded, retry after
-// 3 s". A nil next gives a handler that answers every request 500 with
+// ReasonQuota rounded up, equal to the RateLimit field's t),
+// Cache-Control: no-store (the answer holds for this moment only), and a
+// one-line text body such as "shed: server overloaded, retry after 3 s". A nil next gives a handler that answers every request 500 with
 // the body "shed: Handler(nil): no handler to serve"; a nil or zero
 // Shedder gives next itself.
 func (s *Shedder) Handler(next http.Handler) http.Handler {
