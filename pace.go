@@ -134,9 +134,10 @@ func (t *Transport) pace() {
 	t.pacer = newPacer()
 	t.cfg.pace = &paceGate{p: t.pacer, kinds: onRetry | onHedge}
 	t.cfg.assemble()
-	t.paced = t.cfg
-	t.paced.pace = &paceGate{p: t.pacer, kinds: onAll}
-	t.paced.assemble()
+	paced := t.cfg
+	paced.pace = &paceGate{p: t.pacer, kinds: onAll}
+	paced.assemble()
+	t.paced = &paced
 }
 
 // gated returns the configuration whose gates a request passes: cfg, or
@@ -144,7 +145,7 @@ func (t *Transport) pace() {
 // the pacing one atomic load until a server says its quota is used up.
 func (t *Transport) gated(cfg *config) *config {
 	if t.pacer.held.Load() > 0 {
-		return &t.paced
+		return t.paced
 	}
 	return cfg
 }

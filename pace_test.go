@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/steadyhq/retry"
+	"go.uber.org/goleak"
 )
 
 // pacedReply is one scripted answer of a pacing test's server.
@@ -160,4 +161,68 @@ func send(ctx context.Context, rt http.RoundTripper, url string) (*http.Response
 		return nil, err
 	}
 	return rt.RoundTrip(req)
+}
+
+// TestTransportPacingHedge: a hedge is not started on a key that another
+// request's response held while the first attempt was in flight; without
+// that response it is.
+func TestTransportPacingHedge(t *testing.T) {
+	tests := []struct {
+		name      string
+		rateLimit string // of the response that arrives during the first attempt
+		slow      int    // requests the slow path should see
+	}{
+		{name: "held: no hedge", rateLimit: `"default";r=0;t=60`, slow: 1},
+		{name: "quota left: hedged", rateLimit: `"default";r=3;t=60`, slow: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			arrived := make(chan struct{}, 2)
+			var mu sync.Mutex
+			slow := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/fast" {
+					w.Header().Set("RateLimit", tt.rateLimit)
+					return
+				}
+				mu.Lock()
+				slow++
+				mu.Unlock()
+				arrived <- struct{}{}
+				select {
+				case <-time.After(400 * time.Millisecond):
+				case <-r.Context().Done():
+				}
+			}))
+			defer srv.Close()
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			clk := &virtualClock{now: time.Now()}
+			tr := retry.NewTransport(base, retry.WithClock(clk), retry.WithHedge(retry.Hedge{Delay: 150 * time.Millisecond}))
+			done := make(chan error, 1)
+			go func() {
+				resp, err := send(context.Background(), tr, srv.URL+"/slow")
+				if err == nil {
+					resp.Body.Close()
+				}
+				done <- err
+			}()
+			<-arrived
+			resp, err := send(context.Background(), tr, srv.URL+"/fast")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			srv.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if slow != tt.slow {
+				t.Errorf("the slow path saw %d requests, want %d", slow, tt.slow)
+			}
+		})
+	}
 }

@@ -66,9 +66,9 @@ import (
 type Transport struct {
 	base  http.RoundTripper
 	cfg   config
-	paced config // cfg with first attempts paced too (see gated)
-	pacer *pacer
 	once  sync.Once // resolves the zero Transport's configuration
+	pacer *pacer
+	paced *config // cfg with first attempts paced too (see gated)
 }
 
 // Defaults of the Transport's options.
