@@ -43,24 +43,26 @@ import (
 // its body intact: the retry is admitted or refused before the response is
 // drained. A response whose Body is nil is treated as an empty body.
 //
-// The Transport reads the RateLimit response fields of
-// draft-ietf-httpapi-ratelimit-headers (RateLimit: "default";r=0;t=17), on
-// responses of any status. Only a service limit whose available quota r is
-// 0 and whose window t is positive does anything: it holds the request's
-// key (HTTP.Key, by default the host) for t seconds. A retry of that
-// request waits at least t, like a Retry-After, the longer of the two when
-// both are sent, and MaxServerDelay bounds it as it bounds Retry-After.
+// The Transport reads the RateLimit response field of
+// draft-ietf-httpapi-ratelimit-headers-11 (RateLimit: "default";r=0;t=17),
+// on responses of any status; RateLimit-Policy is not read. Only a service
+// limit whose available quota r is 0 and whose window t is positive does
+// anything: it holds the request's key (HTTP.Key, by default the host) for
+// t seconds. A retry of that request waits at least t, like a Retry-After;
+// when both are sent it waits the longer, which honours Retry-After as the
+// draft requires, and MaxServerDelay bounds it as it bounds Retry-After.
 // Every later attempt on the key before the t seconds have passed, first
 // attempts of other requests included, waits until they have if the wait
 // fits the caller's deadline, MaxElapsed and MaxServerDelay; otherwise it
 // is not sent, and the request stops at once with a *Error whose Reason is
 // ReasonRateLimited and whose type is "ratelimit.remote" (a retry stopped
 // so returns the response in hand instead). A hedge is not started on a
-// held key. A quota above 0 holds nothing and frees nothing; several
-// policies in the fields count by the longest exhausted window; the
-// partition key pk is checked for syntax and not used; a malformed field
-// is ignored whole, as the draft requires. Keys are held per Transport, at
-// most 1024 at once, in the Retrier's clock (WithClock).
+// held key. A quota above 0 holds nothing and frees nothing; of several
+// policies, the longest exhausted window counts; the partition key pk is
+// checked for syntax and not used; a malformed field is ignored whole, as
+// the draft requires. Keys are held per Transport, at most 1024 at once,
+// on the Retrier's clock (WithClock). While no key is held, this costs a
+// request one atomic load and a look-up of the field in each response.
 //
 // The zero Transport works like NewTransport(nil).
 type Transport struct {
