@@ -20,10 +20,12 @@ import (
 // dependency shows when nothing queues: the lowest mean of two windows in
 // a row. Each window (two baselines, at least 100 ms, longer until its
 // mean is known within 5%) scales the limit by baseline over latency
-// (within [1/2, 2]), since attempts beyond what the dependency serves
+// (within [1/4, 2]), since attempts beyond what the dependency serves
 // queue and stretch the latency, adds half the square root of the limit
-// for a small queue, and moves the limit 30% of the way there when
-// lower, half the way when higher; below the limit at which a queue was
+// for a small queue, and moves the limit there: down, 30% of the way, or
+// as far as the latency is above the baseline (at twice the baseline,
+// half the way), as a latency far above it is a queue, not noise; up,
+// half the way; below the limit at which a queue was
 // last seen, that allowance doubles each window, so the limit regrows
 // fast. It settles near the dependency's Little's-law limit, throughput
 // times unqueued latency, and follows a loss of capacity within a few

@@ -6,9 +6,9 @@
 // dependency shows when nothing queues: the lowest mean of two windows in
 // a row. Each window (two baselines, at least 100 ms, longer until its
 // mean is known within 5%) scales the limit by baseline over latency
-// (within [1/2, 2]), adds half the square root of the limit for a small
-// queue, and moves the limit 30% of the way there when lower, half the way
-// when higher; below the limit at which a queue was last seen, that
+// (within [1/4, 2]), adds half the square root of the limit for a small
+// queue, and moves the limit there: down, 30% of the way or 1 - baseline
+// over latency of it, whichever is more; up, half the way; below the limit at which a queue was last seen, that
 // allowance doubles each window. A window in which half the samples were
 // dropped cuts the limit by a tenth. While less than half the limit is in
 // use it stays put. The baseline rises only when the windows have halved
@@ -110,7 +110,7 @@ const (
 	tolerance     = 0.03                   // latency over the baseline taken as noise
 	smoothDown    = 0.3                    // the share of the way down to its target the limit moves a window
 	smoothUp      = 0.5                    // likewise, up
-	minGradient   = 0.5                    // the most a window scales the limit down
+	minGradient   = 0.25                   // the most a window scales the limit down
 	dropBackoff   = 0.9                    // the limit's scale after a window of failures
 	riseWindows   = 3                      // windows lowering the limit before the baseline may rise
 	riseShare     = 0.75                   // the share of a run's highest latency a baseline rise keeps
@@ -220,7 +220,10 @@ func (l *algo) update(rtt time.Duration) {
 	target := l.limit*g + allowance
 	step := smoothUp
 	if target < l.limit {
-		step = smoothDown
+		// A latency far above the baseline is a queue, not noise: the
+		// limit moves as far down as the gradient says, at least
+		// smoothDown of the way.
+		step = max(smoothDown, 1-g)
 		l.lowered(rtt)
 	} else {
 		l.run = 0
