@@ -5,13 +5,15 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // TestHealthCuts: a round trip cut by the caller's short deadline says
 // little of Redis: one, after a quiet spell, marks nothing down; cuts
 // that go on for an interval without a success do; a success between
-// them starts the count again.
+// them starts the count again. Each case runs in a synctest bubble: the
+// cuts that must fall within one interval do, however loaded the machine.
 func TestHealthCuts(t *testing.T) {
 	const interval = 20 * time.Millisecond
 	cut := context.DeadlineExceeded
@@ -28,21 +30,23 @@ func TestHealthCuts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHealth("test", Options{SyncInterval: interval, Timeout: interval})
-			k := h.key()
-			for _, s := range tt.steps {
-				switch s {
-				case "cut":
-					k.failed(context.Background(), cut, true, "k")
-				case "ok":
-					k.ok()
-				case "wait":
-					time.Sleep(interval)
+			synctest.Test(t, func(t *testing.T) {
+				h := newHealth("test", Options{SyncInterval: interval, Timeout: interval})
+				k := h.key()
+				for _, s := range tt.steps {
+					switch s {
+					case "cut":
+						k.failed(context.Background(), cut, true, "k")
+					case "ok":
+						k.ok()
+					case "wait":
+						time.Sleep(interval)
+					}
 				}
-			}
-			if k.down.Load() != tt.down || h.errors.Load() != tt.errors || h.onFleet() == tt.down {
-				t.Errorf("down %v, errors %d, onFleet %v; want down %v, errors %d", k.down.Load(), h.errors.Load(), h.onFleet(), tt.down, tt.errors)
-			}
+				if k.down.Load() != tt.down || h.errors.Load() != tt.errors || h.onFleet() == tt.down {
+					t.Errorf("down %v, errors %d, onFleet %v; want down %v, errors %d", k.down.Load(), h.errors.Load(), h.onFleet(), tt.down, tt.errors)
+				}
+			})
 		})
 	}
 }
