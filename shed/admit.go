@@ -163,7 +163,7 @@ func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *R
 	s.waiting.Add(1)
 	limit := s.opts.Queue
 	if limit == 0 {
-		limit = s.lim.Limit()
+		limit = max(s.lim.Limit()/queueShare, 1)
 	}
 	if len(s.queue) >= limit {
 		s.waiting.Add(-1)
@@ -210,7 +210,7 @@ func (s *Shedder) queueWait() time.Duration {
 		return s.opts.QueueWait
 	}
 	if b := s.lim.Baseline(); b > 0 {
-		return b
+		return b / queueShare
 	}
 	return defaultQueueWait
 }
