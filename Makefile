@@ -44,8 +44,10 @@ lint:
 		(cd $$m && ticking "checking $$m" $(STATICCHECK) ./...) || exit 1; done
 	@echo "scripts/tidy.sh -check" && scripts/tidy.sh -check
 
-# The tests of every module under -race, then the allocation tests, which
-# -race excludes (//go:build !race), without it. testsummary prints go
+# The tests of every module under -race, then, without it, the tests that
+# -race excludes (//go:build !race): the allocation tests, which -race
+# changes (sync.Pool drops items), and the short load test of shedding,
+# whose latencies would be the race detector's. testsummary prints go
 # test's usual lines, one line counting the skipped tests and their
 # reasons, and "N passed, N failed, N skipped"; with CI=true a skipped test
 # fails the run.
@@ -53,8 +55,11 @@ unit: setup
 	@set -o pipefail; { rc=0; \
 		for m in $(MODULES); do echo "go test -race $$m"; \
 			(cd $$m && go test -race -count=1 -json ./... 2>&1) || rc=1; done; \
-		echo "go test (allocations, without -race) $(CURDIR)"; \
-		go test -count=1 -json -run 'Allocs$$' . 2>&1 || rc=1; \
+		echo "go test (allocations, without -race) $(CURDIR)/... and grpc"; \
+		go test -count=1 -json -run 'Allocs$$' ./... 2>&1 || rc=1; \
+		(cd grpc && go test -count=1 -json -run 'Allocs$$' . 2>&1) || rc=1; \
+		echo "go test (the short load test of shedding, without -race) bench/shedload"; \
+		(cd bench && go test -count=1 -json -run 'ShortLoad$$' ./shedload 2>&1) || rc=1; \
 		exit $$rc; } | go run ./scripts/testsummary
 
 ## installcheck: README's install commands, run in a module outside the clone, then a program using the root and each nested library module

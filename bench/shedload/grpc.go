@@ -10,7 +10,6 @@ import (
 	"github.com/failsafe-go/failsafe-go/failsafegrpc"
 	"github.com/steadyhq/retry"
 	retrygrpc "github.com/steadyhq/retry/grpc"
-	"github.com/steadyhq/retry/shed"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
@@ -42,19 +41,11 @@ var GRPCFailsafe = GRPCServer{Name: "failsafe", Interceptor: func() (grpc.UnaryS
 	return failsafegrpc.NewUnaryServerInterceptor[any](adaptivelimiter.NewWithDefaults[any]()), nil
 }}
 
-// GRPCOurs is this library's shedding over gRPC: the grpc module's
-// UnaryServerInterceptor around shed.New with its defaults.
-var GRPCOurs = GRPCServer{Name: "ours", Interceptor: func() (grpc.UnaryServerInterceptor, error) {
-	s, err := shed.New(shed.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return retrygrpc.UnaryServerInterceptor(s), nil
-}}
-
 // GRPCServers are the servers of a run over gRPC, in the order of its
 // table.
-func GRPCServers() []GRPCServer { return []GRPCServer{GRPCNone, GRPCFailsafe, GRPCOurs} }
+func GRPCServers() []GRPCServer {
+	return []GRPCServer{GRPCNone, GRPCFailsafe, GRPCOurs, GRPCOursDefault}
+}
 
 // GRPC returns the Target that serves s on a loopback grpc-go server (the
 // health service's Check, served from the pool) and calls it through a

@@ -21,5 +21,6 @@ var Failsafe = HTTPServer{Name: "failsafe", Wrap: func(h http.Handler) (http.Han
 }}
 
 // HTTPServers are the servers of a run over HTTP, in the order of its
-// table: no shedding, failsafe-go's, this library's.
-func HTTPServers() []HTTPServer { return []HTTPServer{None, Failsafe, Ours} }
+// table: no shedding, failsafe-go's, this library's set up and with its
+// defaults.
+func HTTPServers() []HTTPServer { return []HTTPServer{None, Failsafe, Ours, OursDefault} }

@@ -25,8 +25,10 @@ import (
 // each request holding one for Service) and three phases at fixed rates,
 // a multiple of that capacity each: Unloaded at LightFactor (the baseline
 // latency), Overload at OverloadFactor, then After at LightFactor again.
-// Each logical request has Deadline to succeed, retries included. A zero
-// field takes its value in Full.
+// Each logical request has Deadline to succeed, retries included: 5 s in
+// Full and Short, long enough for a retry after a Retry-After of 1 or
+// 2 s, so that the run shows whether clients wait for it and what their
+// retries add. A zero field takes its value in Full.
 type Profile struct {
 	Workers        int
 	Service        time.Duration
@@ -46,7 +48,7 @@ func Full() Profile {
 	return Profile{
 		Workers:        4,
 		Service:        20 * time.Millisecond,
-		Deadline:       time.Second,
+		Deadline:       5 * time.Second,
 		Unloaded:       time.Second,
 		Overload:       10 * time.Second,
 		After:          10 * time.Second,
@@ -62,7 +64,7 @@ func Short() Profile {
 	return Profile{
 		Workers:        4,
 		Service:        20 * time.Millisecond,
-		Deadline:       time.Second,
+		Deadline:       5 * time.Second,
 		Unloaded:       time.Second,
 		Overload:       2 * time.Second,
 		After:          1500 * time.Millisecond,

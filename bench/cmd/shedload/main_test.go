@@ -43,8 +43,8 @@ func TestPick(t *testing.T) {
 		names string
 		want  string
 	}{
-		{names: "", want: "none,failsafe,ours"},
-		{grpc: true, names: "", want: "none,failsafe,ours"},
+		{names: "", want: "none,failsafe,ours,ours-default"},
+		{grpc: true, names: "", want: "none,failsafe,ours,ours-default"},
 		{names: "none", want: "none"},
 		{grpc: true, names: "ours,none", want: "ours,none"},
 	}
