@@ -25,7 +25,9 @@ import (
 // which fails every call at once with 503. A handler marks its context
 // with the attempt of its caller that it serves (retry.WithInboundAttempt),
 // as the shedding middleware does from the Transport's Retry-Attempt
-// header, so each layer's engine sees whether its caller is retrying.
+// header, so each layer's engine sees whether its caller is retrying; and
+// it numbers its own calls as the Transport does (retry.OutboundAttempt),
+// so a call made while serving a retry is marked a retry too.
 
 // The bounds and defaults of sim --layers: the rate and the duration
 // apply unless given.
@@ -168,7 +170,7 @@ func (s *layersSim) runConfig(c layersConfig, bar *progress) (*layersRun, error)
 			if err := clk.Sleep(actx, s.latency); err != nil { // there and back, in one step
 				return err
 			}
-			return serve(root, i+1, a)
+			return serve(root, i+1, retry.OutboundAttempt(actx)) // what the Transport sends
 		})
 		if err == nil {
 			return nil

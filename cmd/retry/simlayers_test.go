@@ -11,11 +11,12 @@ import (
 // TestLayersAmplification: on the real engine, a chain of N services
 // under a full outage sends 3^N times the requests to the dependency at
 // the bottom when every layer makes 3 attempts, layer by layer 3^i; with
-// retries at one layer and no budget, what oneLayer counts (1, 3, 5, 11);
+// retries at one layer and no budget, what oneLayer counts (1, 3, 5, 7);
 // with the defaults at every layer, at most 1.2× for N = 3, because every
 // call that serves a retry makes one attempt: at each service below the
-// first, the calls held to one attempt are exactly the retries the
-// service above sent (and there are some), and no retry is sent while
+// first, the calls held to one attempt are exactly the requests marked
+// retries that the service above sent, its retries and the calls it held
+// to one attempt (and there are some), and no retry is sent while
 // serving one.
 func TestLayersAmplification(t *testing.T) {
 	cases := []struct {
@@ -58,9 +59,12 @@ func TestLayersAmplification(t *testing.T) {
 				t.Errorf("%.3f× at the bottom, want at most %g×", run.AmplificationBottom, c.maxLoad)
 			}
 			for i, f := range run.PerLayer[:c.layers] {
-				above := 0 // the retries sent to this service
+				// The requests marked retries sent to this service: the
+				// retries of the service above, and the one attempt of each
+				// of its calls that served a retry.
+				above := 0
 				if i > 0 {
-					above = run.PerLayer[i-1].Retries
+					above = run.PerLayer[i-1].Retries + run.PerLayer[i-1].HeldToOne
 					if above == 0 {
 						t.Errorf("%s: the service above sent no retry, so the rule was not tried", f.Layer)
 					}
@@ -83,9 +87,12 @@ func pow3(i int) int { return int(math.Pow(3, float64(i))) }
 // retries; a call serving a retry sends one attempt, a first attempt
 // below, since the attempt number on the wire is the caller's own.
 func oneLayer(i int) int {
+	// A first attempt is served with 3 attempts, the first of them a first
+	// attempt below, the other two retries; a retry with one attempt,
+	// marked a retry below too.
 	firsts, retries := 1, 0
 	for range i {
-		firsts, retries = firsts+retries, 2*firsts
+		retries += 2 * firsts
 	}
 	return firsts + retries
 }
