@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,10 +24,11 @@ func TestTransportAttemptHeader(t *testing.T) {
 		opts []retry.Option
 		// fail is how many requests the server answers 503 before a 200;
 		// slow is how long it holds the first request.
-		fail   int
-		slow   time.Duration
-		caller string // the caller's own Retry-Attempt, if any
-		want   []string
+		fail    int
+		slow    time.Duration
+		caller  string // the caller's own Retry-Attempt, if any
+		inbound int    // the request is made while serving this attempt
+		want    []string
 	}{
 		{name: "success", opts: []retry.Option{immediate}, want: []string{""}},
 		{name: "retries", opts: []retry.Option{immediate}, fail: 2, want: []string{"", "2", "3"}},
@@ -35,6 +37,11 @@ func TestTransportAttemptHeader(t *testing.T) {
 			slow: 500 * time.Millisecond, want: []string{"", "2"}},
 		{name: "hedge after a caller's field", opts: []retry.Option{immediate, retry.WithHedge(retry.Hedge{Delay: 5 * time.Millisecond})},
 			slow: 500 * time.Millisecond, caller: "4", want: []string{"4", "2"}},
+		// Made while serving a retry: one attempt, marked a retry too.
+		{name: "serving a retry", opts: []retry.Option{immediate}, fail: 2, inbound: 3, want: []string{"3"}},
+		{name: "serving a retry, nested retries on", opts: []retry.Option{immediate, retry.WithNestedRetries(true)},
+			fail: 2, inbound: 2, want: []string{"2", "2", "3"}},
+		{name: "serving a first attempt", opts: []retry.Option{immediate}, fail: 1, inbound: 1, want: []string{"", "2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +68,8 @@ func TestTransportAttemptHeader(t *testing.T) {
 			base := &http.Transport{}
 			defer base.CloseIdleConnections()
 			client := &http.Client{Transport: retry.NewTransport(base, tt.opts...)}
-			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			ctx := retry.WithInboundAttempt(context.Background(), tt.inbound)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 			if tt.caller != "" {
 				req.Header.Set(retry.AttemptHeader, tt.caller)
 			}
@@ -71,7 +79,7 @@ func TestTransportAttemptHeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
+			if tt.inbound < 2 && resp.StatusCode != http.StatusOK {
 				t.Errorf("status %d, want 200", resp.StatusCode)
 			}
 			srv.Close() // waits for the handlers, the hedged loser's included

@@ -26,9 +26,11 @@ import (
 // Every attempt from the second on, retries and hedges alike, carries its
 // number in the AttemptHeader field ("Retry-Attempt: 2" on the first retry
 // or hedge), so that the server can tell retries apart and shed them first;
-// the first attempt carries none of its own. A Retry-Attempt the caller set
-// goes out as is on the first attempt, and is replaced by the Transport's
-// number on the others.
+// the first attempt carries none of its own, unless the request is made
+// while serving a retry (WithInboundAttempt), when every attempt carries
+// OutboundAttempt, so that the layers below do not retry it either. A
+// Retry-Attempt the caller set goes out as is on an attempt that carries
+// none of its own, and is replaced on the others.
 //
 // Only requests that are safe to repeat are retried: GET, HEAD, OPTIONS,
 // TRACE, PUT and DELETE, and any request carrying an Idempotency-Key header.
@@ -394,16 +396,17 @@ func (rt *roundTrip) send(ctx context.Context, n int) (*http.Response, error) {
 var errNoResponse = errors.New("retry: base transport returned neither a response nor an error")
 
 // request builds the request of attempt n without touching the caller's.
-// From the second attempt on, its header carries the attempt's number
-// (AttemptHeader), in place of any the caller set.
+// Its header carries the attempt's number on the wire (AttemptHeader: see
+// OutboundAttempt), in place of any the caller set, when that is 2 or more.
 func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) {
 	req := rt.req
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	if !hasBody && rt.idemKey == "" && n == 1 && ctx == req.Context() {
+	wire := max(n, InboundAttempt(ctx)) // OutboundAttempt: ctx is attempt n's
+	if !hasBody && rt.idemKey == "" && wire == 1 && ctx == req.Context() {
 		return req, nil // nothing to change: the caller's own request
 	}
 	out := req.WithContext(ctx) // a shallow copy
-	if rt.idemKey != "" || n > 1 {
+	if rt.idemKey != "" || wire > 1 {
 		out.Header = req.Header.Clone()
 		if out.Header == nil {
 			out.Header = make(http.Header, 2)
@@ -411,8 +414,8 @@ func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) 
 		if rt.idemKey != "" {
 			out.Header.Set("Idempotency-Key", rt.idemKey)
 		}
-		if n > 1 {
-			out.Header.Set(AttemptHeader, strconv.Itoa(n))
+		if wire > 1 {
+			out.Header.Set(AttemptHeader, strconv.Itoa(wire))
 		}
 	}
 	if !hasBody {
