@@ -82,8 +82,9 @@ type doneFunc func(error)
 
 func (f doneFunc) learn(_ *config, _ int64, outcome error) { f(outcome) }
 
-// maxGates is the most gates a call passes.
-const maxGates = 5
+// maxGates is the most gates a call passes: every gate assemble knows, so
+// that no list of them outgrows a pass's arrays.
+const maxGates = 6
 
 // pass is one attempt's way through the gates: the ask, and what the gates
 // granted.
