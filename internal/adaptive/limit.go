@@ -19,6 +19,7 @@ package adaptive
 import (
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,9 @@ type Config struct {
 	MaxLatency        time.Duration
 }
 
-// Sampling: one acquisition in a stride is timed, the stride a power of
-// two up to maxStride, so that a window times about sampledPerWindow.
+// Sampling: one acquisition in a stride is timed, at random, the stride a
+// power of two up to maxStride, so that a window times about
+// sampledPerWindow.
 const (
 	maxStride        = 64
 	sampledPerWindow = 1024
@@ -42,15 +44,18 @@ const (
 // Limit is one dependency's limit: the permits in use, the limit, and the
 // algorithm that moves it. It is safe for concurrent use.
 type Limit struct {
+	// inflight changes on every acquisition; the fields read on every
+	// acquisition sit on another cache line, so that goroutines on other
+	// cores do not reread them after each change.
 	inflight atomic.Int64
+	_        [56]byte
 	limit    atomic.Int64
-	entered  atomic.Uint64 // permits handed out, to choose which are timed
 	mask     atomic.Uint64 // stride-1
 	base     atomic.Int64  // the algorithm's baseline
 
-	mu   sync.Mutex
-	algo algo
-	seen uint64 // entered when the last window closed
+	mu      sync.Mutex
+	algo    algo
+	samples uint64 // timed permits given back since the last window closed
 }
 
 // New returns a limit of c.
@@ -62,13 +67,16 @@ func New(c Config) *Limit {
 
 // Acquire takes a permit if one is free. timed says the holder should
 // time what it does with it and give it back through Done; otherwise,
-// through Release.
+// through Release. While few permits are taken every one is timed; with
+// many, one in a stride, drawn at random (a shared counter would be one
+// more write to shared memory on every acquisition).
 func (p *Limit) Acquire() (timed, ok bool) {
 	if p.inflight.Add(1) > p.limit.Load() {
 		p.inflight.Add(-1)
 		return false, false
 	}
-	return p.entered.Add(1)&p.mask.Load() == 0, true
+	m := p.mask.Load()
+	return m == 0 || rand.Uint64()&m == 0, true
 }
 
 // Release gives a permit back without a sample.
@@ -81,15 +89,17 @@ func (p *Limit) Done(rtt time.Duration, dropped bool, now time.Time) {
 	n := p.inflight.Add(-1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.samples++
 	if !p.algo.sample(rtt, int(n)+1, dropped, now) {
 		return
 	}
 	p.limit.Store(int64(p.algo.current()))
 	p.base.Store(int64(p.algo.base))
-	entered := p.entered.Load()
-	stride := min(max((entered-p.seen)/sampledPerWindow, 1), maxStride)
+	// The permits taken in the window, about samples times the stride.
+	entered := p.samples * (p.mask.Load() + 1)
+	stride := min(max(entered/sampledPerWindow, 1), maxStride)
 	p.mask.Store(1<<(bits.Len64(stride)-1) - 1)
-	p.seen = entered
+	p.samples = 0
 }
 
 // Limit returns the limit.

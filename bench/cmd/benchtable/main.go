@@ -33,6 +33,8 @@ var references = map[string]string{
 	"Parallel":     "",
 	"GRPC":         "plain",
 	"GRPCOverhead": "plain",
+	"Shed":         "plain",
+	"ShedParallel": "plain",
 }
 
 type row struct {
