@@ -37,7 +37,7 @@ import (
 func UnaryServerInterceptor(s *shed.Shedder) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		n := inboundAttempt(ctx)
-		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: peerHost(ctx)})
+		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: quotaKey(ctx, s)})
 		if no != nil {
 			return nil, refused(ctx, no, func(md metadata.MD) { grpc.SetTrailer(ctx, md) })
 		}
@@ -52,7 +52,7 @@ func StreamServerInterceptor(s *shed.Shedder) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
 		n := inboundAttempt(ctx)
-		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: peerHost(ctx)})
+		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: quotaKey(ctx, s)})
 		if no != nil {
 			return refused(ctx, no, ss.SetTrailer)
 		}
@@ -83,6 +83,15 @@ func inboundAttempt(ctx context.Context) int {
 		return k + 1
 	}
 	return 0
+}
+
+// quotaKey returns the RPC's key for s's quota, the host part of the
+// peer's address: "" when s has no quota, which needs no key.
+func quotaKey(ctx context.Context, s *shed.Shedder) string {
+	if s.Options().Quota.Limit == 0 {
+		return ""
+	}
+	return peerHost(ctx)
 }
 
 // peerHost returns the host part of the RPC's peer address, or "".

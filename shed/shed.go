@@ -164,12 +164,24 @@ type Shedder struct {
 	mu      sync.Mutex
 	queue   []*waiter // FIFO: queue[0] is served first
 
+	// completed changes on every request; waiting, read on every
+	// request, is kept off its cache line.
+	_         [64]byte
 	completed atomic.Int64 // permits given back
 	shed      [numReasons]atomic.Int64
 	meter     meter
 
 	now  func() time.Time // the clock; time.Now
 	rand func() float64   // uniform in [0, 1); rand.Float64
+}
+
+// Options returns the options s runs with, its defaults resolved; the
+// zero Options for a nil s.
+func (s *Shedder) Options() Options {
+	if s == nil {
+		return Options{}
+	}
+	return s.opts
 }
 
 // New returns a Shedder of o, or an error naming the field of o that is
