@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -129,7 +130,10 @@ func listen(t testing.TB, s *server) string {
 	return lis.Addr().String()
 }
 
-// dial connects to addr through both interceptors on r.
+// dial connects to addr through both interceptors on r, and returns once
+// the connection is ready: grpc.NewClient connects lazily, and the dial and
+// the HTTP/2 handshake would otherwise fall inside the first call, and
+// inside the tests' hedge delays, deadlines and attempt timeouts.
 func dial(t testing.TB, addr string, r *retry.Retrier, opts ...retrygrpc.Option) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(addr,
@@ -141,6 +145,16 @@ func dial(t testing.TB, addr string, r *retry.Retrier, opts ...retrygrpc.Option)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+		if st == connectivity.Idle {
+			cc.Connect()
+		}
+		if !cc.WaitForStateChange(ctx, st) {
+			t.Fatalf("the connection to %s is not ready after 10s (%v)", addr, st)
+		}
+	}
 	return cc
 }
 
