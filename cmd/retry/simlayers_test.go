@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +167,73 @@ func TestLayersUsage(t *testing.T) {
 		if stdout != "" {
 			t.Errorf("%v: stdout %q", c.args, stdout)
 		}
+	}
+}
+
+// TestLayersREADME: the table README shows for retry sim --layers 3 is
+// what the command prints.
+func TestLayersREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "`retry sim --layers 3` runs a chain")
+	if !ok {
+		t.Fatal("README has no paragraph on retry sim --layers 3")
+	}
+	_, block, _ := strings.Cut(after, "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	stdout, stderr, code := cli(t, "", "sim", "--layers", "3")
+	if code != 0 {
+		t.Fatalf("status %d: %s", code, stderr)
+	}
+	var lines []string
+	for _, l := range strings.Split(stdout, "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	rows := 0
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		if want := strings.Join(strings.Fields(l), " "); !slices.Contains(lines, want) {
+			t.Errorf("README's line %q is not in the output:\n%s", want, stdout)
+		}
+		rows++
+	}
+	if rows < 5 {
+		t.Errorf("README's block has %d lines, want the header and four layers", rows)
+	}
+}
+
+// TestLayersLowRates: README's figures for the defaults at low rates,
+// where each layer's budget reserve is what remains.
+func TestLayersLowRates(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // the defaults' load at the bottom, as README gives it
+	}{
+		{args: []string{"--rate", "10"}, want: "1.150"},
+		{args: []string{"--rate", "1", "--duration", "10m"}, want: "2.49"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", append([]string{"sim", "--layers", "3", "--json"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("status %d: %s", code, stderr)
+			}
+			var runs []layersRun
+			if err := json.Unmarshal([]byte(stdout), &runs); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range runs {
+				if r.Name != "defaults" {
+					continue
+				}
+				prec := len(tt.want) - 2
+				if got := strconv.FormatFloat(r.AmplificationBottom, 'f', prec, 64); got != tt.want {
+					t.Errorf("defaults: %s× at the bottom, README says %s×", got, tt.want)
+				}
+				return
+			}
+			t.Fatalf("no defaults row in %s", stdout)
+		})
 	}
 }
