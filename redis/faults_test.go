@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,12 +19,16 @@ import (
 // The settings of the fault harness: every component's round trips are
 // bounded by faultTimeout, processes sync every faultSync, and slack is
 // the scheduling delay allowed on top of a bound (a loaded 2-core machine
-// running the race detector).
+// running the race detector, where a healthy round trip can take tens of
+// milliseconds). A call held by the fault itself waits far longer than
+// faultTimeout plus slack: the delayed replies come 5 faultTimeouts late,
+// CLIENT PAUSE holds commands for faultFor and more, a partition until
+// the client's 1 s ReadTimeout.
 const (
-	faultTimeout = 20 * time.Millisecond
-	faultSync    = 20 * time.Millisecond
-	faultSlack   = 25 * time.Millisecond
-	faultFor     = 150 * time.Millisecond // how long a fault lasts
+	faultTimeout = 100 * time.Millisecond
+	faultSync    = 50 * time.Millisecond
+	faultSlack   = 100 * time.Millisecond
+	faultFor     = 400 * time.Millisecond // how long a fault lasts
 )
 
 // fault is one of the faults Redis brings, injected and healed on a
@@ -75,11 +80,17 @@ func (f *faulty) client(t *testing.T) goredis.UniversalClient {
 			ContextTimeoutEnabled: true,
 		})
 		t.Cleanup(func() { c.Close() })
-		// Load the slots and dial each master before the members use it:
-		// a first command on a cold client can take longer than the
-		// harness's timeouts, which is not the faults under test.
+		// Load the slots, dial each master and load the command table (a
+		// first keyed command fetches it with COMMAND, a large reply)
+		// before the members use it: a first command on a cold client can
+		// take longer than the harness's timeouts, which is not the faults
+		// under test.
 		waitFor(t, 2*time.Second, "the cluster client ready", func() bool {
-			return c.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error {
+			ctx := context.Background()
+			if err := c.Exists(ctx, "warm").Err(); err != nil {
+				return false
+			}
+			return c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
 				return m.Ping(ctx).Err()
 			}) == nil
 		})
@@ -483,23 +494,38 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	prefix := strings.NewReplacer("/", ":", " ", "-").Replace(t.Name()) + ":"
 	ms := []*member{comp.build(t, f.client(t), prefix, perKey), comp.build(t, f.client(t), prefix, perKey)}
 
-	// drive calls every member on every key in turn until stop, and
-	// returns the longest call.
-	drive := func(stop <-chan struct{}) (longest time.Duration) {
-		for {
-			for _, m := range ms {
-				for _, k := range keys {
-					start := time.Now()
-					m.call(context.Background(), k)
-					longest = max(longest, time.Since(start))
+	// drive has every member, each in its own goroutine as each process
+	// runs on its own, call on every key in turn until stop, and returns
+	// the longest call. (Members called in turn by one goroutine would each
+	// wait on the others' calls held to Timeout, and ask Redis less often
+	// than onFleet's two intervals and a Timeout: a fault would pass for
+	// the quiet of a key nobody calls.)
+	drive := func(stop <-chan struct{}) time.Duration {
+		var longest atomic.Int64
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() {
+				for {
+					for _, k := range keys {
+						start := time.Now()
+						m.call(context.Background(), k)
+						for took := int64(time.Since(start)); ; {
+							old := longest.Load()
+							if took <= old || longest.CompareAndSwap(old, took) {
+								break
+							}
+						}
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
 				}
-			}
-			select {
-			case <-stop:
-				return longest
-			case <-time.After(time.Millisecond):
-			}
+			})
 		}
+		wg.Wait()
+		return time.Duration(longest.Load())
 	}
 	timed := func(d time.Duration) time.Duration {
 		stop := make(chan struct{})
@@ -510,7 +536,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	if ms[0].prepare != nil {
 		ms[0].prepare(t, ms, keys)
 	}
-	timed(4 * faultSync)
+	timed(2 * faultSync) // steady on Redis: leases and syncs under way
 	for i, m := range ms {
 		if !m.onFleet() || m.fellBack() != 0 {
 			t.Fatalf("process %d before the fault: onFleet %v, %d fallbacks", i, m.onFleet(), m.fellBack())
@@ -523,6 +549,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	if comp.name == "budget" {
 		bound += time.Millisecond // the retry's backoff
 	}
+	t.Logf("the longest call during the fault took %v (bound %v)", longest.Round(time.Millisecond), bound)
 	if longest > bound {
 		t.Errorf("a call waited %v during the fault, want at most %v (the timeout %v and slack)", longest, bound, faultTimeout)
 	}
@@ -577,7 +604,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	for i, m := range ms {
 		fell[i] = m.fellBack()
 	}
-	time.Sleep(4 * faultSync)
+	time.Sleep(2 * faultSync) // and stays there for two intervals
 	close(stop)
 	<-done
 	t.Logf("back on the fleet's state %v after Redis answered (bound %v)", back.Round(time.Millisecond), faultSync+faultTimeout+faultSlack)

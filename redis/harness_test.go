@@ -146,17 +146,24 @@ func (s *server) stop() {
 	s.cmd = nil
 }
 
-// Client returns a new client of the server, closed when the test ends,
-// with timeouts short enough for a stopped server to fail fast.
+// Client returns a new client of the server, closed when the test ends:
+// no retries, commands cut at their context's deadline, and dial, read and
+// write timeouts of 1 s. go-redis cuts a read at the earlier of the
+// context's deadline and ReadTimeout, so a short ReadTimeout would cut
+// every component's round trip below its Options.Timeout; the timeouts are
+// long enough for a loaded machine's stall not to pass for a Redis
+// failure. A stopped server refuses connections at once, and a slow or cut
+// off Redis is the proxy's (startProxy) or the latency hook's, so no test
+// needs them shorter.
 func (s *server) Client() *goredis.Client { return s.ClientWith(nil) }
 
 // ClientWith is Client with options changed by set.
 func (s *server) ClientWith(set func(*goredis.Options)) *goredis.Client {
 	o := &goredis.Options{
 		Addr:                  s.Addr(),
-		DialTimeout:           50 * time.Millisecond,
-		ReadTimeout:           50 * time.Millisecond,
-		WriteTimeout:          50 * time.Millisecond,
+		DialTimeout:           time.Second,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
 		MaxRetries:            -1,
 		DialerRetries:         1,
 		ContextTimeoutEnabled: true,
