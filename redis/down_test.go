@@ -12,12 +12,14 @@ import (
 	retryredis "github.com/steadyhq/retry/redis"
 )
 
-// storeTimeout bounds the Store's round trips, and storeSync is its sync
+// storeTimeout bounds the round trips of the Store, the Limiter and the
+// Budget (long enough for a loaded machine's healthy round trip, far
+// shorter than the 1 s stall of the test), and storeSync is their sync
 // interval and the term of the limiter's leases: two intervals after Redis
 // stops answering, the fleet's state is stale and the local breaker
 // decides, and no leased token is left.
 const (
-	storeTimeout = 10 * time.Millisecond
+	storeTimeout = 100 * time.Millisecond
 	storeSync    = 10 * time.Millisecond
 )
 
@@ -36,10 +38,10 @@ func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
 		t.Fatal(err)
 	}
 	m := fleetMember{store: store}
-	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{SyncInterval: storeSync}); err != nil {
+	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {
 		t.Fatal(err)
 	}
-	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Reserve: 100}, retryredis.Options{SyncInterval: storeSync}); err != nil {
+	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Reserve: 100}, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {
 		t.Fatal(err)
 	}
 	m.r = retry.New(
@@ -90,7 +92,7 @@ func TestRedisDown(t *testing.T) {
 	time.Sleep(3 * storeSync) // the fleet's state goes stale
 	// slack is what a loaded machine may add between a deadline and the
 	// moment the call notices it.
-	const slack = 20 * time.Millisecond
+	const slack = 50 * time.Millisecond
 	for _, timeout := range []time.Duration{time.Second, 100 * time.Millisecond, 30 * time.Millisecond} {
 		took, err := call(timeout)
 		if err != nil {
@@ -129,23 +131,29 @@ func TestRedisDown(t *testing.T) {
 	}
 	t.Logf("first call after the restart took %v", took)
 
-	// Slow: Redis stalled for 500 ms. Calls keep their deadlines: one with
+	// Slow: Redis stalled for 1 s. Calls keep their deadlines: one with
 	// time for the fallbacks succeeds through them; one without starts no
-	// attempt past its deadline.
+	// attempt past its deadline. A round trip not cut at its bound would
+	// hold a call for the stall, far past either bound.
 	blocker := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = 2 * time.Second })
 	resumed := make(chan error, 1)
-	go func() { resumed <- blocker.Do(context.Background(), "DEBUG", "SLEEP", "0.5").Err() }()
-	time.Sleep(20 * time.Millisecond)
+	go func() { resumed <- blocker.Do(context.Background(), "DEBUG", "SLEEP", "1").Err() }()
+	probe := s.Client()
+	waitFor(t, time.Second, "Redis stalled", func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return probe.Ping(ctx).Err() != nil
+	})
 	for _, tt := range []struct {
 		timeout time.Duration
 		ok      bool
 	}{
-		// Limiter 50 ms, breaker 10 ms, the attempt, budget 50 ms,
-		// limiter 50 ms, breaker 10 ms: 170 ms.
-		{timeout: 250 * time.Millisecond, ok: true},
-		// Limiter 10 ms (half the time left), the breaker half of the
+		// Limiter 100 ms, breaker 100 ms, the attempt, budget 100 ms,
+		// limiter 100 ms, breaker 100 ms: 500 ms, all within the stall.
+		{timeout: 700 * time.Millisecond, ok: true},
+		// Limiter 25 ms (half the time left), the breaker half of the
 		// rest: whatever the outcome, nothing past the deadline.
-		{timeout: 20 * time.Millisecond},
+		{timeout: 50 * time.Millisecond},
 	} {
 		s0, ls0 := m.r.Stats(), m.limiter.Stats()
 		ctx, cancel := context.WithTimeout(ctx, tt.timeout)
