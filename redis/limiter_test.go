@@ -17,6 +17,9 @@ import (
 // does not fit.
 func TestLimiterSlowRedis(t *testing.T) {
 	s := startServer(t)
+	// The Limiter's Timeout: each deadline leaves the local bucket tens of
+	// milliseconds or more after the cut Redis wait, on a loaded machine.
+	const timeout = 200 * time.Millisecond
 	tests := []struct {
 		name     string
 		limit    float64
@@ -25,16 +28,16 @@ func TestLimiterSlowRedis(t *testing.T) {
 		calls    int
 		refused  int // calls refused as rate_limited, the last ones
 	}{
-		{name: "a deadline of six timeouts", limit: 1000, burst: 10, deadline: 300 * time.Millisecond, calls: 1},
-		{name: "a deadline under two timeouts", limit: 1000, burst: 10, deadline: 80 * time.Millisecond, calls: 1},
-		{name: "a deadline under one timeout", limit: 1000, burst: 10, deadline: 30 * time.Millisecond, calls: 1},
-		{name: "the bucket's wait past the deadline", limit: 1, burst: 1, deadline: 80 * time.Millisecond, calls: 2, refused: 1},
+		{name: "a deadline of six timeouts", limit: 1000, burst: 10, deadline: 6 * timeout, calls: 1},
+		{name: "a deadline under two timeouts", limit: 1000, burst: 10, deadline: 8 * timeout / 5, calls: 1},
+		{name: "a deadline under one timeout", limit: 1000, burst: 10, deadline: 3 * timeout / 5, calls: 1},
+		{name: "the bucket's wait past the deadline", limit: 1, burst: 1, deadline: 8 * timeout / 5, calls: 2, refused: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := s.Client()
-			c.AddHook(latency(time.Second)) // cut by every timeout
-			l, err := retryredis.NewLimiter(c, tt.limit, tt.burst, false, retryredis.Options{Prefix: tt.name})
+			c.AddHook(latency(25 * timeout)) // cut by every timeout
+			l, err := retryredis.NewLimiter(c, tt.limit, tt.burst, false, retryredis.Options{Prefix: tt.name, Timeout: timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
