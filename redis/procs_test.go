@@ -393,7 +393,7 @@ func TestFleetProcessesRejoin(t *testing.T) {
 	const (
 		interval = 20 * time.Millisecond
 		open     = 250 * time.Millisecond
-		slack    = 25 * time.Millisecond
+		slack    = 200 * time.Millisecond // a loaded machine's scheduling, on three race-built processes
 		key      = "rejoin:{breaker:}"
 	)
 	dep := newDependency(t)
