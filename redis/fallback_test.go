@@ -14,10 +14,12 @@ import (
 )
 
 // openLoop calls r at rate calls a second, each in its own goroutine with
-// a deadline of deadline, until stop closes; it counts the calls whose
-// attempt ran (admitted) in the current measure, and the longest a call
-// took before its attempt started or it was refused.
+// a deadline of deadline, until stop closes; it counts the calls made
+// (fired: a starved ticker drops ticks, so the demand is what fired, not
+// rate) and those whose attempt ran (admitted) in the current measure, and
+// the longest a call took before its attempt started or it was refused.
 type openLoop struct {
+	fired    atomic.Int64
 	admitted atomic.Int64
 	longest  atomic.Int64 // ns
 	wg       sync.WaitGroup
@@ -33,6 +35,7 @@ func (o *openLoop) run(r *retry.Retrier, rate float64, deadline time.Duration, s
 			return
 		case <-tick.C:
 		}
+		o.fired.Add(1)
 		o.wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
@@ -73,6 +76,9 @@ func TestLimiterFallbackShare(t *testing.T) {
 	const (
 		limit   = 300.0
 		timeout = 50 * time.Millisecond
+		// slack is the scheduling delay allowed on top of a wait's bound
+		// on a loaded machine; a call held by the away Redis waits 1 s.
+		slack = 75 * time.Millisecond
 	)
 	type demand struct {
 		name     string
@@ -123,27 +129,32 @@ func TestLimiterFallbackShare(t *testing.T) {
 						o.wg.Wait()
 					}
 				}()
-				measure := func(what string, dur time.Duration) []float64 {
+				// measure returns each process's admitted calls a second
+				// over dur, and the calls it made a second.
+				measure := func(dur time.Duration) (admitted, fired []float64) {
 					for _, o := range loops {
+						o.fired.Store(0)
 						o.admitted.Store(0)
 						o.longest.Store(0)
 					}
+					start := time.Now()
 					time.Sleep(dur)
-					out := make([]float64, len(loops))
-					for i, o := range loops {
-						out[i] = float64(o.admitted.Load()) / dur.Seconds()
+					secs := time.Since(start).Seconds()
+					for _, o := range loops {
+						admitted = append(admitted, float64(o.admitted.Load())/secs)
+						fired = append(fired, float64(o.fired.Load())/secs)
 					}
-					return out
+					return admitted, fired
 				}
 				time.Sleep(400 * time.Millisecond) // leases and shares settle
-				on := measure("on Redis", 300*time.Millisecond)
+				on, _ := measure(300 * time.Millisecond)
 				if total := on[0] + on[1]; total > 1.1*limit {
 					t.Errorf("fleet %.0f/s on Redis (%.0f/s and %.0f/s), want within the limit %v/s", total, on[0], on[1], limit)
 				}
 
 				a.inject(f)
 				time.Sleep(100 * time.Millisecond) // the requests in flight end
-				away := measure("Redis away", 500*time.Millisecond)
+				away, fired := measure(500 * time.Millisecond)
 				var longest time.Duration
 				for _, o := range loops {
 					longest = max(longest, time.Duration(o.longest.Load()))
@@ -156,12 +167,12 @@ func TestLimiterFallbackShare(t *testing.T) {
 				for i, l := range ls {
 					st := l.Stats()
 					total += away[i]
-					t.Logf("process %d: %.0f/s on Redis, %.0f/s with Redis away (share %.2f, want %.2f); %+v", i, on[i], away[i], st.Share, shares[i], st)
+					t.Logf("process %d: %.0f/s on Redis, %.0f/s admitted of %.0f/s called with Redis away (share %.2f, want %.2f); %+v", i, on[i], away[i], fired[i], st.Share, shares[i], st)
 					if math.Abs(st.Share-shares[i]) > 0.15 {
 						t.Errorf("process %d: share %.2f, want %.2f", i, st.Share, shares[i])
 					}
-					if want := math.Min(d.rates[i], st.Share*limit); away[i] < 0.7*want || away[i] > 1.2*want+20 {
-						t.Errorf("process %d: %.0f/s with Redis away, want about %.0f (its share of %v/s, or its demand)", i, away[i], want, limit)
+					if want := math.Min(fired[i], st.Share*limit); away[i] < 0.7*want || away[i] > 1.2*want+20 {
+						t.Errorf("process %d: %.0f/s with Redis away, want about %.0f (its share of %v/s, or the %.0f/s it called)", i, away[i], want, limit, fired[i])
 					}
 					if st.OnFleet || st.Fallbacks == 0 {
 						t.Errorf("process %d: OnFleet %v, %d fallbacks with Redis away", i, st.OnFleet, st.Fallbacks)
@@ -171,7 +182,7 @@ func TestLimiterFallbackShare(t *testing.T) {
 				if total > d.most*1.05 {
 					t.Errorf("fleet %.0f/s with Redis away, want at most %.0f/s (5%% for the measure)", total, d.most)
 				}
-				if bound := min(timeout, d.deadline) + faultSlack; longest > bound {
+				if bound := min(timeout, d.deadline) + slack; longest > bound {
 					t.Errorf("a call waited %v with Redis away, want at most %v", longest, bound)
 				}
 
