@@ -78,7 +78,9 @@ func TestLoggerRateLimited(t *testing.T) {
 	outage := len(logs.all) // the records of the outage
 	logs.mu.Unlock()
 	s.Start()
-	waitFor(t, time.Second, "the budget back on Redis", func() bool {
+	// After repeated dial errors the client's pool dials again once a
+	// second (go-redis's tryDial): Redis is reached within about a second.
+	waitFor(t, 3*time.Second, "the budget back on Redis", func() bool {
 		call()
 		return b.Stats().OnFleet
 	})
