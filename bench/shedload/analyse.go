@@ -11,7 +11,7 @@ type Bucket struct {
 	AtS       float64 `json:"at_s"`      // the tick's start, seconds into the run
 	Offered   int     `json:"offered"`   // logical requests due in the tick
 	Succeeded int     `json:"succeeded"` // logical requests that succeeded in the tick
-	Served    int     `json:"served"`    // logical requests due in the tick that succeeded, when they did
+	Served    int     `json:"served"`    // logical requests due in the tick that succeeded within recoveryWithin
 	// P99MS is the server-side latency (99th percentile) of the attempts
 	// admitted that arrived in the tick, 0 when none.
 	P99MS float64 `json:"admitted_p99_ms"`
@@ -54,12 +54,16 @@ const Tick = 100 * time.Millisecond
 
 // The rule of recovery: the first tick from which, in every window of
 // recoveryTicks ticks to the end of the run, at least recoveryShare of the
-// requests due succeed. Requests count by when they were due, not by when
-// they ended, so that a pause of the machine that moves a few responses
-// to the next tick moves no request out of its window.
+// requests due succeed within recoveryWithin of being due. Requests count
+// by when they were due, not by when they ended, so that a pause of the
+// machine that moves a few responses to the next tick moves no request
+// out of its window; and only those that succeeded in time, so that a
+// server still working through the overload's queue, answering each
+// request seconds late, has not recovered.
 const (
-	recoveryTicks = 3
-	recoveryShare = 0.9
+	recoveryTicks  = 3
+	recoveryShare  = 0.9
+	recoveryWithin = time.Second
 )
 
 // analyse measures a run of p on server from its client-side calls (call
@@ -81,7 +85,7 @@ func analyse(server string, p Profile, calls []call, attempts []*Attempt) *Resul
 			r.Buckets[k].Offered++
 		}
 		if c.ok {
-			if k < n {
+			if k < n && c.done-c.at <= recoveryWithin {
 				r.Buckets[k].Served++
 			}
 			if k := int(c.done / Tick); k < n {

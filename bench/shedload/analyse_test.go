@@ -181,3 +181,28 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("%d ticks, want 30", len(r.Buckets))
 	}
 }
+
+// TestRecoveryNeedsTimelyAnswers: after the overload, requests answered
+// seconds late, as a server still working through its queue answers them,
+// do not count as recovered; the run recovers when answers come in time.
+func TestRecoveryNeedsTimelyAnswers(t *testing.T) {
+	p := Profile{Workers: 10, Service: 100 * time.Millisecond, Deadline: 5 * time.Second,
+		Unloaded: time.Second, Overload: time.Second, After: 3 * time.Second, OverloadFactor: 3, LightFactor: 0.5}
+	at := arrivals(p)
+	calls := make([]call, len(at))
+	for i, a := range at {
+		late := a >= 2*time.Second && a < 3*time.Second // the first second after the overload
+		calls[i] = call{at: a, sent: a, done: a + 100*time.Millisecond, ok: true}
+		if late {
+			calls[i].done = a + 3*time.Second
+		}
+	}
+	r := analyse("late", p, calls, nil)
+	if r.RecoveryS == nil || *r.RecoveryS < 0.95 || *r.RecoveryS > 1.05 {
+		got := "never"
+		if r.RecoveryS != nil {
+			got = time.Duration(*r.RecoveryS * float64(time.Second)).String()
+		}
+		t.Errorf("recovery after %s, want 1s: the answers 3 s late are not a recovery", got)
+	}
+}

@@ -146,5 +146,5 @@ func writeTable(w io.Writer, p shedload.Profile, results []*shedload.Result) {
 	fmt.Fprintln(w, "latency of the attempts the shedding let through during the overload (unloaded: during the first")
 	fmt.Fprintln(w, "phase); amplification: attempts reaching the server per logical request; early retries: attempts")
 	fmt.Fprintln(w, "arriving before the Retry-After sent to the attempt before them; recovery: from the overload's end")
-	fmt.Fprintln(w, "to the first 100 ms tick from which, in every 300 ms, at least 90% of the requests due succeed")
+	fmt.Fprintln(w, "to the first 100 ms tick from which, in every 300 ms, at least 90% of the requests due succeed within 1 s")
 }
