@@ -553,20 +553,25 @@ func TestHedgeTransportNilBodies(t *testing.T) {
 func TestHedgeTransportFatalResponse(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	var n atomic.Int32
-	hedgeDone := make(chan struct{})
+	hedgeIn, hedgeDone := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch n.Add(1) {
-		case 1: // the first attempt: slow, then a 404
-			time.Sleep(60 * time.Millisecond)
+		n.Add(1)
+		if r.Header.Get(retry.AttemptHeader) == "" { // the first attempt: a 404 once the hedge runs
+			select {
+			case <-hedgeIn:
+			case <-time.After(5 * time.Second):
+			}
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, "no such thing")
-		default: // the hedge: slower still, until canceled
-			defer close(hedgeDone)
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
-				io.WriteString(w, "late success")
-			}
+			return
+		}
+		// The hedge: slower still, until canceled.
+		defer close(hedgeDone)
+		close(hedgeIn)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+			io.WriteString(w, "late success")
 		}
 	}))
 	defer srv.Close()
