@@ -20,39 +20,46 @@ func (w nopWriter) Header() http.Header         { return w.h }
 func (w nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w nopWriter) WriteHeader(int)             {}
 
-// Case: a request admitted by a server's load shedding, a first attempt
-// with no quota, through a handler that does nothing: the middleware's
-// own cost over the handler alone ("plain"), ours (package shed with its
-// defaults) beside failsafe-go's server handler with its adaptive limiter
-// (the policy its documentation gives for shedding), one goroutine and
-// all of them in parallel. Each limit is warmed first: until its first
-// windows close, ours times every request.
-func BenchmarkShed(b *testing.B) {
+// shedImpl is a handler that does nothing, behind one implementation of
+// shedding (or none: plain).
+type shedImpl struct {
+	name string
+	h    http.Handler
+}
+
+// shedImpls returns the implementations of the Shed cases, each warmed:
+// until its first windows close, ours times every request.
+func shedImpls(b *testing.B) []shedImpl {
 	nop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	s, err := shed.New(shed.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	impls := []struct {
-		name string
-		h    http.Handler
-	}{
+	impls := []shedImpl{
 		{name: "plain", h: nop},
 		{name: "retry-shed", h: s.Handler(nop)},
 		{name: "failsafe-go-adaptivelimiter", h: failsafehttp.NewHandler(nop, adaptivelimiter.NewWithDefaults[*http.Response]())},
 	}
-	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
 	for _, im := range impls {
-		w := nopWriter{h: http.Header{}}
 		for end := time.Now().Add(1100 * time.Millisecond); time.Now().Before(end); {
 			for range 1000 {
 				im.h.ServeHTTP(w, req)
 			}
 		}
 	}
-	for _, im := range impls {
+	return impls
+}
+
+// Case: a request admitted by a server's load shedding, a first attempt
+// with no quota, through a handler that does nothing: the middleware's
+// own cost over the handler alone ("plain"), ours (package shed with its
+// defaults) beside failsafe-go's server handler with its adaptive limiter
+// (the policy its documentation gives for shedding).
+func BenchmarkShed(b *testing.B) {
+	for _, im := range shedImpls(b) {
 		b.Run(im.name, func(b *testing.B) {
-			w := nopWriter{h: http.Header{}}
+			w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
 			for b.Loop() {
 				im.h.ServeHTTP(w, req)
 			}
@@ -63,28 +70,7 @@ func BenchmarkShed(b *testing.B) {
 // Case: BenchmarkShed's requests from every goroutine at once, as a
 // server serves them.
 func BenchmarkShedParallel(b *testing.B) {
-	nop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	s, err := shed.New(shed.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	impls := []struct {
-		name string
-		h    http.Handler
-	}{
-		{name: "plain", h: nop},
-		{name: "retry-shed", h: s.Handler(nop)},
-		{name: "failsafe-go-adaptivelimiter", h: failsafehttp.NewHandler(nop, adaptivelimiter.NewWithDefaults[*http.Response]())},
-	}
-	for _, im := range impls {
-		w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
-		for end := time.Now().Add(1100 * time.Millisecond); time.Now().Before(end); {
-			for range 1000 {
-				im.h.ServeHTTP(w, req)
-			}
-		}
-	}
-	for _, im := range impls {
+	for _, im := range shedImpls(b) {
 		b.Run(im.name, func(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
