@@ -3,6 +3,7 @@ package grpc_test
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,7 +154,10 @@ func TestClientHonoursPushback(t *testing.T) {
 
 // TestInboundRetryNotRetried: a client of this module inside the handler
 // makes one attempt to a failing dependency when the RPC it serves is a
-// retry (grpc-previous-rpc-attempts >= 1), all of them otherwise.
+// retry (grpc-previous-rpc-attempts >= 1), all of them otherwise, or with
+// nested retries on; and a call made while serving a retry carries
+// grpc-previous-rpc-attempts on its own first attempt, so that the server
+// below knows the request belongs to a retry.
 func TestInboundRetryNotRetried(t *testing.T) {
 	down := &server{check: failing(codes.Unavailable, 1000)}
 	downAddr := listen(t, down)
@@ -175,20 +179,23 @@ func TestInboundRetryNotRetried(t *testing.T) {
 	c := plain(t, listenShed(t, front, sh))
 	tests := []struct {
 		name     string
-		previous string
+		previous string // what the front receives
 		stream   bool
-		wantHits int
+		nested   bool     // the front's client retries anyway
+		wantSeen []string // grpc-previous-rpc-attempts of each hit on the dependency
 	}{
-		{name: "first attempt", wantHits: 3},
-		{name: "retry", previous: "1", wantHits: 1},
-		{name: "malformed", previous: "abc", wantHits: 3},
-		{name: "stream retry", previous: "2", stream: true, wantHits: 1},
-		{name: "stream first attempt", stream: true, wantHits: 3},
+		{name: "first attempt", wantSeen: []string{"", "1", "2"}},
+		{name: "retry", previous: "1", wantSeen: []string{"1"}},
+		{name: "third attempt", previous: "2", wantSeen: []string{"2"}},
+		{name: "malformed", previous: "abc", wantSeen: []string{"", "1", "2"}},
+		{name: "stream retry", previous: "2", stream: true, wantSeen: []string{"2"}},
+		{name: "stream first attempt", stream: true, wantSeen: []string{"", "1", "2"}},
+		{name: "retry, nested retries on", previous: "1", nested: true, wantSeen: []string{"1", "1", "2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			downstream = grpc_health_v1.NewHealthClient(dial(t, downAddr, retry.New(retry.WithPolicy(immediate(t, 3)))))
-			before := down.count()
+			downstream = grpc_health_v1.NewHealthClient(dial(t, downAddr, retry.New(retry.WithPolicy(immediate(t, 3)), retry.WithNestedRetries(tt.nested))))
+			before := len(down.seen())
 			ctx := context.Background()
 			if tt.previous != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, retrygrpc.PreviousAttemptsKey, tt.previous)
@@ -204,8 +211,12 @@ func TestInboundRetryNotRetried(t *testing.T) {
 			} else if _, err := c.Check(ctx, &grpc_health_v1.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
 				t.Errorf("err = %v, want the dependency's UNAVAILABLE", err)
 			}
-			if got := down.count() - before; got != tt.wantHits {
-				t.Errorf("dependency hits = %d, want %d", got, tt.wantHits)
+			var seen []string
+			for _, h := range down.seen()[before:] {
+				seen = append(seen, h.previous)
+			}
+			if !slices.Equal(seen, tt.wantSeen) {
+				t.Errorf("the dependency saw %d hits with grpc-previous-rpc-attempts %q, want %q", len(seen), seen, tt.wantSeen)
 			}
 		})
 	}
