@@ -8,9 +8,13 @@
 //
 //	go run ./bench/cmd/shedload                  # from the repository's root
 //	go run ./bench/cmd/shedload --short          # the form that make test runs
-//	go run ./bench/cmd/shedload --json --plot goodput.svg
+//	go run ./bench/cmd/shedload --json --plot goodput.svg > run.json
+//	go run ./bench/cmd/shedload --replay run.json --plot again.svg
 //	go run ./bench/cmd/shedload --grpc
 //
+// --replay prints and draws the results of an earlier --json run instead
+// of running (give --short too when that run had it): README's picture
+// and tables are a recorded run, redrawn by the tests.
 // Exit status: 0 after a run, 1 when a run failed, 2 on bad flags.
 package main
 
@@ -43,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	plotFile := fs.String("plot", "", "draw goodput over time for every server to `FILE` (.svg, .png or .pdf)")
 	only := fs.String("servers", "", "comma-separated names of the servers to run (default: all)")
 	overGRPC := fs.Bool("grpc", false, "over gRPC (grpc-go, the grpc module's interceptors) instead of HTTP")
+	replay := fs.String("replay", "", "print and draw the results of an earlier --json run in `FILE` instead of running")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,6 +71,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var results []*shedload.Result
+	if *replay != "" {
+		b, err := os.ReadFile(*replay)
+		if err == nil {
+			err = json.Unmarshal(b, &results)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "shedload: flag --replay = %q: %v\n", *replay, err)
+			return 2
+		}
+		targets = nil
+	}
 	for _, t := range targets {
 		fmt.Fprintf(stderr, "running %s (%s)\n", t.Name, p.Duration())
 		r, err := shedload.Run(ctx, p, t)
