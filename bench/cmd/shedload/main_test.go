@@ -20,6 +20,7 @@ func TestUsage(t *testing.T) {
 		{name: "unknown server", args: []string{"--servers", "none,nginx"}, want: `no server "nginx"`},
 		{name: "argument", args: []string{"now"}, want: `unexpected argument "now"`},
 		{name: "unknown flag", args: []string{"--long"}, want: "flag provided but not defined"},
+		{name: "replay of no file", args: []string{"--replay", "testdata/none.json"}, want: `flag --replay = "testdata/none.json"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
