@@ -3,14 +3,17 @@ package retry
 import "context"
 
 // AttemptHeader is the request header field in which the Transport sends
-// the number of an attempt, from the second on: "Retry-Attempt: 2" on the
-// first retry or hedge of a request, 3 on the next, and so on; the first
-// attempt carries no such field, so a request without it is a first
-// attempt. The server's shedding (package shed) reads it to shed retries
-// first and to mark the request's context (WithInboundAttempt). The name
-// says what the value is, without the "X-" prefix RFC 6648 retired; the
-// count is one-based like Envoy's x-envoy-attempt-count, which shed reads
-// too.
+// the attempt number of the operation a request belongs to (see
+// OutboundAttempt): "Retry-Attempt: 2" on the first retry or hedge of a
+// request, 3 on the next, and so on. A first attempt carries no such
+// field, unless it is made while serving a retry (WithInboundAttempt) or
+// inside an attempt of an enclosing call that is itself a retry (a
+// Transport inside Do's second attempt): then it carries that number, so
+// that the server knows the request belongs to a retry. The server's
+// shedding (package shed) reads it to shed retries first and to mark the
+// request's context. The name says what the value is, without the "X-"
+// prefix RFC 6648 retired; the count is one-based like Envoy's
+// x-envoy-attempt-count, which shed reads too.
 const AttemptHeader = "Retry-Attempt"
 
 // inboundKey is the context key of WithInboundAttempt.
@@ -20,7 +23,11 @@ type inboundKey struct{}
 // served is attempt n of its caller (1 for a first attempt): the server's
 // shedding (package shed) and the gRPC server interceptors set it from the
 // request's AttemptHeader or grpc-previous-rpc-attempts. For n <= 1 it
-// returns ctx itself.
+// returns ctx itself, or, when ctx carries a mark, a copy without it: a
+// job a handler starts to outlive its request (with
+// context.WithoutCancel(r.Context())), whose failure the caller never
+// sees, is no part of the caller's retry, and WithInboundAttempt(ctx, 1)
+// lets it retry on its own.
 //
 // Retries happen at one layer: a call of this package (Do, Run, Attempts,
 // Hedged, the Transport, the gRPC interceptors) under a context whose
@@ -28,8 +35,14 @@ type inboundKey struct{}
 // caller is already retrying; a failure that would have been retried ends
 // the call with ReasonInboundRetry. WithNestedRetries(true) retries anyway.
 func WithInboundAttempt(ctx context.Context, n int) context.Context {
-	if n <= 1 || ctx == nil {
-		return ctx
+	if ctx == nil {
+		return nil
+	}
+	if n <= 1 {
+		if InboundAttempt(ctx) == 0 {
+			return ctx
+		}
+		n = 0
 	}
 	return context.WithValue(ctx, inboundKey{}, n)
 }
@@ -61,11 +74,15 @@ func (c *config) inboundRetry(ctx context.Context) bool {
 
 // OutboundAttempt returns the attempt number that a request sent under ctx
 // carries on the wire (the Transport's AttemptHeader; the gRPC client
-// interceptors send one less as grpc-previous-rpc-attempts): the larger of
-// the attempt whose context ctx is (AttemptFrom) and the inbound attempt of
-// the request being served (InboundAttempt). A request made while serving
-// a retry is thus marked a retry too, even on its own first attempt, so
-// that the layers below do not retry it either.
+// interceptors send one less as grpc-previous-rpc-attempts): the largest
+// of the attempt whose context ctx is (AttemptFrom), the attempts of the
+// calls enclosing it (a Transport inside Do's fn), and the inbound attempt
+// of the request being served (InboundAttempt). A request made while
+// serving a retry, or inside a retry of an enclosing call, is thus marked
+// a retry too, even on its own first attempt, so that the layers below do
+// not retry it either. The numbers of a call that retries under a mark
+// (WithNestedRetries(true)) may repeat: attempts 1, 2 and 3 under an
+// inbound 2 send 2, 2 and 3.
 func OutboundAttempt(ctx context.Context) int {
-	return max(AttemptFrom(ctx), InboundAttempt(ctx))
+	return max(AttemptFrom(ctx), enclosing(ctx), InboundAttempt(ctx))
 }

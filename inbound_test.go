@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -36,6 +37,19 @@ func TestInboundAttempt(t *testing.T) {
 				t.Errorf("WithInboundAttempt(ctx, %d) made a new context, want ctx itself", tt.n)
 			}
 		})
+	}
+	// A job started to outlive the request is no part of the caller's
+	// retry: WithInboundAttempt(ctx, 1) clears the mark.
+	marked := retry.WithInboundAttempt(base, 3)
+	cleared := retry.WithInboundAttempt(context.WithoutCancel(marked), 1)
+	if got := retry.InboundAttempt(cleared); got != 0 {
+		t.Errorf("InboundAttempt after clearing = %d, want 0", got)
+	}
+	calls := 0
+	_ = retry.Run(cleared, func(context.Context) error { calls++; return errors.New("down") },
+		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+	if calls != 3 {
+		t.Errorf("a call under a cleared mark made %d attempts, want 3", calls)
 	}
 	//lint:ignore SA1012 a nil context is what this case is about
 	if got := retry.InboundAttempt(nil); got != 0 { //nolint:staticcheck
@@ -172,5 +186,43 @@ func TestTransportAtOneLayer(t *testing.T) {
 				t.Errorf("hits = %d, want %d", got, tt.wantHits)
 			}
 		})
+	}
+}
+
+// TestWireAttemptOfEnclosingCall: a Transport called inside an attempt of
+// Do numbers its own attempts, and its requests carry the enclosing
+// attempt's number when that is higher: Do's retry reaches the server
+// marked a retry, even on the Transport's first attempt.
+func TestWireAttemptOfEnclosingCall(t *testing.T) {
+	var seen []string
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get(retry.AttemptHeader))
+		if hits.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	// The Transport makes one attempt a call, so every request is its
+	// first; Do makes two.
+	client := &http.Client{Transport: retry.NewTransport(nil, retry.WithPolicy(retry.Policy{MaxAttempts: 1}))}
+	defer client.CloseIdleConnections()
+	err := retry.Run(context.Background(), func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}, retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"", "2"}; !slices.Equal(seen, want) {
+		t.Errorf("Retry-Attempt of each request = %q, want %q", seen, want)
 	}
 }

@@ -191,12 +191,32 @@ func (c *call) numbered(ctx context.Context) context.Context {
 }
 
 // withAttempt returns ctx carrying attempt number n, or ctx itself for a
-// first attempt whose context carries no number.
+// first attempt whose context carries no number. A call inside an attempt
+// of another (a Transport inside Do's fn) numbers its own attempts, and
+// keeps the higher number the enclosing attempts send on the wire (see
+// OutboundAttempt) beside them, so that its requests are marked retries
+// when the enclosing call is retrying.
 func withAttempt(ctx context.Context, n int) context.Context {
 	if n == 1 && ctx.Value(attemptKey{}) == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, attemptKey{}, n)
+	outer := max(AttemptFrom(ctx), enclosing(ctx))
+	ctx = context.WithValue(ctx, attemptKey{}, n)
+	if outer > n {
+		ctx = context.WithValue(ctx, enclosingKey{}, outer)
+	}
+	return ctx
+}
+
+// enclosingKey is the context key of the highest attempt number of the
+// calls that enclose the call whose attempt the context is.
+type enclosingKey struct{}
+
+// enclosing returns the highest attempt number of the calls enclosing
+// the attempt whose context is ctx, 0 when there is none.
+func enclosing(ctx context.Context) int {
+	n, _ := ctx.Value(enclosingKey{}).(int)
+	return n
 }
 
 // timed runs f with a per-attempt timeout of d > 0, and reports whether

@@ -401,7 +401,7 @@ var errNoResponse = errors.New("retry: base transport returned neither a respons
 func (rt *roundTrip) request(ctx context.Context, n int) (*http.Request, error) {
 	req := rt.req
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	wire := max(n, InboundAttempt(ctx)) // OutboundAttempt: ctx is attempt n's
+	wire := max(n, OutboundAttempt(ctx)) // ctx is attempt n's, or the caller's for the first
 	if !hasBody && rt.idemKey == "" && wire == 1 && ctx == req.Context() {
 		return req, nil // nothing to change: the caller's own request
 	}

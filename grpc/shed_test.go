@@ -422,3 +422,26 @@ func TestClientWaitsPushback(t *testing.T) {
 		t.Logf("the retry came %v after the refusal, told %v", gap, shedAt[0].pushback)
 	}
 }
+
+// TestWireAttemptOfEnclosingCall: the client interceptor inside an
+// attempt of retry.Run numbers its own attempts, and sends the enclosing
+// attempt's count when that is higher: Run's retry reaches the server as
+// a retry, even on the interceptor's first attempt.
+func TestWireAttemptOfEnclosingCall(t *testing.T) {
+	down := &server{check: failing(codes.Unavailable, 1)}
+	c, _ := start(t, down, retry.New(retry.WithPolicy(immediate(t, 1))))
+	err := retry.Run(context.Background(), func(ctx context.Context) error {
+		_, err := c.Check(ctx, &grpc_health_v1.HealthCheckRequest{})
+		return err
+	}, retry.WithPolicy(immediate(t, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, h := range down.seen() {
+		seen = append(seen, h.previous)
+	}
+	if want := []string{"", "1"}; !slices.Equal(seen, want) {
+		t.Errorf("grpc-previous-rpc-attempts of each hit = %q, want %q", seen, want)
+	}
+}
