@@ -231,8 +231,10 @@ func (s *Shedder) dispatch() {
 }
 
 // Done gives the permit of t back; when requests wait, it goes to the
-// head of the queue. Done of the zero Ticket does nothing; call it once
-// per admitted request, also when the handler panics.
+// head of the queue. Done of the zero Ticket does nothing. Call it exactly
+// once for each Ticket Admit returned without a refusal, also when the
+// handler panics: a Ticket is a value, and a second Done would give back
+// a permit that another request holds.
 func (s *Shedder) Done(t Ticket) { s.release(t, true) }
 
 // release gives the permit of t back, counting it as completed when done.

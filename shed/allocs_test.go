@@ -36,6 +36,39 @@ func TestAdmittedAllocs(t *testing.T) {
 	}
 }
 
+// TestAdmittedAllocsOthers: what README gives for the other admitted
+// requests: a retry allocates 2 (its context, marked with
+// retry.WithInboundAttempt, and the request's copy), a request under a
+// quota 6 (its RateLimit fields).
+func TestAdmittedAllocsOthers(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   shed.Options
+		header string // Retry-Attempt
+		want   float64
+	}{
+		{name: "retry", header: "2", want: 2},
+		{name: "quota", opts: shed.Options{Quota: shed.Quota{Limit: 1 << 40, Key: func(*http.Request) string { return "k" }}}, want: 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := shed.New(tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := s.Handler(nop)
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tt.header != "" {
+				req.Header.Set("Retry-Attempt", tt.header)
+			}
+			w := nopWriter{h: http.Header{}}
+			if n := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) }); n != tt.want {
+				t.Errorf("%v allocs, want %v", n, tt.want)
+			}
+		})
+	}
+}
+
 // BenchmarkAdmitted is the middleware's cost on an admitted first attempt
 // without a quota: compare with the handler alone ("bare").
 func BenchmarkAdmitted(b *testing.B) {

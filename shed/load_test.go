@@ -183,7 +183,7 @@ func TestOptionsEdges(t *testing.T) {
 		{name: "quota window negative", opts: shed.Options{Quota: shed.Quota{Limit: 1, Window: -time.Second}}, wantErr: "shed: Options.Quota.Window = -1s: must be a whole number of seconds >= 0"},
 		{name: "bounds at their most", opts: shed.Options{Initial: 1_000_000, Min: 1_000_000, Max: 1_000_000}},
 		{name: "huge durations and queue", opts: shed.Options{MaxLatency: math.MaxInt64, QueueWait: math.MaxInt64, Queue: math.MaxInt, MaxRetryAfter: math.MaxInt64}},
-		{name: "huge quota", opts: shed.Options{Quota: shed.Quota{Limit: math.MaxInt, Window: math.MaxInt64 / time.Second * time.Second}}},
+		{name: "huge quota", opts: shed.Options{Quota: shed.Quota{Limit: 999_999_999_999_999, Window: math.MaxInt64 / time.Second * time.Second}}},
 		{name: "typed nil priority, quota without key", opts: shed.Options{Initial: 1, Priority: nilPriority, Quota: shed.Quota{Limit: 1}}, wantSecond: http.StatusTooManyRequests},
 	}
 	for _, tt := range tests {
@@ -311,7 +311,7 @@ var (
 
 // TestQuotaFields: over a run of requests past a quota, some also shed
 // for overload, every response carries RateLimit-Policy and RateLimit
-// exactly as draft-ietf-httpapi-ratelimit-headers-10 writes them, r never
+// exactly as draft-ietf-httpapi-ratelimit-headers-11 writes them, r never
 // negative, t at least 1 and at most the window; a 429 has Retry-After
 // equal to t, even with a window longer than MaxRetryAfter.
 func TestQuotaFields(t *testing.T) {

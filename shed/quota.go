@@ -14,7 +14,7 @@ import (
 // request; a request over it is shed with ReasonQuota (HTTP 429, with
 // Retry-After the time until the window resets). Every HTTP response to a
 // request the quota counts carries the fields of
-// draft-ietf-httpapi-ratelimit-headers-10 (RateLimit header fields for
+// draft-ietf-httpapi-ratelimit-headers-11 (RateLimit header fields for
 // HTTP, https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/),
 // Structured Fields lists of one item, the policy named "default":
 //
@@ -49,14 +49,18 @@ const (
 	overflowKey        = "" // the window the clients past maxQuotaKeys share; "" is never a client's key
 )
 
+// maxQuota is the largest Limit: the RateLimit fields carry it and what
+// is left of it as Structured Fields integers, at most 15 digits.
+const maxQuota = 999_999_999_999_999
+
 // resolve returns q with its defaults, or the error of its invalid field.
 func (q Quota) resolve() (Quota, error) {
 	bad := func(field string, value any, rule string) (Quota, error) {
 		return q, fmt.Errorf("shed: Options.Quota.%s = %v: %s", field, value, rule)
 	}
 	switch {
-	case q.Limit < 0:
-		return bad("Limit", q.Limit, "must be >= 0")
+	case q.Limit < 0 || q.Limit > maxQuota:
+		return bad("Limit", q.Limit, "must be in [0, 999999999999999], the integers a Structured Field can carry (RFC 9651)")
 	case q.Window < 0 || q.Window%time.Second != 0:
 		return bad("Window", q.Window, "must be a whole number of seconds >= 0")
 	}

@@ -34,7 +34,8 @@ func TestNewInvalid(t *testing.T) {
 		{name: "queue wait", opts: shed.Options{QueueWait: -time.Second}, want: "shed: Options.QueueWait = -1s: must be >= 0"},
 		{name: "max latency", opts: shed.Options{MaxLatency: -1}, want: "shed: Options.MaxLatency = -1ns: must be >= 0"},
 		{name: "max retry after", opts: shed.Options{MaxRetryAfter: 500 * time.Millisecond}, want: "shed: Options.MaxRetryAfter = 500ms: must be 0 or >= 1s"},
-		{name: "quota limit", opts: shed.Options{Quota: shed.Quota{Limit: -1}}, want: "shed: Options.Quota.Limit = -1: must be >= 0"},
+		{name: "quota limit", opts: shed.Options{Quota: shed.Quota{Limit: -1}}, want: "shed: Options.Quota.Limit = -1: must be in [0, 999999999999999], the integers a Structured Field can carry (RFC 9651)"},
+		{name: "quota limit past 15 digits", opts: shed.Options{Quota: shed.Quota{Limit: 1_000_000_000_000_000}}, want: "shed: Options.Quota.Limit = 1000000000000000: must be in [0, 999999999999999], the integers a Structured Field can carry (RFC 9651)"},
 		{name: "quota window", opts: shed.Options{Quota: shed.Quota{Limit: 1, Window: 1500 * time.Millisecond}}, want: "shed: Options.Quota.Window = 1.5s: must be a whole number of seconds >= 0"},
 	}
 	for _, tt := range tests {

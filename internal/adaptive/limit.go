@@ -79,14 +79,25 @@ func (p *Limit) Acquire() (timed, ok bool) {
 	return m == 0 || rand.Uint64()&m == 0, true
 }
 
-// Release gives a permit back without a sample.
-func (p *Limit) Release() { p.inflight.Add(-1) }
+// Release gives a permit back without a sample. A permit given back twice
+// is caught only when none is held: the count never goes below zero.
+func (p *Limit) Release() { p.giveBack() }
+
+// giveBack lowers the permits in use, never below zero, and returns them.
+func (p *Limit) giveBack() int64 {
+	n := p.inflight.Add(-1)
+	if n < 0 {
+		p.inflight.Add(1)
+		return 0
+	}
+	return n
+}
 
 // Done gives a timed permit back and feeds the algorithm its latency rtt,
 // dropped when what it did failed in a way that says the dependency is
 // overloaded, ending at now.
 func (p *Limit) Done(rtt time.Duration, dropped bool, now time.Time) {
-	n := p.inflight.Add(-1)
+	n := p.giveBack()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.samples++

@@ -86,6 +86,23 @@ func TestLimitBounds(t *testing.T) {
 	if _, ok := l.Acquire(); !ok {
 		t.Fatal("a permit given back was not given again")
 	}
+	// Given back more often than taken: the count stays at zero, so the
+	// limit still holds.
+	for range 5 {
+		l.Release()
+	}
+	l.Done(time.Millisecond, false, time.Unix(0, 0))
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("InFlight = %d after more releases than permits, want 0", n)
+	}
+	for range 2 {
+		if _, ok := l.Acquire(); !ok {
+			t.Fatal("a free permit was refused")
+		}
+	}
+	if _, ok := l.Acquire(); ok {
+		t.Fatal("a third permit was given at a limit of 2 after extra releases")
+	}
 }
 
 // TestLimitConcurrent: permits taken and given back from many goroutines
