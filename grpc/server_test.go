@@ -109,14 +109,15 @@ func sendN(stream grpc_health_v1.Health_WatchServer, n int) error {
 	return nil
 }
 
-// listen starts s on a loopback TCP port and returns its address.
-func listen(t testing.TB, s *server) string {
+// listen starts s on a loopback TCP port, with the given server options
+// (interceptors), and returns its address.
+func listen(t testing.TB, s *server, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(opts...)
 	grpc_health_v1.RegisterHealthServer(gs, s)
 	done := make(chan struct{})
 	go func() {

@@ -2,7 +2,6 @@ package grpc_test
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,24 +23,8 @@ import (
 // listenShed starts s behind sh's server interceptors on a loopback TCP
 // port and returns its address.
 func listenShed(t *testing.T, s *server, sh *shed.Shedder) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.UnaryInterceptor(retrygrpc.UnaryServerInterceptor(sh)),
+	return listen(t, s, grpc.UnaryInterceptor(retrygrpc.UnaryServerInterceptor(sh)),
 		grpc.StreamInterceptor(retrygrpc.StreamServerInterceptor(sh)))
-	grpc_health_v1.RegisterHealthServer(gs, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-done
-	})
-	return lis.Addr().String()
 }
 
 // plain connects to addr without interceptors.
@@ -222,28 +205,6 @@ func TestInboundRetryNotRetried(t *testing.T) {
 	}
 }
 
-// listenChain starts s behind the given interceptors on a loopback TCP
-// port and returns its address.
-func listenChain(t *testing.T, s *server, unary []grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.StreamInterceptor(stream))
-	grpc_health_v1.RegisterHealthServer(gs, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-done
-	})
-	return lis.Addr().String()
-}
-
 // callShed makes a unary or stream call and returns the pushback
 // trailer's values and its error.
 func callShed(ctx context.Context, c grpc_health_v1.HealthClient, stream bool) ([]string, error) {
@@ -386,7 +347,7 @@ func TestClientWaitsPushback(t *testing.T) {
 		}
 		return nil
 	}}
-	addr := listenChain(t, srv, []grpc.UnaryServerInterceptor{record, retrygrpc.UnaryServerInterceptor(sh)}, retrygrpc.StreamServerInterceptor(sh))
+	addr := listen(t, srv, grpc.ChainUnaryInterceptor(record, retrygrpc.UnaryServerInterceptor(sh)), grpc.StreamInterceptor(retrygrpc.StreamServerInterceptor(sh)))
 	first := make(chan error)
 	go func() {
 		_, err := plain(t, addr).Check(context.Background(), &grpc_health_v1.HealthCheckRequest{})
