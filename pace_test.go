@@ -226,3 +226,44 @@ func TestTransportPacingHedge(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportPacingCanceled: a request held for a server's quota reset
+// ends when its context is canceled with a cause, at once, with the cause
+// reachable, and is never sent.
+func TestTransportPacingCanceled(t *testing.T) {
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		w.Header().Set("RateLimit", `"default";r=0;t=30`)
+	}))
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr := retry.NewTransport(base, retry.WithMaxServerDelay(time.Minute))
+	resp, err := send(context.Background(), tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cause := errors.New("the user went away")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(20*time.Millisecond, func() { cancel(cause) })
+	start := time.Now()
+	_, err = send(ctx, tr, srv.URL)
+	took := time.Since(start)
+	var e *retry.Error
+	if !errors.As(err, &e) || e.Reason != retry.ReasonCanceled || !errors.Is(err, cause) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want canceled with its cause", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the held request ended %v after it began, want soon after the cancel at 20ms", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if requests != 1 {
+		t.Errorf("the server saw %d requests, want 1: the held one is never sent", requests)
+	}
+}

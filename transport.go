@@ -27,7 +27,8 @@ import (
 // number in the AttemptHeader field ("Retry-Attempt: 2" on the first retry
 // or hedge), so that the server can tell retries apart and shed them first;
 // the first attempt carries none of its own, unless the request is made
-// while serving a retry (WithInboundAttempt), when every attempt carries
+// while serving a retry (WithInboundAttempt) or inside a retry of an
+// enclosing call (a Transport inside Do's fn), when every attempt carries
 // OutboundAttempt, so that the layers below do not retry it either. A
 // Retry-Attempt the caller set goes out as is on an attempt that carries
 // none of its own, and is replaced on the others.
