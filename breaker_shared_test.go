@@ -428,41 +428,52 @@ func TestBreakersOnFleet(t *testing.T) {
 // sync that reaches it: the fleet's breaker closes, instead of staying
 // half-open with its claim taken.
 func TestSharedBreakerProbeOutcomeKept(t *testing.T) {
-	store := newMemStore(5 * time.Millisecond)
-	spec := retry.Breaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: 30 * time.Millisecond, Probes: 1, StoreWait: 50 * time.Millisecond}
-	r := fleet(1, store, spec)[0]
-	// Deadlines long enough for a loaded machine: a probe whose call's
-	// context ends is released, not a success.
-	call := func(fn func(context.Context) error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-		defer cancel()
-		r.Run(ctx, fn)
-	}
-	look := func(context.Context) error { return retry.Permanent(errTransient) }
-	waitState := func(want string) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Second); store.state("") != want; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the fleet's breaker is %s, want %s", store.state(""), want)
+	// Virtual time: the fleet's breaker is open for 30 ms, a window a
+	// loaded machine's scheduler could let the poll below miss.
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(5 * time.Millisecond)
+		spec := retry.Breaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: 30 * time.Millisecond, Probes: 1, StoreWait: 50 * time.Millisecond}
+		r := fleet(1, store, spec)[0]
+		// A probe whose call's context ends is released, not a success.
+		call := func(fn func(context.Context) error) {
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			r.Run(ctx, fn)
+		}
+		// look makes the syncs that carry the counts; it gives up at once
+		// where the breaker would have it wait out the open time, which
+		// would let the state move on to half-open under the poll.
+		look := func() {
+			_ = retry.Run(t.Context(), func(context.Context) error { return retry.Permanent(errTransient) }, r, retry.WithMaxElapsed(time.Millisecond))
+		}
+		waitState := func(want string) {
+			t.Helper()
+			for deadline := time.Now().Add(time.Second); store.state("") != want; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the fleet's breaker is %s, want %s", store.state(""), want)
+				}
+				look()
 			}
-			call(look)
 		}
-	}
-	call(func(context.Context) error { return errTransient })
-	call(func(context.Context) error { return errTransient })
-	waitState(retry.BreakerOpen)
-	var probed atomic.Bool
-	for deadline := time.Now().Add(time.Second); !probed.Load(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no probe granted")
+		call(func(context.Context) error { return errTransient })
+		call(func(context.Context) error { return errTransient })
+		waitState(retry.BreakerOpen)
+		var probed atomic.Bool
+		for deadline := time.Now().Add(time.Second); !probed.Load(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no probe granted")
+			}
+			call(func(context.Context) error {
+				probed.Store(true)
+				store.set(true, false) // down as the probe runs: its outcome's sync fails
+				return nil
+			})
 		}
-		call(func(context.Context) error {
-			probed.Store(true)
-			store.set(true, false) // down as the probe runs: its outcome's sync fails
-			return nil
-		})
-	}
-	time.Sleep(20 * time.Millisecond) // a sync or two fail
-	store.set(false, false)
-	waitState(retry.BreakerClosed)
+		time.Sleep(20 * time.Millisecond) // a sync or two fail
+		if got := store.state(""); got != retry.BreakerHalfOpen {
+			t.Fatalf("the fleet's breaker is %s while the store is down after the probe, want half_open", got)
+		}
+		store.set(false, false)
+		waitState(retry.BreakerClosed)
+	})
 }
