@@ -370,57 +370,61 @@ func TestBreakersOnFleet(t *testing.T) {
 	if st := retry.New(retry.WithBreaker(retry.Breaker{})).Stats(); st.BreakersOnFleet != nil {
 		t.Errorf("without a Store: BreakersOnFleet %v, want nil", st.BreakersOnFleet)
 	}
-	store := newMemStore(5 * time.Millisecond)
-	// Each process fails 4 calls of the 8 MinRequests: the fleet opens
-	// on their sum, while each process's own breaker stays closed.
-	spec := retry.Breaker{MinRequests: 8, OpenTimeout: time.Minute, StoreWait: 20 * time.Millisecond}
-	rs := fleet(2, store, spec)
-	fail := func(context.Context) error { return errTransient }
-	// The calls that look: their outcomes (Permanent) are left out of
-	// the counts.
-	look := func(context.Context) error { return retry.Permanent(errTransient) }
-	call := func(r *retry.Retrier, fn func(context.Context) error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
-		defer cancel()
-		r.Run(ctx, fn)
-	}
-	tests := []struct {
-		name    string
-		down    bool
-		fails   int // failing calls of each process first
-		onFleet bool
-		state   string
-	}{
-		{name: "store answers, fleet closed", onFleet: true, state: retry.BreakerClosed},
-		{name: "store answers, fleet open", fails: 4, onFleet: true, state: retry.BreakerOpen},
-		{name: "store down: the process's own breaker decides", down: true, onFleet: false, state: retry.BreakerClosed},
-		{name: "store back: the fleet's state again", onFleet: true, state: retry.BreakerOpen},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			store.set(tt.down, false)
-			for range tt.fails {
-				for _, r := range rs {
-					call(r, fail)
+	// Virtual time: the polls below cannot run out of time on a loaded machine.
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(5 * time.Millisecond)
+		// Each process fails 4 calls of the 8 MinRequests: the fleet opens
+		// on their sum, while each process's own breaker stays closed.
+		spec := retry.Breaker{MinRequests: 8, OpenTimeout: time.Minute, StoreWait: 20 * time.Millisecond}
+		rs := fleet(2, store, spec)
+		fail := func(context.Context) error { return errTransient }
+		// The calls that look: their outcomes (Permanent) are left out of
+		// the counts.
+		look := func(context.Context) error { return retry.Permanent(errTransient) }
+		call := func(r *retry.Retrier, fn func(context.Context) error) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+			defer cancel()
+			r.Run(ctx, fn)
+		}
+		tests := []struct {
+			name    string
+			down    bool
+			fails   int // failing calls of each process first
+			onFleet bool
+			state   string
+		}{
+			{name: "store answers, fleet closed", onFleet: true, state: retry.BreakerClosed},
+			{name: "store answers, fleet open", fails: 4, onFleet: true, state: retry.BreakerOpen},
+			{name: "store down: the process's own breaker decides", down: true, onFleet: false, state: retry.BreakerClosed},
+			{name: "store back: the fleet's state again", onFleet: true, state: retry.BreakerOpen},
+		}
+		for _, tt := range tests {
+			// Steps in order, each on the state the one before left.
+			func() {
+				store.set(tt.down, false)
+				for range tt.fails {
+					for _, r := range rs {
+						call(r, fail)
+					}
 				}
-			}
-			var st retry.Stats
-			deadline := time.Now().Add(time.Second)
-			for {
-				for _, r := range rs {
-					call(r, look)
+				var st retry.Stats
+				deadline := time.Now().Add(time.Second)
+				for {
+					for _, r := range rs {
+						call(r, look)
+					}
+					st = rs[0].Stats()
+					if on, ok := st.BreakersOnFleet[""]; ok && on == tt.onFleet && st.Breakers[""] == tt.state {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: BreakersOnFleet %v, Breakers %v; want on fleet %v, state %q", tt.name, st.BreakersOnFleet, st.Breakers, tt.onFleet, tt.state)
+					}
+					time.Sleep(time.Millisecond)
 				}
-				st = rs[0].Stats()
-				if on, ok := st.BreakersOnFleet[""]; ok && on == tt.onFleet && st.Breakers[""] == tt.state {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("BreakersOnFleet %v, Breakers %v; want on fleet %v, state %q", st.BreakersOnFleet, st.Breakers, tt.onFleet, tt.state)
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
+			}()
+		}
+	})
 }
 
 // TestSharedBreakerProbeOutcomeKept: a probe's outcome that fails to reach
