@@ -492,28 +492,33 @@ func TestHedgeTransportLateHedgeSuccess(t *testing.T) {
 // TestHedgeFirstSuccessAfterCancel: the caller's context ends while a hedge
 // runs, and the first attempt, which had already done its work, returns a
 // success: that success is returned, and the hedge's later one released.
+// The bubble orders the two: the hedge returns only once every other
+// goroutine is blocked, so after the first attempt has reported.
 func TestHedgeFirstSuccessAfterCancel(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	hedging := make(chan struct{})
-	var released atomic.Int32
-	r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond, Release: func(any) { released.Add(1) }}))
-	v, err := retry.Hedged(ctx, func(ctx context.Context) (string, error) {
-		if retry.AttemptFrom(ctx) == 2 {
-			close(hedging)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		hedging := make(chan struct{})
+		var released atomic.Int32
+		r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Millisecond, Release: func(any) { released.Add(1) }}))
+		v, err := retry.Hedged(ctx, func(ctx context.Context) (string, error) {
+			if retry.AttemptFrom(ctx) == 2 {
+				close(hedging)
+				<-ctx.Done()
+				synctest.Wait()     // the first attempt has returned its success
+				return "hedge", nil // its work done too, after the cancel
+			}
+			<-hedging
+			cancel()
 			<-ctx.Done()
-			return "hedge", nil // its work done too, after the cancel
+			return "first", nil // the work had finished; the cancel came after
+		}, r)
+		if err != nil || v != "first" {
+			t.Errorf("Hedged = %q, %v; want the first attempt's success", v, err)
 		}
-		<-hedging
-		cancel()
-		<-ctx.Done()
-		return "first", nil // the work had finished; the cancel came after
-	}, r)
-	if err != nil || v != "first" {
-		t.Errorf("Hedged = %q, %v; want the first attempt's success", v, err)
-	}
-	if !waitFor(func() bool { return released.Load() == 1 }) {
-		t.Errorf("%d values released, want the hedge's alone", released.Load())
-	}
+		if !waitFor(func() bool { return released.Load() == 1 }) {
+			t.Errorf("%d values released, want the hedge's alone", released.Load())
+		}
+	})
 	goleak.VerifyNone(t)
 }
 
