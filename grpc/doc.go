@@ -63,9 +63,10 @@
 // Every retry carries the request metadata grpc-previous-rpc-attempts
 // (PreviousAttemptsKey), the number of attempts before it. A call made
 // while serving a retry (see UnaryServerInterceptor) sends it on every
-// attempt, its first included: at least the inbound attempt's count
-// (retry.OutboundAttempt), so that the servers below do not retry it
-// either.
+// attempt, its first included, with at least the value the inbound
+// request carried (an inbound 1 sends 1 on the first attempt; the number
+// is retry.OutboundAttempt less one), so that the servers below do not
+// retry it either.
 //
 // An RPC is committed once the server's response headers arrived: the
 // server has begun to answer, and the RPC is never retried afterwards,

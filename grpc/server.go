@@ -47,7 +47,9 @@ func UnaryServerInterceptor(s *shed.Shedder) grpc.UnaryServerInterceptor {
 }
 
 // StreamServerInterceptor is UnaryServerInterceptor for streams: a stream
-// holds its permit until its handler returns.
+// holds its permit until its handler returns. Long-lived streams (watches,
+// subscriptions) on the Shedder of unary RPCs would take the permits those
+// RPCs need: give them a Shedder of their own, or no interceptor.
 func StreamServerInterceptor(s *shed.Shedder) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()

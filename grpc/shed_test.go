@@ -406,3 +406,65 @@ func TestWireAttemptOfEnclosingCall(t *testing.T) {
 		t.Errorf("grpc-previous-rpc-attempts of each hit = %q, want %q", seen, want)
 	}
 }
+
+// TestLongStreamsTakePermits: a stream holds its permit for as long as its
+// handler runs, so long-lived streams on the Shedder of unary calls take the
+// permits those calls need, and the calls are shed; streams on a Shedder of
+// their own leave them alone. README says so.
+func TestLongStreamsTakePermits(t *testing.T) {
+	tests := []struct {
+		name    string
+		apart   bool // the streams have a Shedder of their own
+		wantErr codes.Code
+	}{
+		{name: "one Shedder: the watches hold every permit", wantErr: codes.Unavailable},
+		{name: "a Shedder for the streams: the calls pass", apart: true, wantErr: codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := shed.Options{Initial: 2, Min: 2, Max: 2}
+			unary, err := shed.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams := unary
+			if tt.apart {
+				if streams, err = shed.New(opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release, watching := make(chan struct{}), make(chan struct{}, 2)
+			srv := &server{watch: func(stream grpc_health_v1.Health_WatchServer, _ int) error {
+				if err := sendN(stream, 1); err != nil {
+					return err
+				}
+				watching <- struct{}{}
+				select { // a watch: open until the test ends
+				case <-release:
+				case <-stream.Context().Done():
+				}
+				return nil
+			}}
+			addr := listen(t, srv, grpc.UnaryInterceptor(retrygrpc.UnaryServerInterceptor(unary)),
+				grpc.StreamInterceptor(retrygrpc.StreamServerInterceptor(streams)))
+			c := plain(t, addr)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			for range 2 {
+				w, err := c.Watch(ctx, check)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Recv(); err != nil {
+					t.Fatal(err)
+				}
+				<-watching
+			}
+			_, err = c.Check(t.Context(), check)
+			close(release)
+			if got := status.Code(err); got != tt.wantErr {
+				t.Errorf("a Check with two watches open: %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -22,8 +22,9 @@ const (
 	// means "do not retry".
 	PushbackKey = "grpc-retry-pushback-ms"
 	// PreviousAttemptsKey is the request metadata that tells the server how
-	// many attempts of the same call came before this one; it is sent on
-	// retries only.
+	// many attempts of the same call came before this one. It is sent on
+	// retries, and on every attempt of a call made while serving a retry
+	// (see the package doc); never on a plain first attempt.
 	PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 )
 

@@ -42,7 +42,9 @@ var (
 // are not kept.
 //
 // Statuses, codes, pushback, PreviousAttemptsKey, keys and the error of a
-// call that fails are as for UnaryClientInterceptor. A per-attempt timeout
+// call that fails are as for UnaryClientInterceptor. When a server stream's
+// start fails, Trailer gives the trailer of its last attempt, as grpc-go's
+// stream does after RecvMsg's error. A per-attempt timeout
 // (retry.WithAttemptTimeout) bounds the start only, never the committed
 // stream. A nil r means a Retrier of its own (retry.New()).
 func StreamClientInterceptor(r *retry.Retrier, opts ...Option) grpc.StreamClientInterceptor {
@@ -101,6 +103,11 @@ type streamCall struct {
 	msg    any
 	closed bool
 	recvTo any
+
+	// failed is the latest attempt's stream that failed, nil when it
+	// opened none: when the call fails, its Trailer is the call's, as
+	// grpc-go gives a failed stream's trailer.
+	failed grpc.ClientStream
 }
 
 // open is the attempt of a stream whose start is its opening alone.
@@ -151,6 +158,7 @@ func (s *streamCall) attempt(actx context.Context, replay bool) (cs grpc.ClientS
 		if cs != nil {
 			trailer = cs.Trailer()
 		}
+		s.failed = cs
 		return nil, false, classify(actx, err, committed, trailer, s.codes)
 	}
 	if cancel != nil {
@@ -231,6 +239,7 @@ func (s *replayStream) start(recvTo any) (cs grpc.ClientStream, received bool, e
 			return cs, err
 		}
 	}
+	c.failed = nil
 	s.cs, s.err = retry.Do(c.ctx, fn, c.r)
 	if s.err != nil {
 		s.cs, s.err = nil, final(c.ctx, s.err)
@@ -300,11 +309,21 @@ func (s *replayStream) Header() (metadata.MD, error) {
 	return cs.Header()
 }
 
-// Trailer returns the started stream's trailer metadata; nil before the
-// stream started or when the call failed.
+// Trailer returns the started stream's trailer metadata. When the call
+// failed it returns the trailer of the last attempt's stream, as grpc-go
+// returns a failed stream's; nil before the start is over, or when the
+// last attempt opened no stream.
 func (s *replayStream) Trailer() metadata.MD {
-	if cs := s.startedStream(); cs != nil {
-		return cs.Trailer()
+	select {
+	case <-s.ready:
+	default:
+		return nil
+	}
+	switch {
+	case s.cs != nil:
+		return s.cs.Trailer()
+	case s.call.failed != nil:
+		return s.call.failed.Trailer()
 	}
 	return nil
 }

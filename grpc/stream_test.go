@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -355,5 +356,48 @@ func TestServerStreamHeader(t *testing.T) {
 	}
 	if n != 2 || s.count() != 2 {
 		t.Errorf("%d messages after %d hits, want 2 after 2", n, s.count())
+	}
+}
+
+// TestServerStreamFailedTrailer: a server stream whose call fails before
+// its first message gives, through Trailer after RecvMsg's error, the
+// trailer the server set on the last attempt, as plain grpc-go gives it;
+// a committed stream gives its own.
+func TestServerStreamFailedTrailer(t *testing.T) {
+	tests := []struct {
+		name  string
+		fails int        // hits that fail with the trailer, before three messages
+		code  codes.Code // their status
+		want  []string   // x-hit in the trailer the caller reads
+		err   codes.Code // RecvMsg's error, OK for io.EOF after three messages
+	}{
+		{name: "not retryable: the only attempt's", fails: 1, code: codes.InvalidArgument, want: []string{"1"}, err: codes.InvalidArgument},
+		{name: "exhausted: the last attempt's", fails: 3, code: codes.Unavailable, want: []string{"3"}, err: codes.Unavailable},
+		{name: "retried, then committed: the committed stream's", fails: 2, code: codes.Unavailable, want: []string{"3"}, err: codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &server{watch: func(stream grpc_health_v1.Health_WatchServer, hit int) error {
+				stream.SetTrailer(metadata.Pairs("x-hit", strconv.Itoa(hit)))
+				if hit <= tt.fails {
+					return status.Error(tt.code, "scripted failure")
+				}
+				return sendN(stream, 3)
+			}}
+			c, _ := start(t, s, retry.New(retry.WithPolicy(fast)))
+			stream, err := c.Watch(t.Context(), check)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for err == nil {
+				_, err = stream.Recv()
+			}
+			if got := status.Code(err); err != io.EOF && got != tt.err || err == io.EOF && tt.err != codes.OK {
+				t.Fatalf("Recv ended with %v, want %v", err, tt.err)
+			}
+			if got := stream.Trailer().Get("x-hit"); !slices.Equal(got, tt.want) {
+				t.Errorf("Trailer()'s x-hit = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
