@@ -389,3 +389,76 @@ func TestNilBody(t *testing.T) {
 		t.Errorf("shed: %d", rec.Code)
 	}
 }
+
+// stalled is a request body that sends a little, then nothing until its
+// request's context ends: a client whose upload stalled. (net/http's
+// client waits for a body's Read to return before it gives up a request.)
+type stalled struct {
+	sent bool
+	ctx  context.Context
+}
+
+func (b *stalled) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, strings.Repeat("x", 1024)), nil
+	}
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+
+// TestShedWhileBodyStalls: the refusal of a request whose body is still
+// being sent, and stalls, reaches the client at once, over HTTP/1.1 (where
+// it closes the connection) and HTTP/2; a bodiless refusal over HTTP/1.1
+// keeps its connection.
+func TestShedWhileBodyStalls(t *testing.T) {
+	s := one(t, shed.Options{})
+	release, holding := make(chan struct{}), make(chan struct{}, 1)
+	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			holding <- struct{}{}
+			<-release
+		}
+	}))
+	for _, sv := range servers(t, h) {
+		t.Run(sv.name, func(t *testing.T) {
+			held := make(chan struct{})
+			go func() {
+				defer close(held)
+				if resp, err := sv.srv.Client().Get(sv.srv.URL + "/hold"); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			<-holding
+			defer func() { release <- struct{}{}; <-held }()
+			tests := []struct {
+				name  string
+				body  bool
+				close bool // Connection: close over HTTP/1.1
+			}{
+				{name: "a body that stalls", body: true, close: !sv.srv.EnableHTTP2},
+				{name: "no body"},
+			}
+			for _, tt := range tests {
+				// Without the answer, the request would end with this
+				// deadline: a pass takes milliseconds.
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				var body io.Reader
+				if tt.body {
+					body = &stalled{ctx: ctx}
+				}
+				req := mustRequest(t, ctx, http.MethodPost, sv.srv.URL, body)
+				req.Header.Set("Retry-Attempt", "2")
+				resp, err := sv.srv.Client().Do(req)
+				cancel()
+				if err != nil {
+					t.Fatalf("%s: %v, want the 503 while the body stalls", tt.name, err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusServiceUnavailable || resp.Close != tt.close {
+					t.Errorf("%s: %d, Connection: close %v; want 503, %v", tt.name, resp.StatusCode, resp.Close, tt.close)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"net/http"
+	"reflect"
 	"strconv"
 
 	"github.com/steadyhq/retry"
@@ -32,11 +33,18 @@ const maxAttempt = 1_000_000
 // overload rounded to the nearest, within [1, MaxRetryAfter]; for
 // ReasonQuota rounded up, equal to the RateLimit field's t),
 // Cache-Control: no-store (the answer holds for this moment only), and a
-// one-line text body such as "shed: server overloaded, retry after 3 s". A nil next gives a handler that answers every request 500 with
-// the body "shed: Handler(nil): no handler to serve"; a nil or zero
-// Shedder gives next itself.
+// one-line text body such as "shed: server overloaded, retry after 3 s".
+// Over HTTP/1.x the refusal of a request that has a body also closes the
+// connection (Connection: close), so that a client still sending its body
+// gets the answer at once; Handler never reads the body of a request it
+// sheds.
+//
+// A nil next, or a typed nil such as http.HandlerFunc(nil), gives a
+// handler that answers every request 500 with the body "shed:
+// Handler(nil): no handler to serve"; a nil or zero Shedder gives next
+// itself.
 func (s *Shedder) Handler(next http.Handler) http.Handler {
-	if next == nil {
+	if isNil(next) {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "shed: Handler(nil): no handler to serve", http.StatusInternalServerError)
 		})
@@ -63,7 +71,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t, no := s.Admit(r.Context(), req)
 	if no != nil {
-		s.writeRefusal(w, no)
+		s.writeRefusal(w, r, no)
 		return
 	}
 	defer s.Done(t)
@@ -76,9 +84,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
-// writeRefusal answers a shed request.
-func (s *Shedder) writeRefusal(w http.ResponseWriter, no *Refusal) {
+// writeRefusal answers a shed request. Over HTTP/1.x, a request whose
+// body was sent is answered with Connection: close: net/http would
+// otherwise read up to 256 KiB of the unread body before it sent the
+// answer, and a client whose body stalls or never ends would never get it.
+func (s *Shedder) writeRefusal(w http.ResponseWriter, r *http.Request, no *Refusal) {
 	h := w.Header()
+	if r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		h.Set("Connection", "close")
+	}
 	if no.quota.on {
 		no.quota.setFields(h)
 	}
@@ -131,4 +145,17 @@ func ParseAttempt(v string) int {
 		n = min(n*10+int(c-'0'), maxAttempt)
 	}
 	return n
+}
+
+// isNil reports whether h is nil or a typed nil (a nil func, such as
+// http.HandlerFunc(nil), or a nil pointer), whose ServeHTTP would panic.
+func isNil(h http.Handler) bool {
+	if h == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(h); v.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

@@ -233,10 +233,16 @@ func TestNilHandlerAndShedder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := httptest.NewRecorder()
-	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "Handler(nil)") {
-		t.Errorf("Handler(nil): %d %q, want 500 naming the problem", rec.Code, rec.Body.String())
+	var mux *http.ServeMux
+	for _, next := range []http.Handler{nil, http.HandlerFunc(nil), mux} {
+		rec := httptest.NewRecorder()
+		s.Handler(next).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "Handler(nil)") {
+			t.Errorf("Handler(%#v): %d %q, want 500 naming the problem", next, rec.Code, rec.Body.String())
+		}
+	}
+	if st := s.Stats(); st.Admitted != 0 || st.InFlight != 0 {
+		t.Errorf("Stats() = %+v after nil handlers, want nothing admitted", st)
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	for _, s := range []*shed.Shedder{nil, {}} {
