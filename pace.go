@@ -16,32 +16,53 @@ const typeRemoteRateLimited = "ratelimit.remote"
 // pacer holds the keys whose server said, in a RateLimit field, that their
 // quota is used up until some time. It keeps at most maxKeys keys and is
 // safe for concurrent use.
+//
+// A hold lasts until the reset the server gave, or for maxHold (the
+// Transport's MaxServerDelay) if that is sooner: no request could wait
+// longer anyway, and a reset far off (a timestamp sent where seconds were
+// meant) would otherwise keep every request on the key unsent, with
+// nothing able to end the hold. After maxHold the next request goes out,
+// and the server's answer holds the key again if its quota is still used
+// up.
 type pacer struct {
-	held  atomic.Int32 // how many keys are held: none lets gates skip the lock
-	mu    sync.Mutex
-	until map[string]time.Time
+	held    atomic.Int32 // how many keys are held: none lets gates skip the lock
+	maxHold time.Duration
+	mu      sync.Mutex
+	until   map[string]keyHold
 }
 
-func newPacer() *pacer {
-	return &pacer{until: make(map[string]time.Time)}
+// keyHold is a held key's reset, as the server gave it, and when the hold
+// ends: at the reset, or maxHold after it was learned.
+type keyHold struct{ reset, ends time.Time }
+
+func newPacer(maxHold time.Duration) *pacer {
+	return &pacer{maxHold: maxHold, until: make(map[string]keyHold)}
 }
 
-// hold holds key until until, or later if it is held longer already. When
-// the map is full, the keys whose time has passed at now are dropped, and
-// if none has, the key released soonest.
-func (p *pacer) hold(key string, until, now time.Time) {
+// hold holds key until reset, or later if it is held longer already, for
+// at most maxHold from now. When the map is full, the holds that have
+// ended at now are dropped, and if none has, the one that ends soonest.
+func (p *pacer) hold(key string, reset, now time.Time) {
+	h := keyHold{reset: reset, ends: now.Add(p.maxHold)}
+	if reset.Before(h.ends) {
+		h.ends = reset
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if u, ok := p.until[key]; ok {
-		if until.After(u) {
-			p.until[key] = until
+	if old, ok := p.until[key]; ok {
+		if h.reset.After(old.reset) {
+			old.reset = h.reset
 		}
+		if h.ends.After(old.ends) {
+			old.ends = h.ends
+		}
+		p.until[key] = old
 		return
 	}
 	if len(p.until) >= maxKeys {
 		p.drop(now)
 	}
-	p.until[key] = until
+	p.until[key] = h
 	p.held.Store(int32(len(p.until)))
 }
 
@@ -49,13 +70,13 @@ func (p *pacer) hold(key string, until, now time.Time) {
 func (p *pacer) drop(now time.Time) {
 	var soonest string
 	var first time.Time
-	for k, u := range p.until {
-		if !u.After(now) {
+	for k, h := range p.until {
+		if !h.ends.After(now) {
 			delete(p.until, k)
 			continue
 		}
-		if first.IsZero() || u.Before(first) {
-			soonest, first = k, u
+		if first.IsZero() || h.ends.Before(first) {
+			soonest, first = k, h.ends
 		}
 	}
 	if len(p.until) >= maxKeys {
@@ -63,20 +84,20 @@ func (p *pacer) drop(now time.Time) {
 	}
 }
 
-// wait returns how long an attempt on key must wait from now; a key whose
-// time has passed is let go.
+// wait returns how long an attempt on key must wait from now for the
+// server's reset; zero once the hold has ended, when the key is let go.
 func (p *pacer) wait(key string, now time.Time) time.Duration {
 	if p.held.Load() == 0 {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	u, ok := p.until[key]
+	h, ok := p.until[key]
 	if !ok {
 		return 0
 	}
-	if d := u.Sub(now); d > 0 {
-		return d
+	if h.ends.After(now) {
+		return h.reset.Sub(now)
 	}
 	delete(p.until, key)
 	p.held.Store(int32(len(p.until)))
@@ -131,7 +152,7 @@ func (e *remoteRateLimitError) ErrorType() string { return typeRemoteRateLimited
 // retries and hedges pass the pacing gate always, and first attempts in
 // t.paced, the configuration requests take while some key is held.
 func (t *Transport) pace() {
-	t.pacer = newPacer()
+	t.pacer = newPacer(t.cfg.maxServerDelay)
 	t.cfg.pace = &paceGate{p: t.pacer, kinds: onRetry | onHedge}
 	t.cfg.assemble()
 	paced := t.cfg

@@ -9,11 +9,13 @@ import (
 
 // TestPacer steps a pacer through fixed instants: a key is held until its
 // time, a longer hold extends it and a shorter one does not, and a key
-// whose time has passed is let go.
+// whose time has passed is let go; a reset past maxHold (10 s here) holds
+// the key, telling the reset, for maxHold only, and the next answer that
+// gives it holds it again.
 func TestPacer(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	p := newPacer()
+	p := newPacer(10 * time.Second)
 	steps := []struct {
 		name  string
 		hold  time.Duration // hold "k" until t0+hold at now, when set
@@ -28,6 +30,10 @@ func TestPacer(t *testing.T) {
 		{name: "a shorter hold changes nothing", hold: 2 * time.Second, now: time.Second, key: "k", want: 4 * time.Second, count: 1},
 		{name: "a longer one extends", hold: 7 * time.Second, now: 2 * time.Second, key: "k", want: 5 * time.Second, count: 1},
 		{name: "passed: let go", now: 7 * time.Second, key: "k", want: 0, count: 0},
+		{name: "a reset far off: the wait is the reset", hold: 1000 * time.Second, now: 8 * time.Second, key: "k", want: 992 * time.Second, count: 1},
+		{name: "held until maxHold has passed", now: 18*time.Second - 1, key: "k", want: 982*time.Second + 1, count: 1},
+		{name: "maxHold passed: let go", now: 18 * time.Second, key: "k", want: 0, count: 0},
+		{name: "the server says it again: held again", hold: 1000 * time.Second, now: 18 * time.Second, key: "k", want: 982 * time.Second, count: 1},
 	}
 	for _, s := range steps {
 		if s.hold > 0 {
@@ -57,7 +63,7 @@ func TestPacerBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPacer()
+			p := newPacer(2 * time.Hour)
 			now := t0.Add(time.Duration(tt.expired) * time.Second)
 			for i := range maxKeys {
 				// key i is held until t0 + i s + 1 ns: the first
@@ -84,7 +90,7 @@ func TestPacerBounded(t *testing.T) {
 // -race) leave the count equal to the keys kept.
 func TestPacerConcurrent(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := newPacer()
+	p := newPacer(time.Minute)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +55,9 @@ func TestTransportPacing(t *testing.T) {
 		{name: "MaxServerDelay shorter than t: stop at once", opts: []retry.Option{retry.WithMaxServerDelay(2 * time.Second)},
 			replies: []pacedReply{{rateLimit: `"default";r=0;t=5`}, {}},
 			second:  true, requests: 1, reason: retry.ReasonRateLimited, typ: "ratelimit.remote"},
+		{name: "a reset far off: held for MaxServerDelay only, then sent", opts: []retry.Option{retry.WithMaxServerDelay(2 * time.Second)},
+			replies: []pacedReply{{rateLimit: `"default";r=0;t=9999999999`}, {}}, gap: 3 * time.Second,
+			second: true, sleeps: []time.Duration{3 * time.Second}, requests: 2, wantStatus: 200},
 		{name: "quota left: nothing", replies: []pacedReply{{rateLimit: `"default";r=5;t=1`}, {}},
 			second: true, requests: 2, wantStatus: 200},
 		{name: "malformed: ignored", replies: []pacedReply{{rateLimit: `"default";r=zero;t=1`}, {}},
@@ -266,4 +270,90 @@ func TestTransportPacingCanceled(t *testing.T) {
 	if requests != 1 {
 		t.Errorf("the server saw %d requests, want 1: the held one is never sent", requests)
 	}
+}
+
+// gateClock is a Clock whose sleeps wait for open, then move now on by
+// their length: the test sees who waits, and when they all go.
+type gateClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	asleep int
+	open   chan struct{}
+}
+
+func (c *gateClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *gateClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.asleep++
+	c.mu.Unlock()
+	select {
+	case <-c.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.now.Add(d); t.After(c.now) {
+		c.now = t
+	}
+	return nil
+}
+
+// TestTransportPacingReleasesAll: requests held for a quota's reset all
+// wait, none sent, and at the reset they all go out: the Transport does not
+// meter them to the new window's quota, which it does not know.
+func TestTransportPacingReleasesAll(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.Header().Set("RateLimit", `"default";r=0;t=1`)
+		}
+	}))
+	defer srv.Close()
+	clk := &gateClock{now: time.Now(), open: make(chan struct{})}
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr := retry.NewTransport(base, retry.WithClock(clk))
+	resp, err := send(t.Context(), tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	const held = 5
+	var wg sync.WaitGroup
+	errs := make(chan error, held)
+	for range held {
+		wg.Go(func() {
+			resp, err := send(t.Context(), tr, srv.URL)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errs <- err
+		})
+	}
+	if !waitFor(func() bool { clk.mu.Lock(); defer clk.mu.Unlock(); return clk.asleep == held }) {
+		t.Fatalf("%d requests waiting for the reset, want %d", clk.asleep, held)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("the server saw %d requests while %d were held, want 1", n, held)
+	}
+	close(clk.open) // the reset
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a held request: %v", err)
+		}
+	}
+	if n := requests.Load(); n != 1+held {
+		t.Errorf("the server saw %d requests after the reset, want %d: every held one", n, 1+held)
+	}
+	base.CloseIdleConnections()
+	srv.Close()
+	goleak.VerifyNone(t)
 }

@@ -59,8 +59,16 @@ import (
 // fits the caller's deadline, MaxElapsed and MaxServerDelay; otherwise it
 // is not sent, and the request stops at once with a *Error whose Reason is
 // ReasonRateLimited and whose type is "ratelimit.remote" (a retry stopped
-// so returns the response in hand instead). A hedge is not started on a
-// held key. A quota above 0 holds nothing and frees nothing; of several
+// so returns the response in hand instead). A key is held for at most
+// MaxServerDelay, however far the reset: no request could wait longer, and
+// a reset sent wrong (a timestamp where seconds were meant) cannot stop
+// every request on the key for good; after that the next request goes
+// out, and its answer holds the key again if the quota is still used up.
+// At the reset every request held for it goes out at once: the Transport
+// does not know the new window's quota (it does not read
+// RateLimit-Policy), so more of them than the quota allows are refused
+// by the server, and their answers hold the key again. A hedge is not
+// started on a held key. A quota above 0 holds nothing and frees nothing; of several
 // policies, the longest exhausted window counts; the partition key pk is
 // checked for syntax and not used; a malformed field is ignored whole, as
 // the draft requires. Keys are held per Transport, at most 1024 at once,
