@@ -81,8 +81,12 @@ func (c *config) inboundRetry(ctx context.Context) bool {
 // serving a retry, or inside a retry of an enclosing call, is thus marked
 // a retry too, even on its own first attempt, so that the layers below do
 // not retry it either. The numbers of a call that retries under a mark
-// (WithNestedRetries(true)) may repeat: attempts 1, 2 and 3 under an
-// inbound 2 send 2, 2 and 3.
+// may repeat: attempts 1, 2 and 3 under an inbound 2 (with
+// WithNestedRetries(true)), or inside an enclosing call's attempt 2, send
+// 2, 2 and 3. Only an inbound mark stops a call's own retries (see
+// WithNestedRetries): a call nested in an enclosing call of the same
+// process retries as its policy says, and the two policies multiply, so
+// give the inner or the outer one attempt.
 func OutboundAttempt(ctx context.Context) int {
 	return max(AttemptFrom(ctx), enclosing(ctx), InboundAttempt(ctx))
 }

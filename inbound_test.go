@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -223,6 +224,41 @@ func TestWireAttemptOfEnclosingCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := []string{"", "2"}; !slices.Equal(seen, want) {
+		t.Errorf("Retry-Attempt of each request = %q, want %q", seen, want)
+	}
+}
+
+// TestNestedCallRetriesMultiply: a retrying Transport inside Do retries
+// as its own policy says, inside each of Do's attempts, its numbers
+// repeating under Do's retry: an enclosing call of the same process is no
+// inbound mark, and the two policies multiply (2 × 3 requests here).
+func TestNestedCallRetriesMultiply(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get(retry.AttemptHeader))
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: retry.NewTransport(nil, fast(3))}
+	defer client.CloseIdleConnections()
+	err := retry.Run(t.Context(), func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return errors.New(resp.Status)
+	}, fast(2))
+	if err == nil {
+		t.Fatal("no error from a dependency that always fails")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"", "2", "3", "2", "2", "3"}; !slices.Equal(seen, want) {
 		t.Errorf("Retry-Attempt of each request = %q, want %q", seen, want)
 	}
 }

@@ -462,3 +462,66 @@ func TestShedWhileBodyStalls(t *testing.T) {
 		})
 	}
 }
+
+// TestQueuedClientGoesAwayWithBody: a queued request whose client gives
+// up leaves the queue at once, counted as canceled, except over HTTP/1.1
+// when it has a body, which net/http does not watch until it is read: that
+// one stays queued (until QueueWait, or a permit). QueueWait says so.
+func TestQueuedClientGoesAwayWithBody(t *testing.T) {
+	s := one(t, shed.Options{QueueWait: time.Minute})
+	release, holding := make(chan struct{}), make(chan struct{}, 1)
+	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			holding <- struct{}{}
+			<-release
+		}
+	}))
+	for _, sv := range servers(t, h) {
+		tests := []struct {
+			method string
+			body   io.Reader
+			stays  bool // still queued after its client left
+		}{
+			{method: http.MethodGet},
+			{method: http.MethodPost, body: strings.NewReader("row 42"), stays: !sv.srv.EnableHTTP2},
+		}
+		for _, tt := range tests {
+			t.Run(sv.name+"/"+tt.method, func(t *testing.T) {
+				held := make(chan struct{})
+				go func() {
+					defer close(held)
+					if resp, err := sv.srv.Client().Get(sv.srv.URL + "/hold"); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				<-holding
+				before := s.Stats().Shed[shed.ReasonCanceled]
+				ctx, cancel := context.WithCancelCause(t.Context())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if resp, err := sv.srv.Client().Do(mustRequest(t, ctx, tt.method, sv.srv.URL, tt.body)); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				eventually(t, "the request queues", func() bool { return s.Stats().Queued == 1 })
+				cancel(errors.New("user left"))
+				<-done
+				if tt.stays {
+					time.Sleep(100 * time.Millisecond) // gone at once had net/http noticed
+					if st := s.Stats(); st.Queued != 1 || st.Shed[shed.ReasonCanceled] != before {
+						t.Errorf("%+v: want the request still queued, none canceled", st)
+					}
+				} else {
+					eventually(t, "the request leaves the queue, canceled", func() bool {
+						st := s.Stats()
+						return st.Queued == 0 && st.Shed[shed.ReasonCanceled] == before+1
+					})
+				}
+				release <- struct{}{}
+				<-held
+				settled(t, s)
+			})
+		}
+	}
+}

@@ -74,7 +74,10 @@ type Options struct {
 	// known. With the requests that wait inside the handler for the
 	// limit's allowance, an admitted request's latency stays within about
 	// twice the unloaded one. A request also stops waiting when its
-	// context ends (the client went away).
+	// context ends (the client went away). Over HTTP/1.1, net/http
+	// notices a client gone only once the request's body has been read,
+	// and Handler does not read it: a request with a body whose client
+	// left waits out QueueWait (over HTTP/2 it leaves at once).
 	QueueWait time.Duration
 	// Priority, when set, gives each HTTP request its priority; nil makes
 	// every request Normal. It runs on every request: keep it cheap. It
@@ -86,8 +89,12 @@ type Options struct {
 	// nothing.
 	Quota Quota
 	// MaxRetryAfter bounds the come-back delay a request shed for
-	// overload is told: default 60 s; at least 1 s. A client over its
-	// Quota is told when its window resets, however far.
+	// overload is told: default 60 s; at least 1 s. The delay is spread
+	// over [w, 2w] with w at most MaxRetryAfter/2 (see Refusal), so under
+	// 2 s it may be less than 1 s (gRPC's pushback says so in
+	// milliseconds), and HTTP's Retry-After, in whole seconds, is 1 for
+	// every client: no spread. A client over its Quota is told when its
+	// window resets, however far.
 	MaxRetryAfter time.Duration
 }
 
