@@ -390,6 +390,39 @@ func TestNilBody(t *testing.T) {
 	}
 }
 
+// holder takes a Shedder's one permit with a request to /hold that its
+// handler keeps until given back.
+type holder struct{ holding, release chan struct{} }
+
+func newHolder() *holder {
+	return &holder{holding: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+// handler serves /hold until given back, and any other path at once.
+func (h *holder) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			h.holding <- struct{}{}
+			<-h.release
+		}
+	})
+}
+
+// take sends the request to /hold on srv and returns once its handler
+// runs; the function it returns gives the permit back and waits for the
+// request's end.
+func (h *holder) take(srv *httptest.Server) (give func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-h.holding
+	return func() { h.release <- struct{}{}; <-done }
+}
+
 // stalled is a request body that sends a little, then nothing until its
 // request's context ends: a client whose upload stalled. (net/http's
 // client waits for a body's Read to return before it gives up a request.)
@@ -413,24 +446,11 @@ func (b *stalled) Read(p []byte) (int, error) {
 // keeps its connection.
 func TestShedWhileBodyStalls(t *testing.T) {
 	s := one(t, shed.Options{})
-	release, holding := make(chan struct{}), make(chan struct{}, 1)
-	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			holding <- struct{}{}
-			<-release
-		}
-	}))
+	hold := newHolder()
+	h := s.Handler(hold.handler())
 	for _, sv := range servers(t, h) {
 		t.Run(sv.name, func(t *testing.T) {
-			held := make(chan struct{})
-			go func() {
-				defer close(held)
-				if resp, err := sv.srv.Client().Get(sv.srv.URL + "/hold"); err == nil {
-					resp.Body.Close()
-				}
-			}()
-			<-holding
-			defer func() { release <- struct{}{}; <-held }()
+			defer hold.take(sv.srv)()
 			tests := []struct {
 				name  string
 				body  bool
@@ -469,13 +489,8 @@ func TestShedWhileBodyStalls(t *testing.T) {
 // one stays queued (until QueueWait, or a permit). QueueWait says so.
 func TestQueuedClientGoesAwayWithBody(t *testing.T) {
 	s := one(t, shed.Options{QueueWait: time.Minute})
-	release, holding := make(chan struct{}), make(chan struct{}, 1)
-	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			holding <- struct{}{}
-			<-release
-		}
-	}))
+	hold := newHolder()
+	h := s.Handler(hold.handler())
 	for _, sv := range servers(t, h) {
 		tests := []struct {
 			method string
@@ -487,14 +502,7 @@ func TestQueuedClientGoesAwayWithBody(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(sv.name+"/"+tt.method, func(t *testing.T) {
-				held := make(chan struct{})
-				go func() {
-					defer close(held)
-					if resp, err := sv.srv.Client().Get(sv.srv.URL + "/hold"); err == nil {
-						resp.Body.Close()
-					}
-				}()
-				<-holding
+				give := hold.take(sv.srv)
 				before := s.Stats().Shed[shed.ReasonCanceled]
 				ctx, cancel := context.WithCancelCause(t.Context())
 				done := make(chan struct{})
@@ -518,8 +526,7 @@ func TestQueuedClientGoesAwayWithBody(t *testing.T) {
 						return st.Queued == 0 && st.Shed[shed.ReasonCanceled] == before+1
 					})
 				}
-				release <- struct{}{}
-				<-held
+				give()
 				settled(t, s)
 			})
 		}
