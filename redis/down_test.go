@@ -202,3 +202,35 @@ func TestRedisDown(t *testing.T) {
 		t.Errorf("Redis resumed: store %+v → %+v, fallbacks %d → %d; want the shared breaker", st0, st1, s0.BreakerFallbacks, s1.BreakerFallbacks)
 	}
 }
+
+// TestRejoinAfterPoolGaveUp: an outage long enough for the client's pool to
+// stop dialing (PoolSize failed dials in a row: one here, with PoolSize 1)
+// delays the way back: go-redis then dials once a second. Every component
+// is back on the fleet's state within about a second more than
+// SyncInterval plus Timeout of Redis answering, as the package doc says
+// (here 1.09 to 1.11 s; the bound allows 500 ms for a loaded machine).
+func TestRejoinAfterPoolGaveUp(t *testing.T) {
+	const slack = 500 * time.Millisecond
+	s := startServer(t)
+	m := newMember(t, s.ClientWith(func(o *goredis.Options) { o.PoolSize = 1 }))
+	call := func() { m.r.Run(t.Context(), flaky()) }
+	onFleet := func() bool {
+		call()
+		return m.r.Stats().BreakersOnFleet[""] && m.limiter.Stats().OnFleet && m.budget.Stats().OnFleet
+	}
+	waitFor(t, 3*time.Second, "every component on the fleet's state", onFleet)
+	s.Stop()
+	waitFor(t, 3*time.Second, "every component off the fleet's state", func() bool {
+		call()
+		return !m.r.Stats().BreakersOnFleet[""] && !m.limiter.Stats().OnFleet && !m.budget.Stats().OnFleet
+	})
+	for range 20 { // more failed dials than the pool's size
+		call()
+		time.Sleep(storeSync)
+	}
+	s.Start()
+	back := time.Now()
+	bound := time.Second + storeSync + storeTimeout + slack
+	waitFor(t, bound, "every component back on the fleet's state", onFleet)
+	t.Logf("back on the fleet's state %v after Redis answered (bound %v)", time.Since(back).Round(time.Millisecond), bound)
+}
