@@ -144,8 +144,12 @@ func (b *Budget) firsts(key string) *firsts {
 	return f.(*firsts)
 }
 
-// First implements retry.SharedBudget: one uncontended atomic add.
+// First implements retry.SharedBudget: one uncontended atomic add; a nil
+// *Budget counts nothing.
 func (b *Budget) First(key string) {
+	if b == nil {
+		return
+	}
 	b.firsts(key).cells[rand.Uint32()&(stripes-1)].n.Add(1)
 }
 
@@ -174,8 +178,12 @@ redis.call('PEXPIRE', KEYS[n + 1], ttl)
 return {1, tostring(avail - retries - 1)}`)
 
 // Retry implements retry.SharedBudget: it sends this process's first
-// attempts since the last call and asks Redis for a retry token.
+// attempts since the last call and asks Redis for a retry token. A nil
+// *Budget allows no retry.
 func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
+	if b == nil {
+		return false // a nil *Budget allows no retry
+	}
 	if !b.spec.PerKey {
 		key = ""
 	}
@@ -249,8 +257,11 @@ type BudgetStats struct {
 	Balance float64
 }
 
-// Stats returns the budget's counters.
+// Stats returns the budget's counters; a nil *Budget's are zero.
 func (b *Budget) Stats() BudgetStats {
+	if b == nil {
+		return BudgetStats{}
+	}
 	return BudgetStats{
 		Granted:  b.granted.Load(),
 		Denied:   b.denied.Load(),

@@ -190,8 +190,8 @@ func TestNewProcessDuringOpen(t *testing.T) {
 // TestNilComponents: the typed nils that this package's constructors
 // return with their error, set as a Retrier's components, make the
 // Retrier report a configuration error; nothing panics, and a call returns
-// the error without an attempt. A nil *DeadLetters's methods return an
-// error.
+// the error without an attempt. Their methods called on nil give zero
+// Stats, an error or a refusal; a nil *DeadLetters's return an error.
 func TestNilComponents(t *testing.T) {
 	store, err1 := retryredis.NewStore(nil, retryredis.Options{})
 	lim, err2 := retryredis.NewLimiter(nil, 10, 1, false, retryredis.Options{})
@@ -223,6 +223,27 @@ func TestNilComponents(t *testing.T) {
 			}
 		})
 	}
+	// Their methods called directly, as code polling Stats for metrics
+	// does: zero Stats, an error from Sync, a refusal from Reserve and
+	// Retry.
+	t.Run("methods", func(t *testing.T) {
+		if st := store.Stats(); st != (retryredis.StoreStats{}) || store.SyncInterval() != 0 {
+			t.Errorf("nil *Store: Stats %+v, SyncInterval %v; want zero", st, store.SyncInterval())
+		}
+		if _, err := store.Sync(t.Context(), "", retry.Breaker{}, retry.BreakerSync{}); err == nil || !strings.Contains(err.Error(), "nil *Store") {
+			t.Errorf("nil *Store: Sync error %v, want one naming the nil *Store", err)
+		}
+		if st := lim.Stats(); st != (retryredis.LimiterStats{}) {
+			t.Errorf("nil *Limiter: Stats %+v, want zero", st)
+		}
+		if _, _, ok := lim.Reserve(t.Context(), "", time.Now(), time.Second); ok {
+			t.Error("nil *Limiter: Reserve granted a token")
+		}
+		bud.First("")
+		if st := bud.Stats(); st != (retryredis.BudgetStats{}) || bud.Retry(t.Context(), "", time.Now()) {
+			t.Errorf("nil *Budget: Stats %+v, or a retry allowed; want zero and none", st)
+		}
+	})
 	t.Run("DeadLetters", func(t *testing.T) {
 		r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 1, OnExhaustion: retry.ExhaustDeadLetter}), retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}))
 		err := r.Run(t.Context(), func(context.Context) error { return errDown })

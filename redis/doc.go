@@ -88,8 +88,9 @@
 //
 // A nil *Store, *Limiter or *Budget (the nil a constructor returns with
 // its error) makes the Retrier report a configuration error (Retrier.Err),
-// and every call returns it; every method of a nil *DeadLetters returns an
-// error. Nothing panics.
+// and every call returns it. Called on nil, their methods give zero Stats,
+// Sync an error, Reserve and Retry a refusal; every method of a nil
+// *DeadLetters returns an error. Nothing panics.
 //
 // The example in example/fleet runs three workers on a local Redis.
 package redis

@@ -44,7 +44,10 @@ import (
 // what is left of the caller's deadline (the other half is the
 // fallback's); Redis answering without a token for it (others took them)
 // starts the wait again, as a rate-limited wait within the caller's
-// deadline. One that finds no leased token and cannot give Redis a tenth
+// deadline: its waits end 5 ms before the deadline, and a call whose time
+// runs out so (the fleet's other callers keep taking the tokens) is
+// refused, Reason rate_limited and counted in LimiterStats.Denied, not
+// ended by its deadline. One that finds no leased token and cannot give Redis a tenth
 // of Timeout (a hedge that may not wait, a deadline about to pass) does
 // not ask, and is refused while Redis answers, as a wait that cannot fit
 // is.
@@ -184,8 +187,11 @@ type LimiterStats struct {
 	Share float64
 }
 
-// Stats returns the limiter's counters.
+// Stats returns the limiter's counters; a nil *Limiter's are zero.
 func (l *Limiter) Stats() LimiterStats {
+	if l == nil {
+		return LimiterStats{}
+	}
 	return LimiterStats{Allowed: l.allowed.Load(), Leases: l.leases.Load(), Waits: l.waits.Load(), Denied: l.denied.Load(),
 		Fallbacks: l.fallbacks.Load(), Errors: l.health.errors.Load(), OnFleet: l.health.onFleet(),
 		Share: math.Float64frombits(l.share.Load())}
@@ -344,8 +350,11 @@ func (l *Limiter) shareOf(ls *lease, now time.Time, res taken) float64 {
 // Reserve implements retry.Limiter. It spends a leased token, or leases
 // more, or waits itself, on real time, for the bucket's next token, and
 // returns a zero wait; with Redis failing or too slow it returns the local
-// bucket's reservation.
+// bucket's reservation. A nil *Limiter refuses.
 func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
+	if l == nil {
+		return 0, nil, false // a nil *Limiter refuses
+	}
 	if !l.perKey {
 		key = ""
 	}
@@ -388,6 +397,12 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		t := time.Now()
 		left := maxWait - t.Sub(start)
+		if dl, ok := ctx.Deadline(); ok {
+			// Waits end a margin before the deadline, so that a call
+			// whose time runs out waiting for a token is refused, not
+			// ended by its deadline.
+			left = min(left, dl.Sub(t)-deadlineMargin)
+		}
 		ls.mu.Lock()
 		if !counted {
 			ls.asked++
@@ -499,6 +514,12 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 
 // passed reports whether ctx's deadline has passed, which a context derived
 // from it may notice first.
+// deadlineMargin is how long before the caller's deadline the Limiter's
+// own waits end: a wait that would end later is refused (rate_limited)
+// instead, so that a timer firing a little late does not lose the race to
+// the deadline.
+const deadlineMargin = 5 * time.Millisecond
+
 func passed(ctx context.Context) bool {
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)

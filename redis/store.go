@@ -81,8 +81,11 @@ type StoreStats struct {
 	OnFleet bool
 }
 
-// Stats returns the store's counters.
+// Stats returns the store's counters; a nil *Store's are zero.
 func (s *Store) Stats() StoreStats {
+	if s == nil {
+		return StoreStats{}
+	}
 	return StoreStats{Syncs: s.syncs.Load(), Errors: s.health.errors.Load(), Claims: s.claims.Load(), Granted: s.granted.Load(), OnFleet: s.health.onFleet()}
 }
 
@@ -95,8 +98,13 @@ func (s *Store) keyHealth(name string) *keyHealth {
 	return k.(*keyHealth)
 }
 
-// SyncInterval returns Options.SyncInterval.
-func (s *Store) SyncInterval() time.Duration { return s.opts.SyncInterval }
+// SyncInterval returns Options.SyncInterval; zero for a nil *Store.
+func (s *Store) SyncInterval() time.Duration {
+	if s == nil {
+		return 0
+	}
+	return s.opts.SyncInterval
+}
 
 // key is the hash of the breaker name.
 func (s *Store) key(name string) string { return s.opts.key("breaker", name) }
@@ -198,8 +206,12 @@ if st == 2 then left = untl - now end
 return {st, gen, left, granted}`)
 
 // Sync implements retry.BreakerStore in one round trip (the script; see
-// Store), bounded by Options.Timeout and ctx.
+// Store), bounded by Options.Timeout and ctx. A nil *Store returns an
+// error.
 func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry.BreakerSync) (retry.BreakerFleet, error) {
+	if s == nil {
+		return retry.BreakerFleet{}, errNilStore
+	}
 	s.syncs.Add(1)
 	if in.Claim {
 		s.claims.Add(1)
