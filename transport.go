@@ -82,6 +82,8 @@ type Transport struct {
 	once  sync.Once // resolves the zero Transport's configuration
 	pacer *pacer
 	paced *config // cfg with first attempts paced too (see gated)
+	// baseErr is the error of every request when base is a typed nil.
+	baseErr error
 }
 
 // Defaults of the Transport's options.
@@ -94,12 +96,18 @@ const (
 
 // NewTransport returns a Transport that sends requests through base (nil means
 // http.DefaultTransport) under opts. Options are resolved once; a *Retrier
-// among them shares its state with the Transport.
+// among them shares its state with the Transport. A typed nil base, such as
+// a nil *http.Transport, makes every request fail at once with an error
+// that says so, nothing sent.
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
-	if base == nil {
+	var baseErr error
+	if isNil(base) {
+		if base != nil {
+			baseErr = fmt.Errorf("retry: NewTransport: base = nil: %s", typedNil(base))
+		}
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base}
+	t := &Transport{base: base, baseErr: baseErr}
 	t.cfg.build(opts)
 	t.pace()
 	return t
@@ -123,6 +131,15 @@ func (t *Transport) config() *config {
 		}
 	})
 	return &t.cfg
+}
+
+// invalid returns the error of every request when the Transport cannot
+// send any: a typed nil base, or an invalid configuration.
+func (t *Transport) invalid(cfg *config) error {
+	if t.baseErr != nil {
+		return t.baseErr
+	}
+	return cfg.err
 }
 
 // baseRT returns the base transport; nil means http.DefaultTransport.
@@ -193,9 +210,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &requestInvalid{errNilRequest}
 	}
 	cfg := t.config()
-	if cfg.err != nil {
+	if bad := t.invalid(cfg); bad != nil {
 		closeBody(req)
-		return nil, cfg.err
+		return nil, bad
 	}
 	rt := roundTrip{t: t, req: req, key: t.key(req), idempotent: cfg.http.AllMethods || idempotent(req)}
 	if cfg.http.IdempotencyKey && !hasIdempotencyKey(req.Header) {
@@ -253,6 +270,12 @@ func (rt *roundTrip) attempt(actx context.Context, n int) (resp *http.Response, 
 		resp, err = nil, context.Cause(actx)
 	}
 	timedOut = err != nil && context.Cause(actx) == errAttemptTimeout
+	if timedOut && !errors.Is(err, errAttemptTimeout) {
+		// HTTP/1 reports the attempt's context ending as its cause, HTTP/2
+		// as context.Canceled: the attempt's own timeout either way, never
+		// a cancel by the caller.
+		err = errAttemptTimeout
+	}
 	failure = err
 	if err == nil {
 		failure = cfg.statusFailure(resp)

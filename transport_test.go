@@ -738,6 +738,37 @@ func TestTransportNilBase(t *testing.T) {
 	}
 }
 
+// typedNilBase is a RoundTripper whose nil pointer would panic in RoundTrip.
+type typedNilBase struct{ rt http.RoundTripper }
+
+func (b *typedNilBase) RoundTrip(r *http.Request) (*http.Response, error) { return b.rt.RoundTrip(r) }
+
+// TestTransportTypedNilBase: a typed nil base (a nil *http.Transport, a nil
+// pointer of the caller's own type) makes every request fail at once with an
+// error naming it, nothing sent and the request's body closed; nothing
+// panics.
+func TestTransportTypedNilBase(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	for _, base := range []http.RoundTripper{(*http.Transport)(nil), (*typedNilBase)(nil)} {
+		t.Run(fmt.Sprintf("%T", base), func(t *testing.T) {
+			body := &closeCount{r: strings.NewReader("x")}
+			req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+			resp, err := retry.NewTransport(base, fast(3)).RoundTrip(req)
+			if resp != nil || err == nil || !strings.Contains(err.Error(), fmt.Sprintf("is a nil %T", base)) {
+				t.Errorf("RoundTrip = %v, %v; want an error naming the nil %T", resp, err, base)
+			}
+			if body.closes.Load() != 1 {
+				t.Errorf("the request's body closed %d times, want 1", body.closes.Load())
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server saw %d requests, want none", n)
+	}
+}
+
 func TestTransportSharedRetrier(t *testing.T) {
 	srv := newScripted(t, step{status: 503}, step{})
 	r := retry.New(fast(3))
@@ -852,4 +883,37 @@ func TestTransportRateLimitAndBudget(t *testing.T) {
 func newCounted(base http.RoundTripper, opts ...retry.Option) (*retry.Transport, *retry.Retrier) {
 	r := retry.New(opts...)
 	return retry.NewTransport(base, r), r
+}
+
+// TestTransportAttemptTimeoutError: when every attempt runs out of its own
+// time, the error is the attempt timeout's, over HTTP/1.1 and HTTP/2 alike
+// (HTTP/2 reports an attempt's context ending as context.Canceled): it
+// matches context.DeadlineExceeded, never context.Canceled, and its type is
+// timeout.attempt; plain and hedged.
+func TestTransportAttemptTimeoutError(t *testing.T) {
+	for _, proto := range hedgeProtos {
+		for _, hedged := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/hedged=%v", proto.name, hedged), func(t *testing.T) {
+				srv, base := proto.start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					<-r.Context().Done() // hangs until the attempt gives up
+				}))
+				defer srv.Close()
+				defer base.CloseIdleConnections()
+				opts := []retry.Option{fast(2), retry.WithAttemptTimeout(50 * time.Millisecond)}
+				if hedged {
+					opts = append(opts, retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond}))
+				}
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+				resp, err := retry.NewTransport(base, opts...).RoundTrip(req)
+				if resp != nil {
+					resp.Body.Close()
+					t.Fatalf("a response %d from a server that never answers", resp.StatusCode)
+				}
+				if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || retry.TypeOf(err) != "timeout.attempt" {
+					t.Errorf("err = %v (type %q, Is Canceled %v), want the attempt timeout's: DeadlineExceeded, not Canceled, type timeout.attempt",
+						err, retry.TypeOf(err), errors.Is(err, context.Canceled))
+				}
+			})
+		}
+	}
 }
