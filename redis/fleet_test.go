@@ -396,7 +396,7 @@ func TestLimiterDeadlineIsRateLimited(t *testing.T) {
 	wg.Wait()
 	t.Logf("outcomes %v; Denied %d", outcomes, denied.Load())
 	// Without the margin, about one call in ten ended by its deadline;
-	// with it, none in 10 runs, 5 of them under -race beside two CPU hogs.
+	// with it, none in 6 runs, 5 of them under -race beside two CPU hogs.
 	// One in fifty is left for a timer later than the margin.
 	total := 0
 	for _, n := range outcomes {
