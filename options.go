@@ -3,11 +3,11 @@ package retry
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/steadyhq/retry/internal/typednil"
 	"github.com/steadyhq/retry/redact"
 )
 
@@ -240,20 +240,8 @@ func WithKey(key string) Option {
 	return optionFunc(func(c *config) { c.key = key })
 }
 
-// isNil reports whether v is nil or holds a nil pointer, map, slice,
-// channel, func or interface: a typed nil, such as the *Store a failed
-// constructor returns, which a nil check of the interface does not catch
-// and whose methods would panic.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
-}
+// isNil reports whether v is nil or a typed nil (see internal/typednil).
+func isNil(v any) bool { return typednil.Is(v) }
 
 // typedNil is the rule an option breaks when given a typed nil.
 func typedNil(v any) string {

@@ -2,10 +2,10 @@ package shed
 
 import (
 	"net/http"
-	"reflect"
 	"strconv"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/internal/typednil"
 )
 
 // envoyAttemptHeader is Envoy's attempt count, one-based like
@@ -44,7 +44,7 @@ const maxAttempt = 1_000_000
 // Handler(nil): no handler to serve"; a nil or zero Shedder gives next
 // itself.
 func (s *Shedder) Handler(next http.Handler) http.Handler {
-	if isNil(next) {
+	if typednil.Is(next) {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "shed: Handler(nil): no handler to serve", http.StatusInternalServerError)
 		})
@@ -145,17 +145,4 @@ func ParseAttempt(v string) int {
 		n = min(n*10+int(c-'0'), maxAttempt)
 	}
 	return n
-}
-
-// isNil reports whether h is nil or a typed nil (a nil func, such as
-// http.HandlerFunc(nil), or a nil pointer), whose ServeHTTP would panic.
-func isNil(h http.Handler) bool {
-	if h == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(h); v.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
 }
