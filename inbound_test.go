@@ -209,16 +209,7 @@ func TestWireAttemptOfEnclosingCall(t *testing.T) {
 	client := &http.Client{Transport: retry.NewTransport(nil, retry.WithPolicy(retry.Policy{MaxAttempts: 1}))}
 	defer client.CloseIdleConnections()
 	err := retry.Run(context.Background(), func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
+		return getOK(ctx, client, srv.URL)
 	}, retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -245,13 +236,7 @@ func TestNestedCallRetriesMultiply(t *testing.T) {
 	client := &http.Client{Transport: retry.NewTransport(nil, fast(3))}
 	defer client.CloseIdleConnections()
 	err := retry.Run(t.Context(), func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return errors.New(resp.Status)
+		return getOK(ctx, client, srv.URL)
 	}, fast(2))
 	if err == nil {
 		t.Fatal("no error from a dependency that always fails")
@@ -261,4 +246,19 @@ func TestNestedCallRetriesMultiply(t *testing.T) {
 	if want := []string{"", "2", "3", "2", "2", "3"}; !slices.Equal(seen, want) {
 		t.Errorf("Retry-Attempt of each request = %q, want %q", seen, want)
 	}
+}
+
+// getOK sends a GET to url through client, as a caller's fn in Do would:
+// an error unless the answer is 200 OK.
+func getOK(ctx context.Context, client *http.Client, url string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
 }

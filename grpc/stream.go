@@ -319,13 +319,14 @@ func (s *replayStream) Trailer() metadata.MD {
 	default:
 		return nil
 	}
-	switch {
-	case s.cs != nil:
-		return s.cs.Trailer()
-	case s.call.failed != nil:
-		return s.call.failed.Trailer()
+	cs := s.cs
+	if cs == nil {
+		cs = s.call.failed
 	}
-	return nil
+	if cs == nil {
+		return nil
+	}
+	return cs.Trailer()
 }
 
 // Context returns the started stream's context, or the caller's before the

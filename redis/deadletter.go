@@ -245,9 +245,6 @@ var ErrNoRecord = errors.New("no such record")
 // such as the one a failed NewDeadLetters returns.
 var errNilDeadLetters = errors.New("redis: nil *DeadLetters (check the error of NewDeadLetters)")
 
-// errNilStore is the error of Sync on a nil *Store.
-var errNilStore = errors.New("redis: nil *Store (check the error of NewStore)")
-
 // ErrClaimed is the error of Replay for a record that another Replay, in
 // this process or another, is sending.
 var ErrClaimed = errors.New("record is being replayed")

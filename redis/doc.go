@@ -48,9 +48,8 @@
 // an outage long enough for the go-redis client's pool to stop dialing
 // (PoolSize failed dials in a row), the pool dials again only once a
 // second, which adds up to about a second to that (1.1 s measured with
-// PoolSize 1). A
-// process that has never read a breaker's state reads it, within
-// StoreWait, before its first attempt.
+// PoolSize 1). A process that has never read a breaker's state reads it,
+// within StoreWait, before its first attempt.
 //
 // Give the go-redis client ContextTimeoutEnabled: true so that a command
 // cut at Timeout frees its connection; the components return at Timeout

@@ -47,10 +47,10 @@ import (
 // deadline: its waits end 5 ms before the deadline, and a call whose time
 // runs out so (the fleet's other callers keep taking the tokens) is
 // refused, Reason rate_limited and counted in LimiterStats.Denied, not
-// ended by its deadline. One that finds no leased token and cannot give Redis a tenth
-// of Timeout (a hedge that may not wait, a deadline about to pass) does
-// not ask, and is refused while Redis answers, as a wait that cannot fit
-// is.
+// ended by its deadline. One that finds no leased token and cannot give
+// Redis a tenth of Timeout (a hedge that may not wait, a deadline about to
+// pass) does not ask, and is refused while Redis answers, as a wait that
+// cannot fit is.
 //
 // When Redis fails, or is slower than that bound, the attempt takes a
 // token from a local token bucket instead

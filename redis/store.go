@@ -81,6 +81,9 @@ type StoreStats struct {
 	OnFleet bool
 }
 
+// errNilStore is the error of Sync on a nil *Store.
+var errNilStore = errors.New("redis: nil *Store (check the error of NewStore)")
+
 // Stats returns the store's counters; a nil *Store's are zero.
 func (s *Store) Stats() StoreStats {
 	if s == nil {
