@@ -15,11 +15,20 @@ import (
 // The short form's bounds for a shedding server, with margins for a
 // 2-core machine shared with other work, against issue 30's
 // targets for the full form: goodput at least 75% of capacity (target
-// 90%); p99 of admitted requests at most 3× the unloaded p99 (target 2×);
+// 90%); p99 of admitted requests at most 3× the unloaded p99 (target 2×)
+// plus the longest stall the run saw in its own load generator;
 // amplification at most 1.10 (target 1.05); recovery within 2 s, as the
 // target (the short form has 1.5 s after the overload, so any recovery
 // within the run passes); no retry before Retry-After, as the target (a
 // retry is early or not whatever the machine's speed).
+//
+// The stall term is there because the servers, the clients and the
+// generator share one process on a shared machine: a pause of the process
+// (another job's burst of CPU, a GC) adds its length to the server-side
+// latency of every request in flight, whatever the shedding does, and the
+// generator's lateness past its due times (MaxLagMS) is the run's own
+// measure of the longest such pause. A server that queues too long still
+// misses by far: without shedding, p99 is seconds.
 const (
 	minGoodputShare   = 0.75
 	maxP99Ratio       = 3
@@ -33,7 +42,7 @@ func checkShedding(r *Result) []string {
 	if r.GoodputShare < minGoodputShare {
 		miss = append(miss, "goodput below the bound")
 	}
-	if r.P99MS > maxP99Ratio*r.UnloadedP99MS {
+	if r.P99MS > maxP99Ratio*r.UnloadedP99MS+r.MaxLagMS {
 		miss = append(miss, "p99 of admitted requests above the bound")
 	}
 	if r.Amplification > maxAmplification {
