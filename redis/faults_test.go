@@ -544,7 +544,21 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 	}
 
 	fl.inject(t, f)
-	longest := timed(faultFor)
+	// What each member says of the fleet's state is read at the end of the
+	// fault while the members still call, not after drive returns: drive
+	// waits for the calls in flight, a round trip of up to Timeout each,
+	// and a member whose last failure came just before that wait would
+	// have passed the two intervals and a Timeout that OnFleet's rule
+	// allows, as if it had stopped asking.
+	onFleetAtEnd := make([]bool, len(ms))
+	end := make(chan struct{})
+	time.AfterFunc(faultFor, func() {
+		for i, m := range ms {
+			onFleetAtEnd[i] = m.onFleet()
+		}
+		close(end)
+	})
+	longest := drive(end)
 	bound := faultTimeout + faultSlack
 	if comp.name == "budget" {
 		bound += time.Millisecond // the retry's backoff
@@ -559,7 +573,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 			t.Errorf("process %d: %d decisions on the fallback with Redis answering", i, n)
 		case !fl.answers && n == 0:
 			t.Errorf("process %d: no decision on the fallback with Redis away", i)
-		case !fl.answers && m.onFleet():
+		case !fl.answers && onFleetAtEnd[i]:
 			t.Errorf("process %d: says it runs on the fleet's state with Redis away", i)
 		}
 		// Errors are counted; after one, Redis is asked again once an
