@@ -260,9 +260,10 @@ func TestTransportEmptyIdempotencyKey(t *testing.T) {
 	}
 }
 
-// TestBreakerDefaultWaitHTTP: README's HTTP setup against a server that
-// always answers 503: once the breaker is open, requests are answered at
-// once instead of being held for the open timeout.
+// TestBreakerDefaultWaitHTTP: the HTTP setup of README and docs/http.md
+// against a server that always answers 503: once the breaker is open,
+// requests are answered at once instead of being held for the open
+// timeout.
 func TestBreakerDefaultWaitHTTP(t *testing.T) {
 	srv := newScripted(t, step{status: 503, body: "down"})
 	client := &http.Client{Transport: retry.NewTransport(newBase(t),

@@ -410,7 +410,7 @@ func TestWireAttemptOfEnclosingCall(t *testing.T) {
 // TestLongStreamsTakePermits: a stream holds its permit for as long as its
 // handler runs, so long-lived streams on the Shedder of unary calls take the
 // permits those calls need, and the calls are shed; streams on a Shedder of
-// their own leave them alone. README says so.
+// their own leave them alone. docs/shedding.md says so.
 func TestLongStreamsTakePermits(t *testing.T) {
 	tests := []struct {
 		name    string

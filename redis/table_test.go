@@ -17,7 +17,7 @@ import (
 	retryredis "github.com/steadyhq/retry/redis"
 )
 
-// BenchmarkFleetTable measures the fleet table of README's "Fleet-wide,
+// BenchmarkFleetTable measures the fleet table of docs/fleet.md, "Fleet-wide,
 // on Redis": three Retriers, each with its own client as three processes
 // would have, × 32 goroutines calling a 1 ms dependency, on one
 // redis-server that it starts on a loopback port, for each case: calls/s,

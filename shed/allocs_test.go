@@ -36,7 +36,7 @@ func TestAdmittedAllocs(t *testing.T) {
 	}
 }
 
-// TestAdmittedAllocsOthers: what README gives for the other admitted
+// TestAdmittedAllocsOthers: what docs/shedding.md gives for the other admitted
 // requests: a retry allocates 2 (its context, marked with
 // retry.WithInboundAttempt, and the request's copy), a request under a
 // quota 6 (its RateLimit fields).

@@ -15,7 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// The README and its pictures, from this package's directory.
+// The README, the guides and their pictures, from this package's
+// directory.
 const (
 	readmePath = "../../README.md"
 	docsDir    = "../../docs"
@@ -24,37 +25,42 @@ const (
 // rerunHedge asks -update to run sim --hedge again and record it.
 var rerunHedge = flag.Bool("rerun-hedge", false, "with -update: run sim --hedge again (about 10 s, wall time) and record it for docs/hedge.svg")
 
-// pictures are README's pictures: the command that draws each, with its
-// output in docs/, and the fragments of it README gives, which together
-// are the command.
-var pictures = []struct {
-	file   string
-	args   []string
-	readme []string
-}{
+// picture is one of README's pictures: the command that draws it, with
+// its output in docs/, the guide in docs/ that tells of it, and the
+// fragments of the command that guide gives, which together are the
+// command.
+type picture struct {
+	file  string
+	args  []string
+	guide string
+	frags []string
+}
+
+var pictures = []picture{
 	{file: "curve.svg", args: []string{"plot", "--attempts", "11", "-o", "docs/curve.svg", "ojs", "zizq"},
-		readme: []string{"retry plot --attempts 11 -o docs/curve.svg ojs zizq"}},
+		guide: "cli.md", frags: []string{"retry plot --attempts 11 -o docs/curve.svg ojs zizq"}},
 	{file: "outage.svg", args: []string{"sim", "--rate", "100", "--duration", "2m", "--outage", "30s:60s", "--plot", "docs/outage.svg"},
-		readme: []string{"retry sim --rate 100 --duration 2m --outage 30s:60s", "--plot docs/outage.svg"}},
-	{file: "hedge.svg", readme: []string{"retry sim --hedge", "--plot docs/hedge.svg"}},
+		guide: "simulator.md", frags: []string{"retry sim --rate 100 --duration 2m --outage 30s:60s", "--plot docs/outage.svg"}},
+	{file: "hedge.svg", guide: "hedging.md", frags: []string{"retry sim --hedge", "--plot docs/hedge.svg"}},
 	{file: "metastable.svg", args: []string{"sim", "--metastable", "--plot", "docs/metastable.svg"},
-		readme: []string{"retry sim --metastable --plot docs/metastable.svg"}},
+		guide: "outages.md", frags: []string{"retry sim --metastable --plot docs/metastable.svg"}},
 }
 
 // drawnElsewhere are pictures in docs/ that another module's command
 // draws and tests: shedding.svg, bench/cmd/shedload's (its TestPicture).
 var drawnElsewhere = map[string]bool{"shedding.svg": true}
 
-// TestPictures: each picture in docs/ is, byte for byte, what README's
-// command for it draws now: plot, the load simulation and sim --metastable
-// run in-process with README's flags (deterministic under their default
-// seed); sim
-// --hedge runs in wall time, so its picture is drawn from a recorded run
-// (testdata/hedge-run.json.gz) by the code --plot draws with. A picture
-// in docs/ without a command here, or a command README does not give,
+// TestPictures: each picture in docs/ is, byte for byte, what its
+// guide's command for it draws now: plot, the load simulation and sim
+// --metastable run in-process with the guide's flags (deterministic under
+// their default seed); sim --hedge runs in wall time, so its picture is
+// drawn from a recorded run (testdata/hedge-run.json.gz) by the code
+// --plot draws with. A picture in docs/ without a command here, a command
+// its guide does not give, or a picture its guide or README does not show,
 // fails too. With -update, the pictures are drawn again; with
 // -rerun-hedge too, sim --hedge runs again first and its run is recorded
-// (its table logged for README: run it with -v on a quiet machine).
+// (its table logged for docs/hedging.md: run it with -v on a quiet
+// machine).
 func TestPictures(t *testing.T) {
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
@@ -68,22 +74,23 @@ func TestPictures(t *testing.T) {
 		if drawnElsewhere[filepath.Base(f)] {
 			continue
 		}
-		if !slices.ContainsFunc(pictures, func(p struct {
-			file   string
-			args   []string
-			readme []string
-		}) bool {
-			return p.file == filepath.Base(f)
-		}) {
+		if !slices.ContainsFunc(pictures, func(p picture) bool { return p.file == filepath.Base(f) }) {
 			t.Errorf("docs/%s: no command draws it here", filepath.Base(f))
 		}
 	}
 	for _, p := range pictures {
 		t.Run(p.file, func(t *testing.T) {
-			for _, frag := range p.readme {
-				if !bytes.Contains(readme, []byte(frag)) {
-					t.Errorf("README does not give %q", frag)
+			guide, err := os.ReadFile(filepath.Join(docsDir, p.guide))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, frag := range p.frags {
+				if !bytes.Contains(guide, []byte(frag)) {
+					t.Errorf("docs/%s does not give %q", p.guide, frag)
 				}
+			}
+			if !bytes.Contains(guide, []byte("]("+p.file+")")) {
+				t.Errorf("docs/%s does not show %s", p.guide, p.file)
 			}
 			if !bytes.Contains(readme, []byte("](docs/"+p.file+")")) {
 				t.Errorf("README does not show docs/%s", p.file)

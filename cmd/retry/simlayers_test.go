@@ -170,16 +170,16 @@ func TestLayersUsage(t *testing.T) {
 	}
 }
 
-// TestLayersREADME: the table README shows for retry sim --layers 3 is
-// what the command prints.
-func TestLayersREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestLayersGuide: the table docs/shedding.md shows for retry sim
+// --layers 3 is what the command prints.
+func TestLayersGuide(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/shedding.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "`retry sim --layers 3` runs a chain")
+	_, after, ok := strings.Cut(string(guide), "`retry sim --layers 3` runs a chain")
 	if !ok {
-		t.Fatal("README has no paragraph on retry sim --layers 3")
+		t.Fatal("docs/shedding.md has no paragraph on retry sim --layers 3")
 	}
 	_, block, _ := strings.Cut(after, "```\n")
 	block, _, _ = strings.Cut(block, "```")
@@ -194,21 +194,21 @@ func TestLayersREADME(t *testing.T) {
 	rows := 0
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
 		if want := strings.Join(strings.Fields(l), " "); !slices.Contains(lines, want) {
-			t.Errorf("README's line %q is not in the output:\n%s", want, stdout)
+			t.Errorf("docs/shedding.md's line %q is not in the output:\n%s", want, stdout)
 		}
 		rows++
 	}
 	if rows < 5 {
-		t.Errorf("README's block has %d lines, want the header and four layers", rows)
+		t.Errorf("docs/shedding.md's block has %d lines, want the header and four layers", rows)
 	}
 }
 
-// TestLayersLowRates: README's figures for the defaults at low rates,
+// TestLayersLowRates: docs/shedding.md's figures for the defaults at low rates,
 // where each layer's budget reserve is what remains.
 func TestLayersLowRates(t *testing.T) {
 	tests := []struct {
 		args []string
-		want string // the defaults' load at the bottom, as README gives it
+		want string // the defaults' load at the bottom, as docs/shedding.md gives it
 	}{
 		{args: []string{"--rate", "10"}, want: "1.150"},
 		{args: []string{"--rate", "1", "--duration", "10m"}, want: "2.49"},
@@ -229,7 +229,7 @@ func TestLayersLowRates(t *testing.T) {
 				}
 				prec := len(tt.want) - 2
 				if got := strconv.FormatFloat(r.AmplificationBottom, 'f', prec, 64); got != tt.want {
-					t.Errorf("defaults: %s× at the bottom, README says %s×", got, tt.want)
+					t.Errorf("defaults: %s× at the bottom, docs/shedding.md says %s×", got, tt.want)
 				}
 				return
 			}

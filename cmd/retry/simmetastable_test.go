@@ -220,7 +220,7 @@ func checkMetaChart(t *testing.T, s *metaSim, rows []*metaRow) {
 
 // TestMetastableCommand: the default run of sim --metastable meets the
 // requirement (the run lasts 14 L past the trigger), its JSON has the
-// keys README names, a seed gives the same figures every time, and the
+// keys docs/outages.md names, a seed gives the same figures every time, and the
 // table names every row.
 func TestMetastableCommand(t *testing.T) {
 	stdout, stderr, code := cli(t, "", "sim", "--metastable", "--json")

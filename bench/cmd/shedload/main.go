@@ -13,8 +13,8 @@
 //	go run ./bench/cmd/shedload --grpc
 //
 // --replay prints and draws the results of an earlier --json run instead
-// of running (give --short too when that run had it): README's picture
-// and tables are a recorded run, redrawn by the tests.
+// of running (give --short too when that run had it): the picture and
+// tables of docs/shedding.md are a recorded run, redrawn by the tests.
 // Exit status: 0 after a run, 1 when a run failed, 2 on bad flags.
 package main
 

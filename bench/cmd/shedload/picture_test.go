@@ -14,11 +14,12 @@ import (
 	"github.com/steadyhq/retry/bench/shedload"
 )
 
-// The README, its picture, and the recorded runs it quotes: the full
-// form over HTTP (`--json --plot docs/shedding.svg`) and over gRPC
-// (`--grpc --json`), gzipped.
+// The README, the guide that tells of the runs, its picture, and the
+// recorded runs it quotes: the full form over HTTP (`--json --plot
+// docs/shedding.svg`) and over gRPC (`--grpc --json`), gzipped.
 const (
 	readmePath   = "../../../README.md"
+	guidePath    = "../../../docs/shedding.md"
 	picturePath  = "../../../docs/shedding.svg"
 	recordedHTTP = "testdata/http-run.json.gz"
 	recordedGRPC = "testdata/grpc-run.json.gz"
@@ -48,7 +49,8 @@ func recorded(t *testing.T, path string) []*shedload.Result {
 }
 
 // TestPicture: docs/shedding.svg is, byte for byte, what --plot draws from
-// the recorded run over HTTP, and README gives the command and shows it.
+// the recorded run over HTTP; docs/shedding.md gives the command and shows
+// it, and README shows it.
 func TestPicture(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "shedding.svg")
 	if err := savePlot(shedload.Full(), recorded(t, recordedHTTP), out); err != nil {
@@ -65,30 +67,37 @@ func TestPicture(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("docs/shedding.svg (%d bytes) is not what --plot draws from %s (%d bytes)", len(want), recordedHTTP, len(got))
 	}
+	guide, err := os.ReadFile(guidePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []string{"go run ./bench/cmd/shedload --plot docs/shedding.svg", "](shedding.svg)", "go run ./bench/cmd/shedload --grpc"} {
+		if !bytes.Contains(guide, []byte(frag)) {
+			t.Errorf("docs/shedding.md does not give %q", frag)
+		}
+	}
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, frag := range []string{"go run ./bench/cmd/shedload --plot docs/shedding.svg", "](docs/shedding.svg)", "go run ./bench/cmd/shedload --grpc"} {
-		if !bytes.Contains(readme, []byte(frag)) {
-			t.Errorf("README does not give %q", frag)
-		}
+	if !bytes.Contains(readme, []byte("](docs/shedding.svg)")) {
+		t.Error("README does not show docs/shedding.svg")
 	}
 }
 
-// readmeNames are the names README's tables give the servers.
-var readmeNames = map[string]string{
+// guideNames are the names docs/shedding.md's tables give the servers.
+var guideNames = map[string]string{
 	"none":         "no shedding",
 	"failsafe":     "failsafe-go",
 	"ours":         "`shed`, `Initial: 4`",
 	"ours-default": "`shed`, defaults",
 }
 
-// TestREADMETables: each row of README's tables over HTTP and gRPC holds
-// the figures of the recorded run, as the table the command prints rounds
-// them.
-func TestREADMETables(t *testing.T) {
-	readme, err := os.ReadFile(readmePath)
+// TestGuideTables: each row of docs/shedding.md's tables over HTTP and
+// gRPC holds the figures of the recorded run, as the table the command
+// prints rounds them.
+func TestGuideTables(t *testing.T) {
+	guide, err := os.ReadFile(guidePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +109,9 @@ func TestREADMETables(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.wire, func(t *testing.T) {
-			_, table, ok := strings.Cut(string(readme), tt.after)
+			_, table, ok := strings.Cut(string(guide), tt.after)
 			if !ok {
-				t.Fatalf("README has no table after %q", tt.after)
+				t.Fatalf("docs/shedding.md has no table after %q", tt.after)
 			}
 			table, _, _ = strings.Cut(table, "\n\n\n")
 			if i := strings.Index(table, "| server"); i >= 0 {
@@ -114,10 +123,10 @@ func TestREADMETables(t *testing.T) {
 				if r.RecoveryS != nil {
 					rec = fmt.Sprintf("%.1f s", *r.RecoveryS)
 				}
-				row := fmt.Sprintf("| %s | %.0f%% | %.0f / %.0f ms | %.3f× | %d (%d) | %s |", readmeNames[r.Server],
+				row := fmt.Sprintf("| %s | %.0f%% | %.0f / %.0f ms | %.3f× | %d (%d) | %s |", guideNames[r.Server],
 					100*r.GoodputShare, r.P50MS, r.P99MS, r.Amplification, r.Retries, r.EarlyRetries, rec)
 				if !strings.Contains(table, row) {
-					t.Errorf("README's table over %s lacks the row %s:\n%s", tt.wire, row, table)
+					t.Errorf("docs/shedding.md's table over %s lacks the row %s:\n%s", tt.wire, row, table)
 				}
 			}
 		})
