@@ -243,12 +243,18 @@ func drive(ctx context.Context, e *env, srv *flaky, client *http.Client, name, u
 	var done atomic.Int64
 	srv.begin()
 	start := time.Now()
-	tick := time.NewTicker(time.Second / demoRate)
-	defer tick.Stop()
+	// Request i is due at start + i/demoRate. A late request goes out at
+	// once and the next ones catch up, rather than dropping ticks as a
+	// time.Ticker does when its reader falls behind: on a busy machine the
+	// workload keeps its rate, and the outage its share of the requests.
+	wait := time.NewTimer(0)
+	defer wait.Stop()
 	for i := range n {
-		if i > 0 {
+		due := start.Add(time.Duration(i) * time.Second / demoRate)
+		if d := time.Until(due); d > 0 {
+			wait.Reset(d)
 			select {
-			case <-tick.C:
+			case <-wait.C:
 			case <-ctx.Done():
 			}
 		}
