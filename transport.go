@@ -114,8 +114,11 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 }
 
 // CloseIdleConnections closes the idle connections of the base transport, if
-// it has that method.
+// it has that method; on a nil *Transport it does nothing.
 func (t *Transport) CloseIdleConnections() {
+	if t == nil {
+		return
+	}
 	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -181,7 +184,10 @@ func WithHTTP(h HTTP) Option {
 	return optionFunc(func(c *config) { c.http = h })
 }
 
-var errNilRequest = errors.New("retry: nil request or request URL")
+var (
+	errNilRequest   = errors.New("retry: nil request or request URL")
+	errNilTransport = errors.New("retry: RoundTrip on a nil *retry.Transport (build one with NewTransport)")
+)
 
 // requestInvalid is a request the Transport cannot send.
 type requestInvalid struct{ err error }
@@ -201,11 +207,16 @@ func (e *notReplayable) ErrorType() string { return typeBodyNotReplayable }
 
 // RoundTrip sends req, retrying it under the Transport's policy. It returns
 // the last response with a nil error whatever its status, or, when no attempt
-// produced a response, a *Error whose Err is the last transport error.
+// produced a response, a *Error whose Err is the last transport error. A
+// nil *Transport sends nothing: it closes the request's body and returns an
+// error that says so.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req == nil || req.URL == nil {
+	if t == nil || req == nil || req.URL == nil {
 		if req != nil {
 			closeBody(req)
+		}
+		if t == nil {
+			return nil, errNilTransport
 		}
 		return nil, &requestInvalid{errNilRequest}
 	}

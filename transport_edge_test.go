@@ -361,3 +361,31 @@ func TestTransportGiveUpNamesRequest(t *testing.T) {
 		t.Errorf("event method %q url %q reason %v; want GET %s/a canceled", ev.Method, ev.URL, ev.Reason, srv.URL)
 	}
 }
+
+// TestTransportNilReceiver: a nil *Transport set as an http.Client's
+// Transport fails each request with an error naming it, nothing sent and
+// the request's body closed once, as a nil *redis.Store's methods do; it
+// never panics, and CloseIdleConnections does nothing.
+func TestTransportNilReceiver(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	var tr *retry.Transport
+	client := &http.Client{Transport: tr}
+	body := &closeCount{r: strings.NewReader("x")}
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+	resp, err := client.Do(req)
+	if resp != nil || err == nil || !strings.Contains(err.Error(), "nil *retry.Transport") {
+		t.Errorf("Do = %v, %v; want an error naming the nil *retry.Transport", resp, err)
+	}
+	if n := body.closes.Load(); n != 1 {
+		t.Errorf("the request's body closed %d times, want 1", n)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server saw %d requests, want none", n)
+	}
+	tr.CloseIdleConnections() // must not panic
+	if resp, err := tr.RoundTrip(nil); resp != nil || err == nil {
+		t.Errorf("RoundTrip(nil) = %v, %v; want an error", resp, err)
+	}
+}
