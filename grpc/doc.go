@@ -159,7 +159,9 @@
 //   - codes.Canceled when the caller's context was canceled before the
 //     call stopped, in an attempt, between attempts or before the first
 //     (its message is the context's error and cause), and
-//     codes.DeadlineExceeded when its deadline passed;
+//     codes.DeadlineExceeded when its deadline passed, whatever status the
+//     server sent once it had (a handler may wrap its context's error in
+//     INTERNAL, and its answer may arrive before the client's timer fires);
 //   - codes.DeadlineExceeded when the wait before the next attempt could
 //     not end before the caller's deadline or the policy's MaxElapsed (a
 //     pushback the Retrier refuses as longer than its maximum server delay,

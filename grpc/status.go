@@ -104,30 +104,35 @@ func (e *statusError) Unwrap() []error {
 // is the set of retryable codes (see retryable).
 //
 // An error that carries no status goes to the engine as it is. A status
-// caused by the end of ctx is typed by ctx. Otherwise the error is typed by
-// its code and marked: Permanent when the RPC was committed, when the server
-// said not to retry, or when the code is not retried; After when the server
-// pushed back with a delay.
+// caused by the end of ctx is typed by ctx: any status that arrives once
+// ctx's deadline has passed, and CANCELED or DEADLINE_EXCEEDED once ctx
+// has ended. Otherwise the error is typed by its code. It is marked
+// Permanent when the RPC was committed, and otherwise, when typed by its
+// code, when the server said not to retry or the code is not retried;
+// After when the server pushed back with a delay.
 func classify(ctx context.Context, err error, committed bool, trailer metadata.MD, cs map[codes.Code]bool) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
 	}
 	code := st.Code()
-	if code == codes.Canceled || code == codes.DeadlineExceeded {
-		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && !time.Now().Before(dl) {
-			// The server, whose deadline is ours, answered before our
-			// context's timer fired, which is due: wait for it, so that
-			// the context (and the engine) tell that the deadline struck.
-			<-ctx.Done()
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return &statusError{err: err, st: st, cause: cerr}
-		}
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && !time.Now().Before(dl) {
+		// The server, whose deadline is ours, answered once it had
+		// passed, before our context's timer fired, which is due: wait
+		// for it, so that the context (and the engine) tell that the
+		// deadline struck, whatever the status (a handler may wrap its
+		// context's error in INTERNAL).
+		<-ctx.Done()
 	}
 	se := &statusError{err: err, st: st, typ: Type(code)}
+	if cerr := ctx.Err(); cerr == context.DeadlineExceeded || cerr != nil && (code == codes.Canceled || code == codes.DeadlineExceeded) {
+		se.typ, se.cause = "", cerr
+	}
 	if committed {
 		return retry.Permanent(se)
+	}
+	if se.cause != nil {
+		return se
 	}
 	wait, pushed, ok := pushback(trailer)
 	switch {
