@@ -37,7 +37,8 @@ import (
 // A hedge is load: it passes the same gates as a retry (the circuit
 // breaker, a rate-limit token that is there at once, a token from the
 // retry budget); a hedge any of them refuses is not sent (the call goes on
-// with the attempts in flight). Under a full outage hedging thus adds no
+// with the attempts in flight). A hedge that starts keeps its token, and
+// counts in Stats, even when its call is won before it is sent (see Stats). Under a full outage hedging thus adds no
 // more attempts than the budget allows retries. Hedges are admitted and
 // started on a goroutine of the call's own, never under a lock the caller
 // waits on.

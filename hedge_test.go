@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -548,6 +549,54 @@ func TestHedgeHoldKept(t *testing.T) {
 		defer mu.Unlock()
 		if err != nil || v != 4 || began[4] != 325*time.Millisecond {
 			t.Errorf("Hedged = %d, %v; attempts began at %v; want attempt 4 at 325ms", v, err, began)
+		}
+	})
+}
+
+// countingBudget is a SharedBudget that grants every retry and counts them.
+type countingBudget struct{ retries atomic.Int32 }
+
+func (*countingBudget) First(string) {}
+func (b *countingBudget) Retry(context.Context, string, time.Time) bool {
+	b.retries.Add(1)
+	return true
+}
+
+// TestHedgeCountedWhenStarted: a hedge counts in Stats.Attempts and
+// Stats.Hedges, and takes its token from the retry budget, when it starts,
+// even when its call is won before the hedge is sent: here the first
+// attempt succeeds as the hedge starts, and the hedge, canceled, never
+// sends. The engine sees when it starts an attempt, not the wire.
+func TestHedgeCountedWhenStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := &countingBudget{}
+		release, returned := make(chan struct{}), make(chan struct{})
+		r := retry.New(retry.WithBudget(retry.Budget{Shared: budget}),
+			retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond, Max: 2, OnEvent: func(ev retry.Event) {
+				if ev.Type == retry.TypeHedgeStarted {
+					close(release) // the first attempt succeeds
+					<-returned     // and its call returns before the hedge runs
+				}
+			}}))
+		var sent atomic.Int32
+		v, err := retry.Hedged(t.Context(), func(ctx context.Context) (int, error) {
+			if retry.AttemptFrom(ctx) == 1 {
+				<-release
+				sent.Add(1)
+				return 1, nil
+			}
+			<-ctx.Done() // the hedge: its call is won, it sends nothing
+			return 0, ctx.Err()
+		}, r)
+		close(returned)
+		synctest.Wait()
+		if v != 1 || err != nil {
+			t.Fatalf("Hedged = %v, %v; want the first attempt's 1", v, err)
+		}
+		st := r.Stats()
+		if st.Attempts != 2 || st.Hedges != 1 || budget.retries.Load() != 1 || sent.Load() != 1 {
+			t.Errorf("Attempts %d, Hedges %d, budget tokens %d, attempts sent %d; want 2, 1, 1 and 1",
+				st.Attempts, st.Hedges, budget.retries.Load(), sent.Load())
 		}
 	})
 }

@@ -12,9 +12,16 @@ import (
 // An attempt that panics counts in Calls and Attempts only: the panic goes
 // on to the caller unrecovered, so that the success path needs no deferred
 // call, and a circuit breaker records it as a failure.
+//
+// An attempt counts when the engine starts it, calling Do's function, the
+// base transport or the gRPC invoker, whether or not that sends anything:
+// a hedge whose call is won just as it starts, canceled before its request
+// leaves the client, counts in Attempts and Hedges, and has taken its
+// retry-budget token. The engine does not see the wire, so under hedging a
+// server may count fewer arrivals than Attempts.
 type Stats struct {
 	Calls             int64 `json:"calls"`              // calls, those stopped before their first attempt included
-	Attempts          int64 `json:"attempts"`           // attempts run, first ones included
+	Attempts          int64 `json:"attempts"`           // attempts started, first ones included (see Stats)
 	Failed            int64 `json:"failed"`             // failed attempts, retried or not (a panic is not a failure here; see Stats)
 	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
 	FailedPermanently int64 `json:"failed_permanently"` // calls that ran an attempt and ended in failure, whatever the reason
