@@ -25,7 +25,12 @@ import (
 // instant OpenTimeout has passed (gobreaker: just after). While it is open, attempts are neither run nor counted: the call
 // waits for the breaker to let a probe through (Ratchet's "rescheduled
 // without consuming attempts") when that fits the caller's deadline and
-// MaxWait, and otherwise stops at once with Reason breaker_open.
+// MaxWait, and otherwise stops at once with Reason breaker_open. The
+// error of a call it stopped matches gobreaker's sentinels, as gobreaker's
+// own refusal would: errors.Is(err, gobreaker.ErrOpenState) holds for
+// every refusal, and errors.Is(err, gobreaker.ErrTooManyRequests) too
+// for one made half-open, its probes in flight. WithGoBreaker puts
+// gobreaker's own breakers in its place.
 //
 // Caller errors never trip a breaker: the caller's own cancellation, 4xx
 // statuses other than 408 and 429, Permanent errors, the Discard, DeadLetter
@@ -96,7 +101,7 @@ func WithBreaker(b Breaker) Option {
 			c.optErrs = append(c.optErrs, err)
 			return
 		}
-		c.breakers = newBreakers(b.withDefaults())
+		c.breakers, c.goBreakers = newBreakers(b.withDefaults()), nil
 	})
 }
 
@@ -139,22 +144,11 @@ type breakers struct {
 	pending atomic.Int32 // state changes not yet delivered
 	mu      sync.Mutex
 	changes []breakerChange
-	deliver sync.Mutex   // held by the goroutine delivering changes (flush)
-	waits   atomic.Int64 // times a call waited for an open breaker
-	denied  atomic.Int64 // calls stopped by an open breaker
+	deliver sync.Mutex // held by the goroutine delivering changes (flush)
+	holds
 	// fallbacks counts attempts guarded by the local breaker because the
 	// store failed.
 	fallbacks atomic.Int64
-}
-
-func newBreakers(b Breaker) *breakers {
-	bs := &breakers{spec: b}
-	if b.PerKey {
-		bs.keys = newKeyed[*breaker](maxKeys)
-	} else {
-		bs.single = bs.newBreaker("")
-	}
-	return bs
 }
 
 // breaker is one circuit breaker; with Breaker.Store, also the shared
@@ -225,18 +219,19 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 
 // allow asks the local circuit at now to let one attempt through,
 // returning the attempt's generation; when it refuses, wait is how long
-// until it may let a probe through.
-func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration) {
+// until it may let a probe through, and busy says it is half-open with
+// its probes in flight.
+func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration, busy bool) {
 	gen, ok, wait, _ = b.c.allow(now, &b.bs.spec)
 	if !ok && wait <= 0 {
-		wait = b.bs.spec.recheck() // half-open, its probes in flight
+		wait, busy = b.bs.spec.recheck(), true
 	}
-	return gen, ok, wait
+	return gen, ok, wait, busy
 }
 
 // learn counts the outcome of an attempt the local circuit let through in
 // generation tag.
-func (b *breaker) learn(cfg *config, tag int64, outcome error) {
+func (b *breaker) learn(cfg *config, tag int64, outcome, _ error) {
 	if outcome == errNotRun {
 		outcome = errBreakerExcluded // frees a half-open probe; counts neither way
 	}
@@ -246,7 +241,7 @@ func (b *breaker) learn(cfg *config, tag int64, outcome error) {
 // allowShared is allow for a breaker shared through a Breaker.Store: the
 // fleet's state decides, and the process's own circuit, which learns every
 // outcome too, stands in for it while the store cannot be read in time.
-func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error), wait time.Duration) {
+func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error), wait time.Duration, busy bool) {
 	shared, wait, ok := b.shared.allow(ctx)
 	// A call whose context ended was not decided. Written only on a
 	// change: every call of every goroutine passes here.
@@ -255,7 +250,7 @@ func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error
 	}
 	if ok {
 		if shared == nil {
-			return nil, wait
+			return nil, wait, b.shared.view.Load().state != BreakerOpen
 		}
 		return func(outcome error) {
 			if outcome == errNotRun {
@@ -268,19 +263,19 @@ func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error
 			if gen, ok, _, _ := b.c.allow(now, &b.bs.spec); ok {
 				b.c.done(gen, outcome, now, &b.bs.spec)
 			}
-		}, 0
+		}, 0, false
 	}
 	b.bs.fallbacks.Add(1)
 	b.standIn.Add(1)
-	gen, ok, wait := b.allow(cfg.mono())
+	gen, ok, wait, busy := b.allow(cfg.mono())
 	if !ok {
 		b.standIn.Add(-1)
-		return nil, wait
+		return nil, wait, busy
 	}
 	return func(outcome error) {
-		b.learn(cfg, int64(gen), outcome)
+		b.learn(cfg, int64(gen), outcome, nil)
 		b.standIn.Add(-1)
-	}, 0
+	}, 0, false
 }
 
 // acts: the breaker admits retries, which may wait for its open time, and
@@ -299,7 +294,7 @@ func (bs *breakers) admit(_ context.Context, a ask) grant {
 	if left <= a.wait {
 		return grant{}
 	}
-	return bs.wait(a, left, left-a.wait)
+	return bs.hold(bs.spec.MaxWait, a, left, left-a.wait, &breakerError{wait: left})
 }
 
 // enter asks the breaker to let the attempt through (the first of the
@@ -312,38 +307,22 @@ func (bs *breakers) enter(ctx context.Context, a ask) grant {
 	b := bs.get(a.key, now)
 	var g grant
 	var wait time.Duration
+	var busy bool
 	if b.shared != nil {
 		var done func(error)
-		if done, wait = b.allowShared(ctx, a.cfg); done != nil {
+		if done, wait, busy = b.allowShared(ctx, a.cfg); done != nil {
 			g.learner = doneFunc(done)
 		}
-	} else if gen, ok, w := b.allow(now); ok {
+	} else if gen, ok, w, bz := b.allow(now); ok {
 		g.learner, g.tag = b, int64(gen)
 	} else {
-		wait = w
+		wait, busy = w, bz
 	}
 	bs.flush() // a change made as the attempt was let through
-	switch {
-	case g.learner != nil:
+	if g.learner != nil {
 		return g
-	case ctx.Err() != nil: // the caller's context ended while the breaker was consulted
-		return grant{no: &refusal{reason: ReasonCanceled}}
-	case a.kind == kindHedge:
-		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
 	}
-	return bs.wait(a, wait, wait)
-}
-
-// wait grants a wait for an open breaker, of which held is beyond the
-// policy's, when the call's waits for open breakers stay within MaxWait and
-// the wait fits the time left; otherwise it refuses.
-func (bs *breakers) wait(a ask, wait, held time.Duration) grant {
-	if bs.spec.MaxWait < 0 || a.held+held > bs.spec.MaxWait || wait > a.room {
-		bs.denied.Add(1)
-		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: &breakerError{wait: wait}}}
-	}
-	bs.waits.Add(1)
-	return grant{wait: wait, held: held}
+	return bs.refuse(ctx, a, wait, refusalOf(wait, busy), bs.spec.MaxWait)
 }
 
 // recheck is how long a call waits before it looks again at a half-open
@@ -418,44 +397,4 @@ func (b *breaker) openFor(now time.Time) time.Duration {
 		return b.shared.openFor()
 	}
 	return b.c.openFor(now)
-}
-
-// breakerError is the failure of a call stopped by an open breaker.
-type breakerError struct{ wait time.Duration }
-
-func (e *breakerError) Error() string {
-	return "retry: circuit breaker is open for another " + e.wait.Round(time.Millisecond).String()
-}
-
-func (e *breakerError) ErrorType() string { return typeBreakerOpen }
-
-// breakerOutcome is what an attempt's error means to the gates that learn
-// outcomes (the circuit breaker, adaptive throttling, the concurrency
-// limit): nil for a success, errBreakerExcluded for the caller's own
-// errors, which must not trip a breaker or count as the dependency's
-// refusal, errBreakerFailure otherwise. An attempt cut off by the
-// caller's deadline while the dependency had not answered is a timeout
-// failure, so that a hung dependency trips the breaker; the caller's own
-// cancellation is excluded.
-func (cfg *config) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
-	if err == nil {
-		return nil
-	}
-	cerr := ctx.Err()
-	if cerr == context.Canceled {
-		return errBreakerExcluded
-	}
-	o := attemptOutcome(ctx, err, timedOut)
-	if cerr != nil && unanswered(o.typ) {
-		return errBreakerFailure
-	}
-	switch {
-	case cfg.listed(o.typ):
-		return errBreakerExcluded
-	case o.verdict == verdictRetry:
-		return errBreakerFailure
-	case o.verdict != verdictNone, o.permanent, cfg.nonRetryable(o.typ):
-		return errBreakerExcluded
-	}
-	return errBreakerFailure
 }

@@ -240,7 +240,7 @@ func (p *permits) acquire(cfg *config) (tag int64, ok bool) {
 
 // learn gives the permit back and, for a timed attempt that was not left
 // out, feeds its latency and outcome to the algorithm (see pass.learn).
-func (p *permits) learn(cfg *config, tag int64, outcome error) {
+func (p *permits) learn(cfg *config, tag int64, outcome, _ error) {
 	if tag == 0 || outcome == errBreakerExcluded || outcome == errNotRun {
 		p.l.Release()
 		return

@@ -109,7 +109,9 @@
 // at most 1 s for it (Breaker.MaxWait), so an inline caller is never held
 // for the breaker's open time, and stops with ReasonBreakerOpen instead.
 // A hung dependency trips it: an attempt cut off by the caller's deadline
-// counts as a timeout failure. WithRateLimit paces attempts with a token
+// counts as a timeout failure. Its refusals are sony/gobreaker's
+// ErrOpenState to errors.Is, and WithGoBreaker puts a user's gobreaker
+// breakers in its place. WithRateLimit paces attempts with a token
 // bucket of golang.org/x/time/rate, or with a caller's own *rate.Limiter;
 // neither sleeps into a deadline it cannot meet. Against overload that
 // sustains itself, WithThrottle sheds attempts locally by the share the

@@ -41,6 +41,11 @@ func (r Reason) String() string { return string(r) }
 // server asked for a delay over MaxServerDelay does not.
 // Unwrap yields the dead-letter sink's error when routing failed as well.
 //
+// A call that a gate stopped after attempts ran also unwraps to the gate's
+// error, so that errors.Is(err, gobreaker.ErrOpenState) holds for every
+// call a circuit breaker stopped, as for one stopped before any attempt,
+// whose Err is the gate's error.
+//
 // TypeOf reports a call stopped by the breaker, the rate limiter or the
 // retry budget as "breaker.open", "ratelimit.local" or "budget.exhausted",
 // one whose last attempt ran out of its per-attempt timeout as
@@ -54,6 +59,7 @@ type Error struct {
 	cause  error  // context cause, when distinct from Err
 	ctxErr error  // the context's error, when distinct from Err and cause
 	sink   error  // dead-letter routing failure
+	gate   error  // the error of the gate that stopped the call after attempts
 	typ    string // the type of a stop by the breaker, limiter or budget
 }
 
@@ -85,11 +91,12 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the last error, the context's cause and error, and the
-// dead-letter sink's error, those that are set.
+// Unwrap returns the last error, the context's cause and error, the
+// dead-letter sink's error and the error of the gate that stopped the
+// call, those that are set.
 func (e *Error) Unwrap() []error {
 	errs := make([]error, 0, 4)
-	for _, err := range [...]error{e.Err, e.cause, e.ctxErr, e.sink} {
+	for _, err := range [...]error{e.Err, e.cause, e.ctxErr, e.sink, e.gate} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -71,18 +71,20 @@ type grant struct {
 }
 
 // learner learns the outcome of an attempt it let through (see
-// pass.learn for the outcomes) with the tag its grant carried; cfg is the
-// configuration of the call, for its clock (cfg.mono) and random source.
+// pass.learn for the outcome and its cause) with the tag its grant
+// carried; cfg is the configuration of the call, for its clock (cfg.mono)
+// and random source.
 type learner interface {
-	learn(cfg *config, tag int64, outcome error)
+	learn(cfg *config, tag int64, outcome, cause error)
 }
 
 // doneFunc is a learner made of a func of the outcome alone.
 type doneFunc func(error)
 
-func (f doneFunc) learn(_ *config, _ int64, outcome error) { f(outcome) }
+func (f doneFunc) learn(_ *config, _ int64, outcome, _ error) { f(outcome) }
 
-// maxGates is the most gates a call passes: every gate assemble knows, so
+// maxGates is the most gates a call passes: every gate assemble knows (a
+// configuration has the built-in breaker or gobreaker's, never both), so
 // that no list of them outgrows a pass's arrays.
 const maxGates = 6
 
@@ -133,6 +135,9 @@ func (c *config) assemble() {
 	if c.breakers != nil {
 		all = append(all, c.breakers)
 	}
+	if c.goBreakers != nil {
+		all = append(all, c.goBreakers)
+	}
 	if c.pace != nil {
 		all = append(all, c.pace)
 	}
@@ -149,7 +154,7 @@ func (c *config) assemble() {
 		all = append(all, c.concurrency)
 	}
 	c.gates = gates{}
-	c.learns = c.breakers != nil || c.throttle != nil || c.concurrency != nil
+	c.learns = c.breakers != nil || c.goBreakers != nil || c.throttle != nil || c.concurrency != nil
 	for _, g := range all {
 		admits, enters := g.acts()
 		for k := range c.gates.admits {
@@ -198,14 +203,14 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 		if gr.no == nil && gr.wait > 0 {
 			p.held += gr.held
 			if err := sleep(gr.wait); err != nil {
-				p.learn(errNotRun)
+				p.learn(errNotRun, nil)
 				p.giveBack(c)
 				return nil, err
 			}
 			continue
 		}
 		if gr.no != nil {
-			p.learn(errNotRun)
+			p.learn(errNotRun, nil)
 			p.giveBack(c)
 			return gr.no, nil
 		}
@@ -224,8 +229,12 @@ var errNotRun = errors.New("not run")
 
 // learn reports the attempt's outcome to the gates that asked for it: nil
 // for a success, errBreakerExcluded for an outcome that counts neither way,
-// errBreakerFailure for a failure, errNotRun for an attempt that never ran.
-func (p *pass) learn(outcome error) {
+// errBreakerFailure for a failure, errNotRun for an attempt that never ran;
+// and its cause, for a gate that judges it by its own rules (gobreaker's):
+// the attempt's error (nil for a success), errWithdrawn for an attempt its
+// call gave up (a hedge that lost), nil when outcome is errNotRun, or
+// errPanicked.
+func (p *pass) learn(outcome, cause error) {
 	n := p.heard
 	if n == 0 {
 		return
@@ -233,7 +242,7 @@ func (p *pass) learn(outcome error) {
 	p.heard = 0
 	for i := range n {
 		if l := p.learners[i]; l != nil {
-			l.learn(p.cfg, p.tags[i], outcome)
+			l.learn(p.cfg, p.tags[i], outcome, cause)
 			p.learners[i] = nil
 		}
 	}
@@ -261,4 +270,35 @@ func (p *pass) giveBack(c *config) {
 			p.undo[i] = nil
 		}
 	}
+}
+
+// breakerOutcome is what an attempt's error means to the gates that learn
+// outcomes (the circuit breaker, adaptive throttling, the concurrency
+// limit): nil for a success, errBreakerExcluded for the caller's own
+// errors, which must not trip a breaker or count as the dependency's
+// refusal, errBreakerFailure otherwise. An attempt cut off by the
+// caller's deadline while the dependency had not answered is a timeout
+// failure, so that a hung dependency trips the breaker; the caller's own
+// cancellation is excluded.
+func (cfg *config) breakerOutcome(ctx context.Context, err error, timedOut bool) error {
+	if err == nil {
+		return nil
+	}
+	cerr := ctx.Err()
+	if cerr == context.Canceled {
+		return errBreakerExcluded
+	}
+	o := attemptOutcome(ctx, err, timedOut)
+	if cerr != nil && unanswered(o.typ) {
+		return errBreakerFailure
+	}
+	switch {
+	case cfg.listed(o.typ):
+		return errBreakerExcluded
+	case o.verdict == verdictRetry:
+		return errBreakerFailure
+	case o.verdict != verdictNone, o.permanent, cfg.nonRetryable(o.typ):
+		return errBreakerExcluded
+	}
+	return errBreakerFailure
 }

@@ -12,7 +12,7 @@ type nopGate struct{}
 func (nopGate) acts() (uint8, uint8)                { return 0, onAll }
 func (nopGate) admit(context.Context, ask) grant    { return grant{} }
 func (g *nopGate) enter(context.Context, ask) grant { return grant{learner: g} }
-func (*nopGate) learn(*config, int64, error)        {}
+func (*nopGate) learn(*config, int64, error, error) {}
 
 // BenchmarkNopGate measures the success path with no gate and with a gate
 // that does nothing but ask for the outcome: the loop's share of every

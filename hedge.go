@@ -209,7 +209,7 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 	hc := &hedgedCall[T]{fn: fn, cfg: cfg}
 	hc.tn = takeTurn(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
 	defer hc.tn.recycle()
-	hc.drv.verdict = hc.tn.verdictFn
+	hc.drv.verdict, hc.drv.cause = hc.tn.verdictFn, hc.tn.causeFn
 	c := &hc.c
 	*c = call{cfg: cfg, key: cfg.key}
 	err := c.run(ctx, &hc.drv, func(actx context.Context) (bool, error) {

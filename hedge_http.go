@@ -48,7 +48,7 @@ func (t *Transport) hedged(rt roundTrip) (*http.Response, error) {
 	*c = call{cfg: t.gated(cfg), key: rt2.key}
 	h.tn = takeTurn(h, c.cfg, cfg.hedge, c.key, rt2.describe)
 	defer h.tn.recycle()
-	h.drv = driver{verdict: h.tn.verdictFn, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
+	h.drv = driver{verdict: h.tn.verdictFn, cause: h.tn.causeFn, giveUp: rt2.discard, describe: rt2.describe, record: rt2.record}
 	err := c.run(req.Context(), &h.drv, func(actx context.Context) (bool, error) {
 		rt2.held = nil
 		a := h.tn.run(actx, c)

@@ -45,6 +45,7 @@ type try struct {
 type turn struct {
 	fire      func()       // coordinate, made once per turn value
 	verdictFn func() error // verdictOf, likewise
+	causeFn   func() error // causeOf, likewise
 	drv       hedgeDriver  // set by takeTurn, for one call
 	cfg       *config
 	spec      *hedgeSpec
@@ -62,17 +63,22 @@ type turn struct {
 	results chan *try // every attempt's end, once the coordinator runs
 	answer  chan *try // the coordinator's to the caller: the turn's outcome
 	verdict error     // the first attempt's, for the loop's gates
+	cause   error     // the first attempt's error, likewise
 }
 
 // verdictOf is what the first attempt of the last turn means to the gates.
 func (tn *turn) verdictOf() error { return tn.verdict }
+
+// causeOf is the first attempt of the last turn's own error (see
+// pass.learn).
+func (tn *turn) causeOf() error { return tn.cause }
 
 // turns keeps turns whose calls never started a hedge: they hold no
 // channel, timer or goroutine of a synctest bubble, and take one
 // allocation off the next call.
 var turns = sync.Pool{New: func() any {
 	tn := new(turn)
-	tn.fire, tn.verdictFn = tn.coordinate, tn.verdictOf
+	tn.fire, tn.verdictFn, tn.causeFn = tn.coordinate, tn.verdictOf, tn.causeOf
 	return tn
 }}
 
@@ -87,7 +93,7 @@ func takeTurn(drv hedgeDriver, cfg *config, spec *hedgeSpec, key string, desc fu
 // to the pool.
 func (tn *turn) recycle() {
 	if tn.results == nil {
-		*tn = turn{fire: tn.fire, verdictFn: tn.verdictFn}
+		*tn = turn{fire: tn.fire, verdictFn: tn.verdictFn, causeFn: tn.causeFn}
 		turns.Put(tn)
 	}
 }
@@ -110,7 +116,7 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	first := &tn.first
 	if !tn.cfg.hedgeable(tn.spec) {
 		tn.drv.attempt(ctx, first)
-		tn.verdict = first.verdict
+		tn.verdict, tn.cause = first.verdict, first.failure
 		return first
 	}
 	tn.n.Store(int64(c.attempt))
@@ -150,9 +156,9 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	if !lost && tn.spec.sketches != nil {
 		tn.spec.record(tn.key, time.Since(start))
 	}
-	tn.verdict = first.verdict
+	tn.verdict, tn.cause = first.verdict, first.failure
 	if lost {
-		tn.verdict = errBreakerExcluded
+		tn.verdict, tn.cause = errBreakerExcluded, errWithdrawn
 	}
 	if tn.timer.Stop() { // no hedge ever started: the turn is this attempt
 		return first
@@ -387,19 +393,20 @@ func (tn *turn) hedge(actx context.Context, t *try) {
 			if t.panicked = recover(); t.panicked == nil {
 				t.panicked = errNilPanic
 			}
-			t.p.learn(errBreakerFailure)
+			t.p.learn(errBreakerFailure, errPanicked)
 			tn.report(t)
 		}
 	}()
 	tn.drv.attempt(actx, t)
 	finished = true
 	lost := actx.Err() != nil && tn.ctx.Err() == nil
+	cause := t.failure
 	if lost { // canceled as a loser
-		t.verdict = errBreakerExcluded
+		t.verdict, cause = errBreakerExcluded, errWithdrawn
 	} else {
 		tn.spec.record(tn.key, time.Since(start))
 	}
-	t.p.learn(t.verdict)
+	t.p.learn(t.verdict, cause)
 	tn.judge(t, actx.Err() != nil)
 	tn.report(t)
 }

@@ -51,6 +51,19 @@ func (k *keyed[V]) get(key string, _ time.Time, mk func() V) V {
 	return v
 }
 
+// find returns the value of key and marks it used, or reports false when
+// the key is not kept.
+func (k *keyed[V]) find(key string) (v V, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[key]
+	if !ok {
+		return v, false
+	}
+	k.order.MoveToFront(e)
+	return e.Value.(*keyedEntry[V]).v, true
+}
+
 // each calls f for every key kept, outside the lock, on a snapshot.
 func (k *keyed[V]) each(f func(key string, v V)) {
 	k.mu.Lock()

@@ -19,6 +19,9 @@ type driver struct {
 	// verdict returns what the attempt that has just run means to the
 	// gates (see pass.learn), in place of the rule for errors.
 	verdict func() error
+	// cause returns that attempt's own error, when it is not the one the
+	// loop was given (a hedged turn returns its winner's).
+	cause func() error
 	// giveUp gives up the outcome in hand once a retry is admitted: the
 	// Transport drains and closes the response.
 	giveUp func()
@@ -38,6 +41,7 @@ type call struct {
 	prev    time.Duration // previous sampled wait, for decorrelated jitter
 	last    error         // the last attempt's error
 	lastTyp string        // its type, as the engine classified it
+	refusal error         // the error of the gate that stopped the call, if one did
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
 	// serverDelay says the call stopped for a server's delay over
 	// MaxServerDelay, which is not the deadline's doing.
@@ -143,12 +147,16 @@ func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFun
 	finished := false
 	defer func() {
 		if !finished {
-			p.learn(errBreakerFailure)
+			p.learn(errBreakerFailure, errPanicked)
 		}
 	}()
 	timedOut, failure = attempt(c.numbered(ctx))
 	finished = true
-	p.learn(c.verdict(ctx, drv, failure, timedOut))
+	cause := failure
+	if drv != nil && drv.cause != nil {
+		cause = drv.cause()
+	}
+	p.learn(c.verdict(ctx, drv, failure, timedOut), cause)
 	return timedOut, failure
 }
 
@@ -276,7 +284,7 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 			if no.reason == ReasonCanceled {
 				return c.canceled(ctx, drv)
 			}
-			o.typ = no.typ
+			o.typ, c.refusal = no.typ, no.err
 			return c.terminal(ctx, drv, o, no.reason, now, true)
 		}
 	}

@@ -65,6 +65,7 @@ type config struct {
 	http           HTTP // the Transport's own settings
 	limiter        *limiter
 	breakers       *breakers
+	goBreakers     *goBreakers  // WithGoBreaker's, in place of breakers
 	throttle       *throttles   // adaptive throttling; nil when off
 	concurrency    *concurrency // the adaptive concurrency limit; nil when off
 	pace           *paceGate    // a Transport's pacing by RateLimit fields; nil elsewhere

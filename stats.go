@@ -31,7 +31,8 @@ type Stats struct {
 
 	// Breakers is the state of each circuit breaker by key ("" for a
 	// single breaker): BreakerClosed, BreakerHalfOpen or BreakerOpen; nil without
-	// WithBreaker.
+	// WithBreaker or WithGoBreaker (whose breakers are listed by the keys
+	// met, a key whose func returned nil left out).
 	Breakers      map[string]string `json:"breakers,omitempty"`
 	BreakerWaits  int64             `json:"breaker_waits"`  // waits for an open breaker, attempts not consumed
 	BreakerDenied int64             `json:"breaker_denied"` // calls stopped by an open breaker
@@ -115,6 +116,11 @@ func (c *config) stats() Stats {
 		s.BreakerWaits = bs.waits.Load()
 		s.BreakerDenied = bs.denied.Load()
 		s.BreakerFallbacks = bs.fallbacks.Load()
+	}
+	if g := c.goBreakers; g != nil {
+		s.Breakers = g.states()
+		s.BreakerWaits = g.waits.Load()
+		s.BreakerDenied = g.denied.Load()
 	}
 	if bs := c.budget; bs != nil {
 		bs.stats(&s, c.now())

@@ -24,7 +24,7 @@ func (c *call) refused(ctx context.Context, drv *driver, no *refusal) error {
 // context.DeadlineExceeded, and one stopped because a server's delay was
 // over MaxServerDelay does not.
 func (c *call) newError(ctx context.Context, reason Reason) *Error {
-	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last}
+	e := &Error{Attempts: c.attempt, Reason: reason, Err: c.last, gate: c.refusal}
 	switch reason {
 	case ReasonCanceled:
 		cerr, cause := ctx.Err(), context.Cause(ctx)
@@ -114,7 +114,7 @@ func (c *call) refuse(ctx context.Context, drv *driver, reason Reason, typ strin
 		return e
 	}
 	o := inspect(c.last)
-	o.typ = typ
+	o.typ, c.refusal = typ, err
 	return c.terminal(ctx, drv, o, reason, c.cfg.now(), false)
 }
 

@@ -222,7 +222,7 @@ func (t *throttle) calm() bool {
 // refusal, the concurrency limit's refusals would raise the probability
 // against a dependency that accepts everything it is sent, and each
 // attempt shed would raise it further.
-func (t *throttle) learn(cfg *config, _ int64, outcome error) {
+func (t *throttle) learn(cfg *config, _ int64, outcome, _ error) {
 	if outcome == errNotRun {
 		return
 	}

@@ -3,6 +3,7 @@ module github.com/steadyhq/retry/grpc
 go 1.25.0
 
 require (
+	github.com/sony/gobreaker/v2 v2.4.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.11
 )

@@ -11,7 +11,10 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require golang.org/x/time v0.15.0 // indirect
+require (
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -9,6 +9,8 @@ require (
 	golang.org/x/time v0.15.0
 )
 
+require github.com/sony/gobreaker/v2 v2.4.0 // indirect
+
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect

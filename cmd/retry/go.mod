@@ -12,7 +12,10 @@ require (
 	gonum.org/v1/plot v0.17.0
 )
 
-require golang.org/x/time v0.15.0 // indirect
+require (
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect

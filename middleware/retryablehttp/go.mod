@@ -7,6 +7,9 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require golang.org/x/time v0.15.0 // indirect
+require (
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
 
 require github.com/hashicorp/go-cleanhttp v0.5.2 // indirect

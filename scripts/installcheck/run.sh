@@ -77,16 +77,18 @@ cp "$root/scripts/installcheck/testdata/root/main.go" main.go
 run 1
 build root
 # What README says the root module brings: in go.mod and compiled in, the
-# root and its one dependency; in go.sum, also goleak, which its tests use.
-want="github.com/steadyhq/retry golang.org/x/time"
+# root and its two dependencies; in go.sum, also goleak, which its tests
+# use, and testify and the three modules it needs, which gobreaker's tests
+# use.
+want="github.com/sony/gobreaker/v2 github.com/steadyhq/retry golang.org/x/time"
 required=$(awk '/^require \(/{b = 1; next} b && /^\)/{b = 0} b{print $1} /^require [^(]/{print $2}' go.mod | sort | xargs)
 [ "$required" = "$want" ] || die "go.mod requires: $required; README.md says: $want"
 compiled=$(go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}}{{end}}{{end}}' . | sort -u | xargs)
 [ "$compiled" = "$want" ] || die "the program is built from: $compiled; README.md says: $want"
-want_sum="go.uber.org/goleak golang.org/x/time"
+want_sum="github.com/davecgh/go-spew github.com/pmezard/go-difflib github.com/sony/gobreaker/v2 github.com/stretchr/testify go.uber.org/goleak golang.org/x/time gopkg.in/yaml.v3"
 sums=$(awk '{print $1}' go.sum | sort -u | xargs)
 [ "$sums" = "$want_sum" ] || die "go.sum holds: $sums; README.md says: $want_sum"
-say "go.mod requires $required; go.sum also holds goleak"
+say "go.mod requires $required; go.sum also holds goleak, testify and testify's three"
 
 say "each nested library module, with README.md's commands:"
 cp "$root/scripts/installcheck/testdata/all/main.go" main.go
