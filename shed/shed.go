@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,10 +221,29 @@ type Stats struct {
 	Admitted int64
 	// Shed counts the requests refused, by Reason (Shed[ReasonQuota] are
 	// the 429s).
-	Shed [numReasons]int64
+	Shed Counts
 	// DrainRate is the requests completed per second over about the last
 	// second, as last measured (0 before a measurement).
 	DrainRate float64
+}
+
+// Counts are counts of requests shed, indexed by Reason.
+type Counts [numReasons]int64
+
+// String names each count by its Reason, in the order of the reasons:
+// "{queue full: 116, queue timeout: 14, low priority: 0, canceled: 0,
+// quota: 0}".
+func (c Counts) String() string {
+	b := []byte{'{'}
+	for r, n := range c {
+		if r > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, reasonNames[r]...)
+		b = append(b, ": "...)
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return string(append(b, '}'))
 }
 
 // Stats returns the Shedder's state and counters.

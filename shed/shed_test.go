@@ -3,6 +3,7 @@ package shed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -349,5 +350,19 @@ func TestRefusalError(t *testing.T) {
 	var got *shed.Refusal
 	if !errors.As(err, &got) || err.Error() != "shed: queue timeout, retry after 3s" {
 		t.Errorf("Error() = %q", err.Error())
+	}
+}
+
+// TestStatsShedNamed: Stats.Shed prints each count by its reason's name,
+// alone and inside Stats, and is still indexed by Reason.
+func TestStatsShedNamed(t *testing.T) {
+	st := shed.Stats{Limit: 4, Admitted: 130}
+	st.Shed[shed.ReasonQueueFull], st.Shed[shed.ReasonQueueTimeout] = 116, 14
+	const want = "{queue full: 116, queue timeout: 14, low priority: 0, canceled: 0, quota: 0}"
+	if got := fmt.Sprint(st.Shed); got != want {
+		t.Errorf("fmt.Sprint(Shed) = %q, want %q", got, want)
+	}
+	if got := fmt.Sprintf("%+v", st); !strings.Contains(got, "Shed:"+want) {
+		t.Errorf("fmt.Sprintf(%%+v, Stats) = %q, want it to hold Shed:%s", got, want)
 	}
 }
