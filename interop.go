@@ -2,9 +2,14 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 )
+
+// errNeither is HTTPFailure's failure when it is given neither a response
+// nor an error.
+var errNeither = errors.New("retry: HTTPFailure: neither a response nor an error")
 
 // Decide returns the decision r's engine takes when attempt (1 for the
 // first) has failed with err, for retry loops that are not driven by this
@@ -63,7 +68,7 @@ func (r *Retrier) HTTPFailure(req *http.Request, resp *http.Response, err error)
 	switch {
 	case err != nil:
 	case resp == nil:
-		failure = errNoResponse
+		failure = errNeither
 	default:
 		if failure = r.config().statusFailure(resp); failure == nil {
 			return nil

@@ -87,6 +87,7 @@ func TestHTTPFailure(t *testing.T) {
 		wantType  string
 		wantPerm  bool
 		wantAfter time.Duration
+		wantText  string // the error's text, when set
 	}{
 		{name: "200 is final", method: "GET", resp: respond(200, ""), wantNil: true},
 		{name: "404 is final", method: "GET", resp: respond(404, ""), wantNil: true},
@@ -99,7 +100,7 @@ func TestHTTPFailure(t *testing.T) {
 		{name: "reset on PUT", method: "PUT", err: reset, wantType: typeConnectionReset},
 		{name: "reset on POST", method: "POST", err: reset, wantType: typeConnectionReset, wantPerm: true},
 		{name: "refused on POST: never sent", method: "POST", err: refused, wantType: typeConnectionRefused},
-		{name: "neither response nor error", method: "GET", wantType: typeUnknown},
+		{name: "neither response nor error", method: "GET", wantType: typeUnknown, wantText: "retry: HTTPFailure: neither a response nor an error"},
 		{name: "neither response nor error on POST", method: "POST", wantType: typeUnknown, wantPerm: true},
 	}
 	for _, tt := range tests {
@@ -114,6 +115,9 @@ func TestHTTPFailure(t *testing.T) {
 					t.Fatalf("HTTPFailure = %v, want nil", f)
 				}
 				return
+			}
+			if tt.wantText != "" && f.Error() != tt.wantText {
+				t.Errorf("HTTPFailure = %q, want %q", f, tt.wantText)
 			}
 			o := inspect(f)
 			if o.typ != tt.wantType || o.permanent != tt.wantPerm || o.hint != tt.wantAfter {

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -44,6 +45,9 @@ var statusTypes = sync.OnceValue(func() []string {
 	return t
 })
 
+// errNilResponse is ResponseError's error for a nil response.
+var errNilResponse = errors.New("retry: ResponseError(nil): no response to judge (check the error of the call that returned it)")
+
 func statusType(code int) string {
 	if code >= 100 && code < 600 {
 		return statusTypes()[code]
@@ -64,10 +68,10 @@ func statusClass(code int) string {
 // asks for (its Retry-After, or the window of a used-up quota in its
 // RateLimit fields, the longer), so that 5xx, 408, 425 and 429 are
 // retried after at least the server's delay and other 4xx stop at once. A
-// nil resp is an error. It does not read or close the body.
+// nil resp is an error that says so. It does not read or close the body.
 func ResponseError(resp *http.Response) error {
 	if resp == nil {
-		return errNoResponse
+		return errNilResponse
 	}
 	if resp.StatusCode < 400 {
 		return nil

@@ -304,13 +304,14 @@ func TestResponseError(t *testing.T) {
 		typ   string
 		after time.Duration
 		isNil bool
+		msg   string // the start of the error's text, when set
 	}{
 		{name: "200", resp: &http.Response{StatusCode: 200}, isNil: true},
 		{name: "304", resp: &http.Response{StatusCode: 304}, isNil: true},
 		{name: "404", resp: &http.Response{StatusCode: 404}, typ: "http.4xx.404"},
 		{name: "503 with Retry-After seconds", resp: &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"7"}}}, typ: "http.5xx.503", after: 7 * time.Second},
 		{name: "429 with an HTTP-date", resp: &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {now.Add(time.Hour).UTC().Format(http.TimeFormat)}}}, typ: "http.4xx.429", after: time.Hour},
-		{name: "nil", typ: "error"},
+		{name: "nil", typ: "error", msg: "retry: ResponseError(nil): no response"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,8 +322,8 @@ func TestResponseError(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || retry.TypeOf(err) != tt.typ {
-				t.Fatalf("err = %v of type %q, want type %q", err, retry.TypeOf(err), tt.typ)
+			if err == nil || retry.TypeOf(err) != tt.typ || !strings.HasPrefix(err.Error(), tt.msg) {
+				t.Fatalf("err = %v of type %q, want type %q and a text starting %q", err, retry.TypeOf(err), tt.typ, tt.msg)
 			}
 			var se *retry.StatusError
 			if tt.resp != nil && (!errors.As(err, &se) || se.RetryAfter < tt.after-2*time.Second || se.RetryAfter > tt.after) {
