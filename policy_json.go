@@ -26,7 +26,8 @@ import (
 // fields and invalid values are rejected with a *PolicyError naming the
 // field, the value and the rule; a document that is not one JSON object,
 // JSON null included, with the field "JSON" and, when it is malformed, the
-// line and column where it goes wrong. ({} is the default policy; null is
+// line and column where it goes wrong (a trailing comma is named as one,
+// at the comma). ({} is the default policy; null is
 // refused because it is what a missing value reads as, not a policy.)
 func ParsePolicy(data []byte) (Policy, error) {
 	var p Policy
@@ -110,6 +111,9 @@ func jsonObject(data []byte, where string) ([]jsonField, error) {
 		}
 		return &PolicyError{Field: field, Value: value, Rule: rule}
 	}
+	malformed := func(what string) error {
+		return &PolicyError{Field: field, Value: value, Rule: "must be well-formed JSON: " + what}
+	}
 	// Malformed JSON, found by a scan of the whole document, which gives
 	// the offending byte's offset (the decoder's offsets are relative to
 	// the value it reads).
@@ -119,13 +123,18 @@ func jsonObject(data []byte, where string) ([]jsonField, error) {
 		switch {
 		case len(bytes.TrimSpace(data)) == 0:
 			return nil, notObject(errors.New("the input is empty"))
-		case errors.As(err, &se) && strings.HasPrefix(se.Error(), "unexpected end"):
-			return nil, notObject(errors.New("the input ends early, at " + position(data, int64(len(data)))))
-		case errors.As(err, &se):
-			// se.Offset counts the offending byte.
-			return nil, notObject(errors.New(se.Error() + " at " + position(data, se.Offset-1)))
+		case !errors.As(err, &se):
+			return nil, notObject(err)
+		case strings.HasPrefix(se.Error(), "unexpected end"):
+			return nil, malformed("the input ends early, at " + position(data, int64(len(data))))
+		case strings.Contains(se.Error(), "after top-level value"):
+			return nil, &PolicyError{Field: field, Value: value, Rule: "must be one JSON object: more follows it, at " + position(data, se.Offset-1)}
 		}
-		return nil, notObject(err)
+		// se.Offset counts the offending byte.
+		if comma, end, ok := trailingComma(data, se.Offset-1); ok {
+			return nil, malformed("a comma before '" + string(end) + "' at " + position(data, comma) + " (JSON allows no trailing comma)")
+		}
+		return nil, malformed(se.Error() + " at " + position(data, se.Offset-1))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -161,6 +170,19 @@ func jsonObject(data []byte, where string) ([]jsonField, error) {
 		return nil, notObject(errors.New("data follows it")) // caught above
 	}
 	return fields, nil
+}
+
+// trailingComma reports whether the byte at off, where a JSON scan failed,
+// closes an object or array right after a comma, and the comma's offset.
+func trailingComma(data []byte, off int64) (comma int64, end byte, ok bool) {
+	if off < 0 || off >= int64(len(data)) || data[off] != '}' && data[off] != ']' {
+		return 0, 0, false
+	}
+	before := bytes.TrimRight(data[:off], " \t\r\n")
+	if len(before) == 0 || before[len(before)-1] != ',' {
+		return 0, 0, false
+	}
+	return int64(len(before) - 1), data[off], true
 }
 
 // position names the byte at offset off of data by its line and column,

@@ -93,7 +93,8 @@ func TestUsageErrors(t *testing.T) {
 		{name: "bad pattern", args: []string{"schedule", "--non-retryable", "a..b"}, want: `flag --non-retryable = "a..b": must not have empty dot-separated parts`},
 		{name: "bad policy field", args: []string{"schedule", "--policy", `{"max_attempts": -1}`}, want: "retry: policy: max_attempts = -1: must be an integer in [0, 2147483647]"},
 		{name: "unknown policy field", args: []string{"schedule", "--policy", `{"max_retries": 3}`}, want: "max_retries"},
-		{name: "broken JSON", args: []string{"schedule", "--policy", `{"max_attempts": 3`}, want: "must be a JSON object"},
+		{name: "broken JSON", args: []string{"schedule", "--policy", `{"max_attempts": 3`}, want: "must be well-formed JSON: the input ends early"},
+		{name: "trailing comma", args: []string{"schedule", "--policy", `{"max_attempts": 3,}`}, want: "must be well-formed JSON: a comma before '}' at line 1, column 19 (JSON allows no trailing comma)"},
 		{name: "policy file missing", args: []string{"schedule", "--policy", "testdata/no-such-file.json"}, want: `flag --policy = "testdata/no-such-file.json": no such file or directory`},
 		{name: "policy from stdin", args: []string{"schedule", "--policy", "-"}, want: "retry: policy:"},
 		{name: "policy and preset", args: []string{"schedule", "--policy", "{}", "--preset", "ojs"}, want: "give one or the other"},
@@ -115,6 +116,10 @@ func TestUsageErrors(t *testing.T) {
 		{name: "inline policy, an array", args: []string{"schedule", "--policy", "[1,2]"}, want: `[1,2]: must be a JSON object`},
 		{name: "inline policy, a number", args: []string{"schedule", "--policy", "3"}, want: `3: must be a JSON object`},
 		{name: "inline policy, an array cut short", args: []string{"schedule", "--policy", "[1,2"}, want: `[1,2`},
+		// A POLICY argument of plot is not --policy: its error names the
+		// argument, and no flag.
+		{name: "plot, a POLICY argument neither preset nor file", args: []string{"plot", "nosuch"},
+			want: `retry: policy "nosuch": not a preset (daycry, ojs, ratchet, zizq), and not a readable file: no such file or directory` + "\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

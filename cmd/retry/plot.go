@@ -210,10 +210,7 @@ func policySpec(spec string, stdin io.Reader) (retry.Policy, string, error) {
 	}
 	data, label, err := readSource(spec, stdin)
 	if err != nil {
-		if !strings.HasPrefix(strings.TrimSpace(spec), "{") {
-			err = fmt.Errorf("policy %q: not a preset (%s), and not a readable file: %v", spec, strings.Join(presetNames(), ", "), unwrapPath(err))
-		}
-		return retry.Policy{}, "", usage(err)
+		return retry.Policy{}, "", usage(fmt.Errorf("policy %q: not a preset (%s), and not a readable file: %v", spec, strings.Join(presetNames(), ", "), err))
 	}
 	p, err := retry.ParsePolicy(data)
 	if err != nil {

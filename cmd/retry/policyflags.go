@@ -76,7 +76,7 @@ func (f *policyFlags) policy(stdin io.Reader) (retry.Policy, string, error) {
 	case f.source != "":
 		data, name, err := readSource(f.source, stdin)
 		if err != nil {
-			return p, "", usage(err)
+			return p, "", usage(fmt.Errorf("flag --policy = %q: %v", f.source, err))
 		}
 		if p, err = retry.ParsePolicy(data); err != nil {
 			return p, "", usage(err)
@@ -119,10 +119,12 @@ func (f *policyFlags) anyField(shape bool) bool {
 	return false
 }
 
-// readSource reads --policy: inline JSON, "-" for stdin, or a file. Text
-// that starts as a JSON object or array does, or that is JSON and names no
-// file, is inline JSON, so that a policy that is not an object is reported
-// as such rather than as a missing file.
+// readSource reads a policy source (--policy, or plot's POLICY argument):
+// inline JSON, "-" for stdin, or a file. Text that starts as a JSON object
+// or array does, or that is JSON and names no file, is inline JSON, so that
+// a policy that is not an object is reported as such rather than as a
+// missing file. A file's error is the operating system's, without the
+// path, for the caller to name the source.
 func readSource(src string, stdin io.Reader) (data []byte, name string, err error) {
 	t := strings.TrimSpace(src)
 	switch {
@@ -137,7 +139,7 @@ func readSource(src string, stdin io.Reader) (data []byte, name string, err erro
 		return []byte(t), "policy", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("flag --policy = %q: %v", src, unwrapPath(err))
+		return nil, "", unwrapPath(err)
 	}
 	return data, src, nil
 }
