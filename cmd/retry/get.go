@@ -34,8 +34,14 @@ const (
 
 // noResponseStatus is get's exit status for the error of a request that
 // got no response, by its last attempt's error: as curl's where curl has
-// one, else exitFailure.
+// one, else exitFailure. A request stopped because the wait before its
+// next attempt could not fit --timeout is judged by its last attempt's
+// error, as curl, which does not retry, would have ended with it: a name
+// that does not resolve exits 6, not 28.
 func noResponseStatus(err error) int {
+	if re := (*retry.Error)(nil); errors.As(err, &re) && re.Reason == retry.ReasonDeadline && re.Err != nil {
+		err = re.Err
+	}
 	var (
 		dns  *net.DNSError
 		op   *net.OpError
@@ -92,10 +98,12 @@ The exit status is 0 when a response arrived, whatever its status (22 with --fai
 of 400 or more). When none did, it says why, by the last attempt's error, as curl's does:
    6  the host could not be resolved
    7  no connection could be made (refused, unreachable)
-  28  the time ran out: --timeout, or --attempt-timeout on the last attempt
+  28  the time ran out in an attempt: --timeout, or --attempt-timeout on the last attempt
   35  the TLS handshake failed
   56  the connection failed before a response (reset, or closed by the server)
   60  the server's certificate was not trusted
+When the wait before the next attempt cannot fit --timeout, the last attempt's error decides:
+a host that does not resolve exits 6 whether or not --timeout is given.
 and 1 for any other failure, such as an interrupt.
 
 ` + presetHelp(),

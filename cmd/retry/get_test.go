@@ -207,6 +207,10 @@ func TestGetExitStatus(t *testing.T) {
 	}{
 		{name: "connection refused", url: "http://" + closed + "/", code: exitConnect, last: "connection refused"},
 		{name: "unknown host", url: "http://" + unresolvable + "/", code: exitResolve, last: "no such host"},
+		// The next attempt's wait cannot fit --timeout: the last
+		// attempt's failure decides, as curl's would.
+		{name: "unknown host in --timeout", url: "http://" + unresolvable + "/", args: []string{"--attempts", "3", "--initial", "1s", "--timeout", "100ms"}, code: exitResolve, last: "deadline after 1 attempt"},
+		{name: "connection refused in --timeout", url: "http://" + closed + "/", args: []string{"--attempts", "3", "--initial", "1s", "--timeout", "100ms"}, code: exitConnect, last: "deadline after 1 attempt"},
 		{name: "no answer in --timeout", url: "http://" + silent + "/", args: []string{"--timeout", "100ms"}, code: exitTimeout},
 		{name: "no answer in --attempt-timeout", url: "http://" + silent + "/", args: []string{"--attempt-timeout", "50ms"}, code: exitTimeout},
 		{name: "connection reset", url: "http://" + reset + "/", code: exitRecv},
