@@ -104,7 +104,7 @@ func TestPlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "none", "ours", "requests offered", "capacity", "overload"} {
+	for _, want := range []string{"<svg", "no shedding", "shed, Initial: 4", "requests offered", "capacity", "overload"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("the plot lacks %q", want)
 		}
