@@ -50,15 +50,17 @@ lint:
 # whose latencies would be the race detector's. testsummary prints go
 # test's usual lines, one line counting the skipped tests and their
 # reasons, and "N passed, N failed, N skipped"; with CI=true a skipped test
-# fails the run.
+# fails the run. The passes with -run say so as they start, so that
+# testsummary tells a package none of whose tests the pass runs from one
+# of benchmarks only.
 unit: setup
 	@set -o pipefail; { rc=0; \
 		for m in $(MODULES); do echo "go test -race $$m"; \
 			(cd $$m && go test -race -count=1 -json ./... 2>&1) || rc=1; done; \
-		echo "go test (allocations, without -race) $(CURDIR)/... and grpc"; \
+		echo "go test -run 'Allocs$$' (allocations, without -race) $(CURDIR)/... and grpc"; \
 		go test -count=1 -json -run 'Allocs$$' ./... 2>&1 || rc=1; \
 		(cd grpc && go test -count=1 -json -run 'Allocs$$' . 2>&1) || rc=1; \
-		echo "go test (the short load test of shedding, without -race) bench/shedload"; \
+		echo "go test -run 'ShortLoad$$' (the short load test of shedding, without -race) bench/shedload"; \
 		(cd bench && go test -count=1 -json -run 'ShortLoad$$' ./shedload 2>&1) || rc=1; \
 		exit $$rc; } | go run ./scripts/testsummary
 

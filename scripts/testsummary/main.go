@@ -2,9 +2,12 @@
 // runs with other lines mixed in, and prints what go test prints without
 // -v: the output of each failing test and one line per package ("ok",
 // "FAIL", "?"). Lines that are not test events (a module's name, a build
-// error on standard error) pass through as they come. A package with
-// benchmarks only gets "[benchmarks only: make bench runs them]" on its "ok"
-// line instead of go test's "[no tests to run]" and warning.
+// error on standard error) pass through as they come. A package with no
+// test to run gets, on its "ok" line instead of go test's "[no tests to
+// run]" and warning, "[no test matches -run]" in a step announced with
+// -run (a line starting "go test" that holds " -run "), or else, unless a
+// test of it ran earlier in the input, "[benchmarks only: make bench runs
+// them]".
 //
 // Whenever nothing has been printed for 15 seconds it says what is going on:
 // the tests still running and for how long, a package running outside its
@@ -62,6 +65,7 @@ type summary struct {
 	running map[string]time.Time // test → when it started
 	started map[string]time.Time // package whose test binary runs → when it started
 	failing map[string]bool      // package → a test of it failed
+	ran     map[string]bool      // package → a test of it ran
 
 	passed, failed, skipped int
 	reasons                 map[string]int // skip reason → tests
@@ -82,6 +86,7 @@ func newSummary(out io.Writer, ci bool) *summary {
 		running: map[string]time.Time{},
 		started: map[string]time.Time{},
 		failing: map[string]bool{},
+		ran:     map[string]bool{},
 		reasons: map[string]int{},
 		now:     time.Now,
 	}
@@ -152,16 +157,17 @@ func (s *summary) line(line string) {
 		s.started[e.Package] = s.now()
 	case "run":
 		s.running[key] = s.now()
+		s.ran[e.Package] = true
 	case "output":
 		if e.Test == "" {
 			// The package's own lines: "ok", "FAIL", "?", and whatever
 			// TestMain prints. go test without -v drops "PASS". A
-			// package of benchmarks has no tests to run, which is
-			// expected: say why instead of go test's warning.
+			// package with no test to run says why instead of go
+			// test's warning.
 			switch {
 			case e.Output == "PASS\n" || e.Output == noTestsWarning:
 			case strings.HasSuffix(e.Output, noTestsOK):
-				s.write(strings.TrimSuffix(e.Output, noTestsOK) + benchOnly)
+				s.write(strings.TrimSuffix(e.Output, noTestsOK) + s.noTests(e.Package))
 			default:
 				s.write(e.Output)
 			}
@@ -202,13 +208,27 @@ func (s *summary) line(line string) {
 }
 
 // What go test prints for a package whose test binary has no test to run,
-// and what testsummary prints instead: in this repository such a package
-// holds benchmarks only.
+// and what testsummary prints instead (see noTests).
 const (
 	noTestsWarning = "testing: warning: no tests to run\n"
 	noTestsOK      = " [no tests to run]\n"
 	benchOnly      = " [benchmarks only: make bench runs them]\n"
+	filteredOut    = " [no test matches -run]\n"
 )
+
+// noTests says why package pkg had no test to run: the step's -run
+// matched none of its tests; or, when no test of it ran earlier, it has
+// none (in this repository such a package holds benchmarks only); or
+// else go test's own words.
+func (s *summary) noTests(pkg string) string {
+	switch {
+	case strings.Contains(s.step, " -run "):
+		return filteredOut
+	case !s.ran[pkg]:
+		return benchOnly
+	}
+	return noTestsOK
+}
 
 // write prints output that go test produced, which ends its own lines.
 func (s *summary) write(out string) {

@@ -289,3 +289,59 @@ func TestSub(t *testing.T) {
 		t.Errorf("package b's build failure is not reported:\n%s", out.String())
 	}
 }
+
+// TestFilteredPass: as make test runs them, a pass of every test, then a
+// pass announced with -run that matches a test of one package only: the
+// packages with tests but none in that pass are said to have no test
+// matching -run, not to hold benchmarks only, which only the package of
+// benchmarks is said to, in the pass of every test.
+func TestFilteredPass(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":      "module example.com/m\n\ngo 1.25\n",
+		"a/a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) {}\n",
+		"e/e_test.go": "package e\n\nimport \"testing\"\n\nfunc TestEAllocs(t *testing.T) {}\n",
+		"d/d_test.go": "package d\n\nimport \"testing\"\n\nfunc BenchmarkD(b *testing.B) {}\n",
+	}
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var in bytes.Buffer
+	for _, pass := range [][]string{{"./..."}, {"-run", "Allocs$", "./..."}} {
+		in.WriteString("go test " + strings.Join(pass, " ") + "\n")
+		cmd := exec.Command("go", append([]string{"test", "-count=1", "-json"}, pass...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go test %v: %v\n%s", pass, err, out)
+		}
+		in.Write(out)
+	}
+	var out bytes.Buffer
+	if status := newSummary(&out, false).run(&in, 0); status != 0 {
+		t.Errorf("status %d, want 0:\n%s", status, out.String())
+	}
+	_, filtered, _ := strings.Cut(out.String(), "go test -run")
+	for _, want := range []struct{ in, pkg, label string }{
+		{in: out.String(), pkg: "d", label: "[benchmarks only: make bench runs them]"},
+		{in: filtered, pkg: "a", label: "[no test matches -run]"},
+		{in: filtered, pkg: "d", label: "[no test matches -run]"},
+	} {
+		if !regexp.MustCompile(`(?m)^ok  \texample\.com/m/` + want.pkg + `\t\S+s ` + regexp.QuoteMeta(want.label) + `$`).MatchString(want.in) {
+			t.Errorf("package %s's ok line does not end %q:\n%s", want.pkg, want.label, want.in)
+		}
+	}
+	if strings.Contains(filtered, "benchmarks only") {
+		t.Errorf("the pass with -run says a package holds benchmarks only:\n%s", filtered)
+	}
+	if !regexp.MustCompile(`(?m)^ok  \texample\.com/m/e\t\S+s$`).MatchString(filtered) {
+		t.Errorf("package e, whose test matches, has no plain ok line:\n%s", filtered)
+	}
+}
