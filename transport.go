@@ -16,7 +16,8 @@ import (
 // Transport is an http.RoundTripper that retries requests under the same
 // engine and options as Do. Build it with NewTransport; it is safe for
 // concurrent use, and all its requests share one state (counters, dedup
-// window, and whatever else its options hold).
+// window, and whatever else its options hold). To read its counters, give
+// NewTransport a *Retrier and read the Retrier's Stats.
 //
 // It keeps the RoundTripper contract: the caller's request is never modified;
 // the final response is returned with a nil error whatever its status (a 503

@@ -769,9 +769,12 @@ func TestTransportTypedNilBase(t *testing.T) {
 	}
 }
 
+// TestTransportSharedRetrier: a Transport built on a Retrier counts its
+// requests in the Retrier's Stats, shared with another Transport and a
+// call given the same Retrier, breaker states included (README, HTTP).
 func TestTransportSharedRetrier(t *testing.T) {
 	srv := newScripted(t, step{status: 503}, step{})
-	r := retry.New(fast(3))
+	r := retry.New(fast(3), retry.WithBreaker(retry.Breaker{PerKey: true}))
 	tr := retry.NewTransport(newBase(t), r)
 	req, _ := http.NewRequest("GET", srv.URL, nil)
 	resp, err := tr.RoundTrip(req)
@@ -781,6 +784,19 @@ func TestTransportSharedRetrier(t *testing.T) {
 	resp.Body.Close()
 	if s := r.Stats(); s.Calls != 1 || s.Attempts != 2 || s.Retried != 1 {
 		t.Errorf("Retrier stats %+v", s)
+	}
+	req, _ = http.NewRequest("GET", srv.URL, nil)
+	resp, err = retry.NewTransport(newBase(t), r).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := r.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if s := r.Stats(); s.Calls != 3 || s.Attempts != 4 || s.Breakers[host] != retry.BreakerClosed {
+		t.Errorf("after a second Transport's request and a Run: Calls %d, Attempts %d, Breakers %v; want 3, 4 and %s closed", s.Calls, s.Attempts, s.Breakers, host)
 	}
 }
 
