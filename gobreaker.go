@@ -18,8 +18,9 @@ import (
 //
 // breaker returns the breaker of a key: the call's (WithKey, the
 // Transport's request key, by default the host, or the gRPC interceptors'
-// target), "" for a call without one. It is called the first time a key is
-// met, outside any lock of the Retrier, and its breaker kept, for at most
+// target), "" for a call without one. It is called when a key is first
+// met, outside any lock of the Retrier (calls that meet a new key at once
+// may each call it; one answer is kept), and its breaker kept, for at most
 // 1024 keys, the idlest dropped and asked for again when met again; it may
 // return one breaker for every key. A nil breaker leaves the key's
 // attempts unguarded.
