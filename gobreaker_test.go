@@ -261,6 +261,14 @@ func TestGoBreakerCountsByItsSettings(t *testing.T) {
 		{name: "a failure counts as one", run: func(t *testing.T, r *retry.Retrier) {
 			_ = r.Run(t.Context(), failing)
 		}, opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 1})}, want: gobreaker.Counts{Requests: 1, TotalFailures: 1, ConsecutiveFailures: 1}},
+		{name: "a panic counts as a failure", run: func(t *testing.T, r *retry.Retrier) {
+			defer func() {
+				if recover() == nil {
+					t.Error("the panic did not go on to the caller")
+				}
+			}()
+			_ = r.Run(t.Context(), func(context.Context) error { panic("boom") })
+		}, opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 1})}, want: gobreaker.Counts{Requests: 1, TotalFailures: 1, ConsecutiveFailures: 1}},
 		{name: "IsExcluded: the caller's cancellation", run: func(t *testing.T, r *retry.Retrier) {
 			ctx, cancel := context.WithCancel(t.Context())
 			_ = r.Run(ctx, func(context.Context) error { cancel(); return ctx.Err() })
