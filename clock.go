@@ -12,10 +12,25 @@ import (
 // and to reserve rate-limiter tokens, and how it waits between attempts.
 //
 // The default is the real clock. A virtual clock lets a simulator drive the
-// real engine through hours of backoff in milliseconds (cmd/retry sim does).
-// Some times stay real whatever the Clock: the per-attempt timeout, the
-// dead-letter sink's timeout, and the syncs of a breaker shared through a
-// BreakerStore.
+// real engine through hours of backoff in milliseconds (package
+// github.com/steadyhq/retry/sim does).
+//
+// A Clock may also have the method
+//
+//	AfterFunc(d time.Duration, f func()) (stop func() bool)
+//
+// which calls f on a goroutine of its own once d has passed on the clock;
+// stop keeps f from running and reports whether it did, as time.Timer's
+// Stop does. With it, the engine's own timers run on the Clock too: the
+// per-attempt timeout of Do, Run and Hedged (WithAttemptTimeout), whose
+// context then has a deadline on the Clock and reports
+// context.DeadlineExceeded, and the delays of hedges and the latencies
+// their adaptive delay follows; hedges start through
+// AfterFunc(0, ...), and a goroutine of a hedged call that waits for
+// another (the caller for its hedges) sleeps on the Clock until the other
+// cancels the context it sleeps on. Without it, those stay on the real
+// clock, as do the Transport's per-attempt timeout, the dead-letter sink's
+// timeout and the syncs of a breaker shared through a BreakerStore.
 //
 // A Clock must be safe for concurrent use when the Retrier is shared.
 type Clock interface {
@@ -26,6 +41,12 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
+// timerClock is a Clock that runs the engine's own timers (see Clock).
+type timerClock interface {
+	Clock
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
 // WithClock sets the Retrier's clock; nil means the real clock.
 func WithClock(clock Clock) Option {
 	return optionFunc(func(cfg *config) {
@@ -34,6 +55,7 @@ func WithClock(clock Clock) Option {
 			return
 		}
 		cfg.clock = clock
+		cfg.timers, _ = clock.(timerClock)
 	})
 }
 
@@ -57,4 +79,39 @@ func (c *config) mono() time.Time {
 		return c.clock.Now()
 	}
 	return monoBase.Add(time.Since(monoBase))
+}
+
+// withClockTimeout is context.WithTimeout on a timerClock: the clock
+// cancels the context d from now, with the cause
+// context.DeadlineExceeded.
+func withClockTimeout(ctx context.Context, clk timerClock, d time.Duration) (context.Context, context.CancelFunc) {
+	dl := clk.Now().Add(d)
+	if pdl, ok := ctx.Deadline(); ok && !pdl.After(dl) {
+		return context.WithCancel(ctx) // the parent's deadline comes first
+	}
+	inner, cancel := context.WithCancelCause(ctx)
+	stop := clk.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return &clockDeadline{Context: inner, deadline: dl}, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// clockDeadline is a context whose deadline is on a timerClock. It embeds
+// the cancelable context the clock cancels, so that contexts derived from
+// it are canceled with it at once (they report context.Canceled, with the
+// cause context.DeadlineExceeded).
+type clockDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *clockDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *clockDeadline) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
 }

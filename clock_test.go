@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -367,4 +368,101 @@ func TestBreakerProbeFreedByLaterRefusal(t *testing.T) {
 	}
 	close(release)
 	<-done
+}
+
+// timerClock is the real clock with AfterFunc: the engine runs its own
+// timers and hedges through it, and records the delays it was asked for.
+type timerClock struct {
+	mu     sync.Mutex
+	afters []time.Duration
+}
+
+func (*timerClock) Now() time.Time { return time.Now() }
+
+func (*timerClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *timerClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.afters = append(c.afters, d)
+	c.mu.Unlock()
+	return time.AfterFunc(d, f).Stop
+}
+
+func (c *timerClock) asked() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.afters...)
+}
+
+// TestClockTimers: on a Clock with AfterFunc, the per-attempt timeout is
+// a timer of the clock, and the attempt's context has its deadline on it
+// and ends with context.DeadlineExceeded; a hedged call's delay is a timer
+// of the clock and its hedge starts through AfterFunc(0, ...), and the
+// call waits for its hedges by sleeping on the clock, woken when they
+// end.
+func TestClockTimers(t *testing.T) {
+	t.Run("attempt timeout", func(t *testing.T) {
+		clk := &timerClock{}
+		var types []string
+		var errs []error
+		var late []time.Duration
+		err := retry.New(retry.WithClock(clk), retry.WithAttemptTimeout(20*time.Millisecond),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}),
+			retry.OnFailure(func(e retry.Event) { types = append(types, e.Type) }),
+		).Run(context.Background(), func(ctx context.Context) error {
+			dl, ok := ctx.Deadline()
+			if !ok {
+				t.Error("the attempt's context has no deadline")
+			}
+			<-ctx.Done()
+			late = append(late, time.Since(dl))
+			errs = append(errs, ctx.Err())
+			return ctx.Err()
+		})
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonExhausted {
+			t.Fatalf("error %v, want exhausted", err)
+		}
+		for i := range errs {
+			if errs[i] != context.DeadlineExceeded || types[i] != retry.TypeAttemptTimeout || late[i] < 0 {
+				t.Errorf("attempt %d ended with %v (type %s) %v after its deadline; want context.DeadlineExceeded, %s, not before",
+					i+1, errs[i], types[i], late[i], retry.TypeAttemptTimeout)
+			}
+		}
+		if got := clk.asked(); len(got) != 2 || got[0] != 20*time.Millisecond {
+			t.Errorf("the clock was asked for %v, want two timers of 20ms", got)
+		}
+	})
+	t.Run("hedge", func(t *testing.T) {
+		clk := &timerClock{}
+		r := retry.New(retry.WithClock(clk), retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond}))
+		var canceled bool
+		v, err := retry.Hedged(context.Background(), func(ctx context.Context) (int, error) {
+			if retry.AttemptFrom(ctx) == 1 {
+				<-ctx.Done() // the hedge wins, and this one is canceled
+				canceled = true
+				return 0, ctx.Err()
+			}
+			return 2, nil
+		}, r)
+		if err != nil || v != 2 || !canceled {
+			t.Errorf("Hedged = %v, %v; first attempt canceled %v; want the hedge's 2", v, err, canceled)
+		}
+		got := clk.asked()
+		if len(got) < 2 || got[0] != 10*time.Millisecond || !slices.Contains(got, 0) {
+			t.Errorf("the clock was asked for %v, want the 10ms delay and the hedge's start (0)", got)
+		}
+		if st := r.Stats(); st.Hedges != 1 || st.HedgeWins != 1 {
+			t.Errorf("%d hedges, %d won; want 1 and 1", st.Hedges, st.HedgeWins)
+		}
+	})
 }

@@ -240,7 +240,7 @@ type hedgedCall[T any] struct {
 func (hc *hedgedCall[T]) attempt(ctx context.Context, t *try) {
 	var v T
 	if d := hc.cfg.attemptTimeout; d > 0 {
-		t.timedOut, t.failure = timed(ctx, d, func(ctx context.Context) error {
+		t.timedOut, t.failure = timed(ctx, hc.cfg, d, func(ctx context.Context) error {
 			var err error
 			v, err = hc.fn(ctx)
 			return err

@@ -52,7 +52,11 @@ type turn struct {
 	key       string
 	desc      func() (method, url string)
 	timer     *time.Timer // starts the coordinator; one per call, reset each turn
+	stop      func() bool // stops the coordinator's start on a timerClock, in place of timer
 	mu        sync.Mutex  // makes the channels, once, for the caller or the coordinator
+	// On a timerClock, the coordinator and the caller sleep on the clock
+	// while they wait; the other wakes them. mu guards both.
+	coordWake, callerWake waker
 
 	// Set by run before the timer is armed; the coordinator's afterwards.
 	ctx     context.Context
@@ -124,26 +128,22 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	var actx context.Context
 	actx, first.cancel = context.WithCancel(ctx)
 	tn.delay = tn.spec.delay(tn.key)
-	if tn.timer == nil {
-		tn.timer = time.AfterFunc(tn.delay, tn.fire)
-	} else {
-		tn.timer.Reset(tn.delay)
-	}
+	tn.arm()
 	var start time.Time
 	if tn.spec.sketches != nil {
-		start = time.Now()
+		start = tn.now()
 	}
 	finished := false
 	defer func() {
 		if !finished { // the attempt panicked: the turn ends, the panic goes on
 			first.cancel()
 			first.panicked = errNilPanic
-			if !tn.timer.Stop() {
+			if !tn.disarm() {
 				tn.channels()
 				tn.report(first)
 				// A hedge that won before the panic is returned to no one:
 				// give it up as a loser.
-				if t := <-tn.answer; t != nil && t != first && t.failure == nil && t.panicked == nil {
+				if t := tn.awaitAnswer(); t != nil && t != first && t.failure == nil && t.panicked == nil {
 					tn.drv.discard(t)
 					tn.release(t)
 				}
@@ -154,13 +154,13 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	finished = true
 	lost := actx.Err() != nil && ctx.Err() == nil
 	if !lost && tn.spec.sketches != nil {
-		tn.spec.record(tn.key, time.Since(start))
+		tn.spec.record(tn.key, tn.now().Sub(start))
 	}
 	tn.verdict, tn.cause = first.verdict, first.failure
 	if lost {
 		tn.verdict, tn.cause = errBreakerExcluded, errWithdrawn
 	}
-	if tn.timer.Stop() { // no hedge ever started: the turn is this attempt
+	if tn.disarm() { // no hedge ever started: the turn is this attempt
 		return first
 	}
 	tn.channels()
@@ -170,7 +170,7 @@ func (tn *turn) run(ctx context.Context, c *call) *try {
 	if tn.winner.Load() == first {
 		return first
 	}
-	t := <-tn.answer
+	t := tn.awaitAnswer()
 	c.attempt = int(tn.n.Load())
 	switch {
 	case t == nil: // the caller's context ended
@@ -215,6 +215,7 @@ func (tn *turn) report(t *try) {
 		}
 	}
 	tn.results <- t // never blocks: it holds every attempt of the turn
+	tn.poke(&tn.coordWake)
 }
 
 // release ends t's context and the driver's part of it.
@@ -246,7 +247,7 @@ func (tn *turn) coordinate() {
 		answered bool
 		firstIn  bool // the caller's first attempt has reported
 		ended    bool // the caller's context has ended
-		next     = time.NewTimer(tn.delay)
+		next     = tn.newAlarm()
 		ctxDone  = tn.ctx.Done()
 	)
 	defer next.Stop()
@@ -266,6 +267,7 @@ func (tn *turn) coordinate() {
 		}
 		last = nil
 		tn.answer <- t
+		tn.poke(&tn.callerWake)
 	}
 	// settle answers t, a failure or nil, unless a success has won by
 	// then; it closes the race, so that a success arriving later loses.
@@ -287,11 +289,11 @@ func (tn *turn) coordinate() {
 			next.Reset(tn.delay)
 		}
 	}
-	next.Stop()
 	hedge()
 	for inflight > 0 {
-		select {
-		case t := <-tn.results:
+		t, ev := tn.await(next, ctxDone)
+		switch ev {
+		case turnResult:
 			inflight--
 			firstIn = firstIn || t == &tn.first
 			switch w := tn.winner.Load(); {
@@ -324,19 +326,19 @@ func (tn *turn) coordinate() {
 				held = true
 				next.Stop()
 			case t.hint > 0: // the next hedge when the server said, then every delay
-				if until := time.Now().Add(t.hint); until.After(hold) {
+				if until := tn.now().Add(t.hint); until.After(hold) {
 					hold = until
 					next.Reset(t.hint)
 				}
-			case time.Now().Before(hold): // a failure while a server's delay runs: the hedge waits for it
+			case tn.now().Before(hold): // a failure while a server's delay runs: the hedge waits for it
 			default: // a failure while others run: the next hedge now
 				hedge()
 			}
-		case <-next.C:
+		case turnTimer:
 			if !answered && !held && tn.winner.Load() == nil && inflight < tn.spec.Max {
 				hedge()
 			}
-		case <-ctxDone: // the attempts' contexts end with it
+		case turnDone: // the attempts' contexts end with it
 			ctxDone, ended = nil, true
 			if !answered && firstIn {
 				settle(last)
@@ -370,7 +372,7 @@ func (tn *turn) start() *try {
 	tn.event(TypeHedgeStarted, t.n, tn.delay)
 	actx, cancel := context.WithCancel(withAttempt(tn.ctx, t.n))
 	t.cancel = cancel
-	go tn.hedge(actx, t)
+	tn.spawn(actx, t)
 	tn.delay = tn.spec.delay(tn.key)
 	return t
 }
@@ -386,7 +388,7 @@ var errHedgeWait = errors.New("retry: a hedge does not wait")
 
 // hedge runs hedge t on its own goroutine and reports it to the turn.
 func (tn *turn) hedge(actx context.Context, t *try) {
-	start := time.Now()
+	start := tn.now()
 	finished := false
 	defer func() {
 		if !finished {
@@ -404,7 +406,7 @@ func (tn *turn) hedge(actx context.Context, t *try) {
 	if lost { // canceled as a loser
 		t.verdict, cause = errBreakerExcluded, errWithdrawn
 	} else {
-		tn.spec.record(tn.key, time.Since(start))
+		tn.spec.record(tn.key, tn.now().Sub(start))
 	}
 	t.p.learn(t.verdict, cause)
 	tn.judge(t, actx.Err() != nil)

@@ -232,8 +232,17 @@ func enclosing(ctx context.Context) int {
 // once the attempt's own deadline has passed counts as cut off even before
 // the context's timer fires: a dependency that was given the deadline (gRPC
 // sends it along) may give up first.
-func timed(ctx context.Context, d time.Duration, f func(context.Context) error) (bool, error) {
-	actx, cancel := context.WithTimeout(ctx, d)
+//
+// On a Clock that runs the engine's timers (see Clock), the deadline and
+// its timer are on that clock.
+func timed(ctx context.Context, cfg *config, d time.Duration, f func(context.Context) error) (bool, error) {
+	var actx context.Context
+	var cancel context.CancelFunc
+	if clk := cfg.timers; clk != nil {
+		actx, cancel = withClockTimeout(ctx, clk, d)
+	} else {
+		actx, cancel = context.WithTimeout(ctx, d)
+	}
 	defer cancel() // also when f panics
 	err := f(actx)
 	if err == nil || ctx.Err() != nil {
@@ -243,7 +252,13 @@ func timed(ctx context.Context, d time.Duration, f func(context.Context) error) 
 	if dl, ok := ctx.Deadline(); ok && !dl.After(adl) {
 		return false, err // the caller's deadline, not the attempt's
 	}
-	return actx.Err() != nil || !time.Now().Before(adl), err
+	if actx.Err() != nil {
+		return true, err
+	}
+	if cfg.timers != nil {
+		return !cfg.timers.Now().Before(adl), err
+	}
+	return !time.Now().Before(adl), err
 }
 
 // fail handles a failed attempt: classify, decide, pass the retry through

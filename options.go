@@ -60,7 +60,8 @@ type config struct {
 	sanitize       func(string) string
 	random         func() float64
 	key            string
-	clock          Clock // nil: the real clock
+	clock          Clock      // nil: the real clock
+	timers         timerClock // clock, when it runs the engine's timers too; nil otherwise
 	state          *state
 	http           HTTP // the Transport's own settings
 	limiter        *limiter

@@ -143,7 +143,7 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 			v, err = fn(ctx) // a panic goes on to the caller
 			return false, err
 		}
-		return timed(ctx, cfg.attemptTimeout, func(ctx context.Context) error {
+		return timed(ctx, cfg, cfg.attemptTimeout, func(ctx context.Context) error {
 			var err error
 			v, err = fn(ctx)
 			return err
@@ -170,7 +170,7 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 		if cfg.attemptTimeout <= 0 {
 			return false, fn(ctx)
 		}
-		return timed(ctx, cfg.attemptTimeout, fn)
+		return timed(ctx, cfg, cfg.attemptTimeout, fn)
 	})
 }
 
