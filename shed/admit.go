@@ -97,8 +97,12 @@ func (r *Refusal) Error() string {
 	return "shed: " + r.Reason.String() + ", retry after " + r.RetryAfter.String()
 }
 
-// waiter is a request in the queue; ch receives its permit.
-type waiter struct{ ch chan Ticket }
+// waiter is a request in the queue; ch receives its permit. On
+// Options.Clock, wake cuts its sleep short when it is handed one.
+type waiter struct {
+	ch   chan Ticket
+	wake context.CancelFunc
+}
 
 // Admit admits a request or sheds it: it returns a Ticket to give back
 // with Done, or a Refusal. A request the Quota applies to is counted
@@ -157,6 +161,11 @@ func (s *Shedder) ticket(timed bool, q quotaNote) Ticket {
 // wait queues the request for a permit.
 func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *Refusal) {
 	w := &waiter{ch: make(chan Ticket, 1)}
+	wctx := ctx
+	if s.clock != nil {
+		wctx, w.wake = context.WithCancel(ctx)
+		defer w.wake()
+	}
 	s.mu.Lock()
 	// Counted before the queue is read, so that a permit given back from
 	// now on is handed to the queue (see Done).
@@ -174,17 +183,10 @@ func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *R
 	s.dispatch() // a permit may be free
 	s.mu.Unlock()
 
-	timer := time.NewTimer(s.queueWait())
-	defer timer.Stop()
-	var why Reason
-	select {
-	case t := <-w.ch:
+	t, ok, why := s.await(ctx, wctx, w)
+	if ok {
 		t.quota = q
 		return t, nil
-	case <-timer.C:
-		why = ReasonQueueTimeout
-	case <-ctx.Done():
-		why = ReasonCanceled
 	}
 	s.mu.Lock()
 	i := slices.Index(s.queue, w)
@@ -202,6 +204,35 @@ func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *R
 		s.release(t, false)
 	}
 	return Ticket{}, s.overload(why, key, q)
+}
+
+// await waits for w's permit, up to queueWait: on the real clock with a
+// timer and a select; on Options.Clock with a sleep on wctx, which a permit
+// handed to w or the end of ctx cuts short. It returns the permit, or why
+// there is none.
+func (s *Shedder) await(ctx, wctx context.Context, w *waiter) (Ticket, bool, Reason) {
+	if s.clock == nil {
+		timer := time.NewTimer(s.queueWait())
+		defer timer.Stop()
+		select {
+		case t := <-w.ch:
+			return t, true, 0
+		case <-timer.C:
+			return Ticket{}, false, ReasonQueueTimeout
+		case <-ctx.Done():
+			return Ticket{}, false, ReasonCanceled
+		}
+	}
+	slept := s.clock.Sleep(wctx, s.queueWait())
+	select {
+	case t := <-w.ch:
+		return t, true, 0
+	default:
+	}
+	if slept != nil && ctx.Err() != nil {
+		return Ticket{}, false, ReasonCanceled
+	}
+	return Ticket{}, false, ReasonQueueTimeout
 }
 
 // queueWait is how long a request waits in the queue.
@@ -227,6 +258,9 @@ func (s *Shedder) dispatch() {
 		s.queue = s.queue[1:]
 		s.waiting.Add(-1)
 		w.ch <- s.ticket(timed, quotaNote{})
+		if w.wake != nil {
+			w.wake()
+		}
 	}
 }
 

@@ -34,7 +34,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/internal/adaptive"
+	"github.com/steadyhq/retry/internal/typednil"
 )
 
 // Priority is how soon a request is shed: Low before Normal.
@@ -97,6 +99,17 @@ type Options struct {
 	// every client: no spread. A client over its Quota is told when its
 	// window resets, however far.
 	MaxRetryAfter time.Duration
+	// Clock is what the Shedder reads the time from (the latencies of its
+	// limit, its drain rate, the Quota's windows) and what a request waits
+	// in the queue on: Clock.Sleep for up to QueueWait, woken early when a
+	// permit is handed to it or its context ends. Nil is the real clock.
+	// The simulator (package github.com/steadyhq/retry/sim) runs a
+	// Shedder in virtual time through it.
+	Clock retry.Clock
+	// Random returns the uniform draws in [0, 1) that spread Retry-After;
+	// nil is math/rand/v2's Float64. It must be safe for concurrent use
+	// when requests are.
+	Random func() float64
 }
 
 // Defaults of Options' zero fields.
@@ -134,6 +147,8 @@ func (o Options) resolve() (Options, error) {
 		return bad("QueueWait", o.QueueWait, "must be >= 0")
 	case o.MaxRetryAfter != 0 && o.MaxRetryAfter < time.Second:
 		return bad("MaxRetryAfter", o.MaxRetryAfter, "must be 0 or >= 1s")
+	case o.Clock != nil && typednil.Is(o.Clock):
+		return bad("Clock", "nil", fmt.Sprintf("a nil %T: leave Clock nil for the real clock", o.Clock))
 	}
 	r := o
 	r.Min = cmp.Or(o.Min, defaultMin)
@@ -179,8 +194,9 @@ type Shedder struct {
 	shed      [numReasons]atomic.Int64
 	meter     meter
 
-	now  func() time.Time // the clock; time.Now
-	rand func() float64   // uniform in [0, 1); rand.Float64
+	now   func() time.Time // the clock; time.Now
+	rand  func() float64   // uniform in [0, 1); rand.Float64
+	clock retry.Clock      // Options.Clock; nil for the real clock
 }
 
 // Options returns the options s runs with, its defaults resolved; the
@@ -201,10 +217,17 @@ func New(o Options) (*Shedder, error) {
 		return nil, err
 	}
 	s := &Shedder{
-		opts: r,
-		lim:  adaptive.New(adaptive.Config{Initial: r.Initial, Min: r.Min, Max: r.Max, MaxLatency: r.MaxLatency}),
-		now:  time.Now,
-		rand: rand.Float64,
+		opts:  r,
+		lim:   adaptive.New(adaptive.Config{Initial: r.Initial, Min: r.Min, Max: r.Max, MaxLatency: r.MaxLatency}),
+		now:   time.Now,
+		rand:  rand.Float64,
+		clock: r.Clock,
+	}
+	if r.Clock != nil {
+		s.now = r.Clock.Now
+	}
+	if r.Random != nil {
+		s.rand = r.Random
 	}
 	if r.Quota.Limit > 0 {
 		s.quota = newQuotas(r.Quota)
