@@ -1,0 +1,46 @@
+package sim_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/sim"
+)
+
+// A fleet of 200 clients sends 70 requests a second to a service of 10
+// workers of 100 ms, a capacity of 100 a second, with a queue of 2 s of
+// work. For 10 s from 30 s, half the workers are gone. Attempts time out
+// after 1 s, and the service still serves them. With the retry budget
+// without its reserve (which each of 200 clients would keep), the calls
+// recover within 20 s of the drop's end.
+func Example() {
+	rep, err := sim.Run(sim.Scenario{
+		Duration: 90 * time.Second,
+		Load:     sim.Load{Rate: 70},
+		Service: sim.Service{
+			Workers:     10,
+			ServiceTime: sim.Spread(100*time.Millisecond, 0.1),
+			QueueLength: 200,
+			Network:     sim.Fixed(5 * time.Millisecond),
+			Faults:      []sim.Fault{{Start: 30 * time.Second, Length: 10 * time.Second, Capacity: 0.5}},
+		},
+		Fleet: sim.Fleet{Clients: 200, Options: func(sim.Client) []retry.Option {
+			return []retry.Option{
+				retry.WithAttemptTimeout(time.Second),
+				retry.WithBudget(retry.Budget{Reserve: -1}),
+			}
+		}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	f := rep.Total
+	fmt.Println("recovered within 20 s:", f.Recovered && f.Recovery <= 20*time.Second)
+	fmt.Printf("after %v; %.2f attempts a request; goodput %.0f/s before, %.0f/s after\n",
+		f.Recovery, f.Amplification(), f.Goodput.Before, f.Goodput.After)
+	// Output:
+	// recovered within 20 s: true
+	// after 4s; 1.00 attempts a request; goodput 68/s before, 64/s after
+}
