@@ -34,17 +34,17 @@ import (
 // that succeeded plus 0.5 a second over 10 s. On the simulator's model with
 // the default policy (retry sim --budgets, seed 1), a full outage of 60 s
 // after 20 s of health loads the dependency with 1.073, 1.030 and 1.025
-// times the requests at 10, 100 and 1,000 requests a second (2.93 without
-// a budget). An outage first spends what the window earned before it, as
-// fast as calls fail: at 100 requests a second the load peaks at 180 hits
-// a second in the outage's first seconds, then stays at the requests'
-// rate (retry sim --rate 100 --duration 2m --outage 30s:60s). Calls still
-// running earn nothing, so a burst of calls that fail at once gets no more
-// than the rule gives. Under 10% independent failures it denies no retry:
-// 100.00%, 99.90% and 99.88% of the calls succeed, as without a budget.
-// It starts denying between 12% and 15%: at 15% and 100 requests a second,
-// 97.62% of the calls succeed instead of 99.82% (retry sim --rate 100
-// --duration 1m --fail-rate 0.15, and with --budget off).
+// times the requests at 10, 100 and 1,000 requests a second (2.93 to 2.94
+// without a budget). An outage first spends what the window earned before
+// it, as fast as calls fail: at 100 requests a second the load peaks at
+// 187 hits a second in the outage's first seconds, then stays at the
+// requests' rate (retry sim --rate 100 --duration 2m --outage 30s:60s).
+// Calls still running earn nothing, so a burst of calls that fail at once
+// gets no more than the rule gives. Under 10% independent failures it
+// denies no retry: 100.00%, 99.90% and 99.88% of the calls succeed, as
+// without a budget. It starts denying between 12% and 15%: at 15% and 100
+// requests a second, 97.83% of the calls succeed instead of 99.72% (retry
+// sim --rate 100 --duration 1m --fail-rate 0.15, and with --budget off).
 //
 // Zero fields take the defaults above, field by field, so Budget{Ratio: 0.5}
 // keeps the default Reserve and Window; a negative Ratio or Reserve means

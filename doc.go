@@ -82,7 +82,8 @@
 // whose Message is sanitized; WithLogger logs through log/slog from the same events. The
 // dead-letter sink (WithDeadLetter) receives every record routed to it, and
 // its failure is never silent. WithClock runs the engine on another clock,
-// such as the virtual one of the cmd/retry simulator.
+// such as the virtual one of the simulator (package
+// github.com/steadyhq/retry/sim).
 //
 // # HTTP
 //

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"gonum.org/v1/plot/font"
@@ -95,6 +96,31 @@ func overlaps(a, b vg.Rectangle) bool {
 	return a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y
 }
 
+// simChartSet is the charts of sim that testCharts returns, simulated once
+// for every test that checks them.
+type simChartSet struct {
+	once        sync.Once
+	readme, off *chart
+	hedge       []hedgeRow
+	err         error
+}
+
+var simCharts simChartSet
+
+// simulated returns simCharts, simulating them the first time.
+func simulated(t *testing.T) *simChartSet {
+	t.Helper()
+	simCharts.once.Do(func() {
+		simCharts.readme = loadChart(t, "--rate", "100", "--duration", "2m", "--outage", "30s:60s")
+		simCharts.off = loadChart(t, "--rate", "100", "--duration", "2m", "--outage", "30s:60s", "--budget", "off")
+		simCharts.hedge, simCharts.err = hedgeRuns(1, nil)
+	})
+	if simCharts.err != nil || simCharts.readme == nil || simCharts.off == nil {
+		t.Fatalf("the charts of sim: %v", simCharts.err)
+	}
+	return &simCharts
+}
+
 // testCharts are the charts the layout tests check: the README's three, and
 // ones that stretch the layout (many curves, long labels, a narrow canvas).
 func testCharts(t *testing.T) []struct {
@@ -111,8 +137,7 @@ func testCharts(t *testing.T) []struct {
 		}
 		return ch
 	}
-	readme := simResult(t, &loadSim{rate: 100, duration: 120e9, clients: 1, latency: 10e6, horizon: 720e9, bucket: 1e9, seed: 1,
-		srv: server{outageStart: 30e9, outageEnd: 90e9}})
+	readme, hedge := simulated(t).readme, simulated(t).hedge
 	cm := vg.Centimeter
 	return []struct {
 		name string
@@ -120,7 +145,7 @@ func testCharts(t *testing.T) []struct {
 		w, h vg.Length
 	}{
 		{name: "README curve", ch: curveCase("--attempts", "11", "ojs", "zizq"), w: 16 * cm, h: 10 * cm},
-		{name: "README sim", ch: readme.res.chart(readme.sim, "default", "default"), w: 20 * cm, h: 11 * cm},
+		{name: "README sim", ch: readme, w: 20 * cm, h: 11 * cm},
 		{name: "seven curves", ch: curveCase("--attempts", "8", "ojs", "zizq", "daycry", "ratchet", "daycry:base=1s",
 			`{"initial_interval":"PT0.1S","jitter":{"kind":"decorrelated"}}`, `{"backoff_strategy":"linear"}`), w: 16 * cm, h: 14 * cm},
 		{name: "narrow", ch: curveCase("--attempts", "30", "--limit", "30", "zizq", "ratchet:retries=29"), w: 9 * cm, h: 8 * cm},
@@ -132,10 +157,10 @@ func testCharts(t *testing.T) []struct {
 			}
 			return ch
 		}(), w: 16 * cm, h: 10 * cm},
-		{name: "narrow sim", ch: readme.res.chart(readme.sim, "default", "default"), w: 10 * cm, h: 8 * cm},
-		{name: "sim without a budget: one panel", ch: readme.res.chart(readme.sim, "default", "off"), w: 20 * cm, h: 11 * cm},
-		{name: "README hedge", ch: readHedgeRecording(t).latencyChart(readmeHedge()), w: 20 * cm, h: 11 * cm},
-		{name: "narrow hedge", ch: readHedgeRecording(t).latencyChart(readmeHedge()), w: 10 * cm, h: 8 * cm},
+		{name: "narrow sim", ch: readme, w: 10 * cm, h: 8 * cm},
+		{name: "sim without a budget: one panel", ch: simulated(t).off, w: 20 * cm, h: 11 * cm},
+		{name: "README hedge", ch: latencyChart(hedgeNote, hedge), w: 20 * cm, h: 11 * cm},
+		{name: "narrow hedge", ch: latencyChart(hedgeNote, hedge), w: 10 * cm, h: 8 * cm},
 	}
 }
 

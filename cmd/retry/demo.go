@@ -320,13 +320,6 @@ func (p *progress) add(n int) {
 	}
 }
 
-// describe changes the bar's label.
-func (p *progress) describe(desc string) {
-	if p != nil {
-		p.bar.Describe(desc)
-	}
-}
-
 // finish completes the bar and clears it.
 func (p *progress) finish() {
 	if p != nil {

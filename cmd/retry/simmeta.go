@@ -1,0 +1,273 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/shed"
+	"github.com/steadyhq/retry/sim"
+	"gonum.org/v1/plot/vg"
+)
+
+// defence is a row of sim --metastable: a name and the options of its
+// defences, beside the policy.
+type defence struct {
+	name string
+	opts []retry.Option
+}
+
+// defences are the rows of sim --metastable: no defence, each gate alone
+// with its defaults (the budget, on by default, turned off for the
+// others), the defaults (retry.New with no defence option), and every
+// gate together.
+func defences() []defence {
+	off := retry.WithBudget(retry.Budget{Off: true})
+	gates := []defence{
+		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{})}},
+		{name: "breaker", opts: []retry.Option{retry.WithBreaker(retry.Breaker{})}},
+		{name: "throttle", opts: []retry.Option{retry.WithThrottle(retry.Throttle{})}},
+		{name: "concurrency", opts: []retry.Option{retry.WithConcurrency(retry.Concurrency{})}},
+	}
+	rows := []defence{{name: "no defence", opts: []retry.Option{off}}}
+	var all []retry.Option
+	for _, g := range gates {
+		rows = append(rows, defence{name: g.name, opts: append([]retry.Option{off}, g.opts...)})
+		all = append(all, g.opts...)
+	}
+	return append(rows, defence{name: "defaults"}, defence{name: "all", opts: all})
+}
+
+// metaSetup is sim --metastable: the scenario of one fleet size, the
+// fleet sizes, and what its output says.
+type metaSetup struct {
+	s              sim.Scenario
+	sizes          []int
+	p              retry.Policy
+	policy         string
+	capacity       float64
+	queue, latency time.Duration
+	timeout        time.Duration
+	kind           string
+	factor         float64
+	clientsGiven   bool
+}
+
+// metaRow is what one defence set did with one fleet size.
+type metaRow struct {
+	Name           string         `json:"name"`
+	Clients        int            `json:"clients"`
+	Requests       int            `json:"requests"`
+	Succeeded      int            `json:"succeeded"`
+	ServerArrivals int            `json:"server_arrivals"` // attempts that reached the server, refused ones included
+	Amplification  float64        `json:"amplification"`   // server arrivals per request
+	Before         float64        `json:"goodput_before"`  // successful calls per second before, during and after the trigger
+	During         float64        `json:"goodput_during"`
+	After          float64        `json:"goodput_after"`
+	Offered        float64        `json:"offered"`     // requests per second
+	Wasted         float64        `json:"wasted_work"` // the share of the server's work for callers that had given up
+	Recovered      bool           `json:"recovered"`
+	RecoveryS      *float64       `json:"recovery_s"` // seconds after the trigger's end; null when never
+	Reasons        map[string]int `json:"failed,omitempty"`
+	Refused        map[string]int `json:"refused,omitempty"`
+	rep            *sim.Report
+}
+
+// metaSetupOf builds sim --metastable from its flags; the flags it shares
+// with the load simulation take their own defaults unless given.
+func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
+	p, label, err := f.pf.policy(e.stdin)
+	if err != nil {
+		return nil, err
+	}
+	m := &metaSetup{p: p, policy: label, kind: f.trigger, factor: f.factor, queue: 2 * time.Second, clientsGiven: f.fs.Changed("clients")}
+	if m.sizes, err = f.fleetSizes(true, 1); err != nil {
+		return nil, err
+	}
+	rate, capacity, duration := f.rate, f.capacity, f.duration
+	if !f.fs.Changed("rate") {
+		rate = 70
+	}
+	if !f.fs.Changed("capacity") {
+		capacity = 100
+	}
+	if !f.fs.Changed("duration") {
+		duration = "3m"
+	}
+	m.capacity = capacity
+	switch {
+	case !(capacity > 0 && capacity <= 1e6):
+		return nil, usagef("flag --capacity = %g: must be in (0, 1e6] with --metastable", capacity)
+	case !(rate > 0 && rate < capacity):
+		return nil, usagef("flag --rate = %g: must be in (0, %g), under --capacity: the load is steady below capacity", rate, capacity)
+	case f.workers < 1 || f.workers > 10000:
+		return nil, usagef("flag --workers = %d: must be in [1, 10000]", f.workers)
+	case f.trigger != "capacity" && f.trigger != "latency":
+		return nil, usagef("flag --trigger = %q: must be capacity or latency", f.trigger)
+	case !(f.factor > 1 && f.factor <= 100):
+		return nil, usagef("flag --factor = %g: must be in (1, 100]", f.factor)
+	case f.plot != "" && len(m.sizes) > 1:
+		return nil, usagef("flag --plot: draws one fleet size: give --clients one number")
+	}
+	s := &m.s
+	for _, d := range []struct {
+		name, v string
+		dst     *time.Duration
+		least   time.Duration
+	}{{"duration", duration, &s.Duration, time.Second}, {"latency", f.latency, &m.latency, 0}, {"attempt-timeout", f.attemptTimeout, &m.timeout, time.Millisecond}} {
+		if *d.dst, err = simDuration(d.name, d.v, d.least); err != nil {
+			return nil, err
+		}
+	}
+	start, length, err := parseWindow("trigger-at", f.triggerAt)
+	if err != nil {
+		return nil, err
+	}
+	if start < time.Second {
+		return nil, usagef("flag --trigger-at = %q: START must be at least 1s, so that there is a before", f.triggerAt)
+	}
+	if least := start + length + 10*time.Second; s.Duration < least {
+		return nil, usagef("flags --duration and --trigger-at: the run (%s) must last at least 10s past the trigger's end (%s): --duration %s or more",
+			human(s.Duration), human(start+length), human(least))
+	}
+	if n := rate * s.Duration.Seconds(); n > 1_000_000 {
+		return nil, usagef("flags --rate and --duration: %s/s over %s is %.0f requests: must be at most 1000000 (lower --rate or --duration)",
+			strconv.FormatFloat(rate, 'f', -1, 64), human(s.Duration), n)
+	}
+	trig := sim.Fault{Start: start, Length: length, Capacity: 1 / f.factor}
+	if f.trigger == "latency" {
+		trig = sim.Fault{Start: start, Length: length, Slow: f.factor}
+	}
+	s.Load, s.Seed = sim.Load{Rate: rate}, f.seed
+	s.Service = sim.Service{Workers: f.workers, Network: sim.Fixed(m.latency / 2),
+		QueueLength: max(1, int(math.Round(m.queue.Seconds()*capacity))), Faults: []sim.Fault{trig}}
+	s.Service.ServiceTime = sim.Spread(m.service(), 0.1)
+	if f.shed {
+		s.Service.Shed = &shed.Options{}
+	}
+	return m, nil
+}
+
+// service is the mean service time of an attempt at full strength.
+func (m *metaSetup) service() time.Duration {
+	return time.Duration(float64(m.s.Service.Workers) / m.capacity * float64(time.Second))
+}
+
+// run runs defence d with n clients.
+func (m *metaSetup) run(d defence, n int) (*metaRow, error) {
+	s := m.s
+	opts := append([]retry.Option{retry.WithPolicy(m.p), retry.WithAttemptTimeout(m.timeout)}, d.opts...)
+	s.Fleet = sim.Fleet{Clients: n, Options: func(sim.Client) []retry.Option { return opts }}
+	rep, err := sim.Run(s)
+	if err != nil {
+		return nil, failed(err)
+	}
+	t := rep.Total
+	row := &metaRow{Name: d.name, Clients: n, Requests: t.Requests, Succeeded: t.Succeeded, ServerArrivals: t.Attempts,
+		Amplification: t.Amplification(), Before: t.Goodput.Before, During: t.Goodput.During, After: t.Goodput.After,
+		Offered: float64(t.Requests) / s.Duration.Seconds(), Wasted: t.WastedShare(), Recovered: t.Recovered,
+		Reasons: t.Failed, Refused: t.Refused, rep: rep}
+	if t.Recovered {
+		v := t.Recovery.Seconds()
+		row.RecoveryS = &v
+	}
+	return row, nil
+}
+
+// runMetastable runs sim --metastable: every defence set at every fleet
+// size, in parallel; a table or JSON, and a chart to --plot.
+func runMetastable(e *env, f *simFlags) error {
+	m, err := metaSetupOf(e, f)
+	if err != nil {
+		return err
+	}
+	format, err := simPlot(f.plot)
+	if err != nil {
+		return err
+	}
+	sets := defences()
+	rows := make([]*metaRow, len(sets)*len(m.sizes))
+	err = parallel(len(rows), e.newProgress(len(rows), "metastable"), func(i int) (err error) {
+		rows[i], err = m.run(sets[i%len(sets)], m.sizes[i/len(sets)])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		err = writeJSON(e.stdout, rows)
+	} else {
+		m.writeText(e.stdout, rows)
+	}
+	if err != nil || f.plot == "" {
+		return err
+	}
+	if err := saveChart(metaChart(m, rows), 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
+	return nil
+}
+
+// triggerText says what the trigger does, as "capacity cut to 5 of 10
+// workers" or "service time ×2 (100ms → 200ms)".
+func (m *metaSetup) triggerText() string {
+	w := m.s.Service.Workers
+	if m.kind == "capacity" {
+		return fmt.Sprintf("capacity cut to %d of %d workers", max(1, int(float64(w)/m.factor)), w)
+	}
+	return fmt.Sprintf("service time ×%s (%s → %s)", strconv.FormatFloat(m.factor, 'f', -1, 64),
+		human(m.service()), human(time.Duration(float64(m.service())*m.factor)))
+}
+
+// chartNote is the line under the chart's title.
+func (m *metaSetup) chartNote() string {
+	t := m.s.Service.Faults[0]
+	return fmt.Sprintf("%s requests/s to a server of capacity %s/s (%d workers, queue %s of work), attempts time out after %s; %s from %s to %s",
+		strconv.FormatFloat(m.s.Load.Rate, 'f', -1, 64), strconv.FormatFloat(m.capacity, 'f', -1, 64), m.s.Service.Workers, human(m.queue),
+		human(m.timeout), m.triggerText(), human(t.Start), human(t.Start+t.Length))
+}
+
+// writeText prints the setup and the table of sim --metastable; a column
+// of fleet sizes when --clients is given.
+func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
+	s, t := &m.s, m.s.Service.Faults[0]
+	fmt.Fprintf(w, "%s requests/s (Poisson, open loop) for %s; server: %d workers, %s an attempt (capacity %s/s),\n",
+		strconv.FormatFloat(s.Load.Rate, 'f', -1, 64), human(s.Duration), s.Service.Workers, human(m.service()), strconv.FormatFloat(m.capacity, 'f', -1, 64))
+	fmt.Fprintf(w, "a FIFO queue of %d (%s of work), more refused at once with 503; attempts time out after %s\n",
+		s.Service.QueueLength, human(m.queue), human(m.timeout))
+	fmt.Fprintf(w, "and the server still serves them; round trip %s\n", human(m.latency))
+	if s.Service.Shed != nil {
+		fmt.Fprintf(w, "the shedder (package shed, its defaults) in front of the workers\n")
+	}
+	fmt.Fprintf(w, "trigger: %s from %s to %s (L = %s)\n", m.triggerText(), human(t.Start), human(t.Start+t.Length), human(t.Length))
+	fmt.Fprintf(w, "policy %s: %s; seed %d\n\n", m.policy, describe(m.p), s.Seed)
+	width := len("defences")
+	for _, r := range rows {
+		width = max(width, len(r.Name))
+	}
+	clients := map[bool]string{true: "\tclients"}[m.clientsGiven]
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s%s\toffered\tbefore\tduring\tafter\tamplification\twasted work\trecovered after\t\n", width, "defences", clients)
+	for _, r := range rows {
+		if clients != "" {
+			clients = "\t" + strconv.Itoa(r.Clients)
+		}
+		rec := "never"
+		if r.RecoveryS != nil {
+			rec = human(time.Duration(*r.RecoveryS * float64(time.Second)))
+		}
+		fmt.Fprintf(tw, "%-*s%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f×\t%.0f%%\t%s\t\n", width, r.Name, clients, r.Offered, r.Before, r.During, r.After,
+			r.Amplification, 100*r.Wasted, rec)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\noffered: requests per second; before, during, after: goodput, successful calls per second, before,\n")
+	fmt.Fprintf(w, "during and after the trigger; amplification: attempts reaching the server per request; wasted\n")
+	fmt.Fprintf(w, "work: the server's work for attempts whose caller had given up; recovered after: from then on,\n")
+	fmt.Fprintf(w, "every 5 s window to the end of the run has successful calls of at least 90%% of the requests\n")
+	fmt.Fprintf(w, "arriving in it (never: not within the %s after the trigger)\n", human(s.Duration-t.Start-t.Length))
+}
