@@ -37,6 +37,7 @@ type clock struct {
 	current *task
 	root    <-chan struct{} // the run's context: its sleepers are not polled
 	asleep  []*task         // tasks asleep on a context the clock does not cancel
+	idle    []*worker       // coroutines whose task ended, for the next tasks
 	steps   int
 
 	// Arrivals are tasks of their own, started in order: at[i] is when
@@ -49,9 +50,8 @@ type clock struct {
 // task is one simulated goroutine.
 type task struct {
 	id      int
-	fn      func() // what it runs, until it starts
-	resume  func() (struct{}, bool)
-	yield   func(struct{}) bool
+	fn      func()          // what it runs, until it starts
+	w       *worker         // the coroutine that runs it, from its start to its end
 	gen     uint64          // its pending wake-up's generation; others are stale
 	ctx     context.Context // the polled context it sleeps on
 	slot    int             // its index in asleep, or -1
@@ -96,7 +96,7 @@ func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
 		t.ctx, t.slot = ctx, len(c.asleep)
 		c.asleep = append(c.asleep, t)
 	}
-	t.yield(struct{}{})
+	t.w.yield(false)
 	c.unpoll(t)
 	return ctx.Err()
 }
@@ -191,17 +191,53 @@ func (c *clock) release(t *task) {
 	c.current = t
 	if !t.started {
 		t.started = true
-		fn := t.fn
-		t.fn = nil
-		t.resume, _ = iter.Pull(func(yield func(struct{}) bool) {
-			t.yield = yield
-			fn()
-		})
+		if n := len(c.idle); n > 0 {
+			t.w, c.idle = c.idle[n-1], c.idle[:n-1]
+		} else {
+			t.w = newWorker()
+		}
+		t.w.fn, t.fn = t.fn, nil
 	}
-	if _, more := t.resume(); !more {
-		t.resume, t.yield = nil, nil
+	if ended, _ := t.w.resume(); ended {
+		c.idle = append(c.idle, t.w)
+		t.w = nil
 	}
 	c.current = nil
+}
+
+// worker is a coroutine that runs tasks, one after the other: a task's
+// Sleep suspends it, its end hands the coroutine to the next task, so that
+// a run makes as many goroutines as it has tasks at once, not one a task
+// (each costs, the race detector's most).
+type worker struct {
+	fn     func() // the task to run next
+	resume func() (ended, ok bool)
+	stop   func()
+	yield  func(ended bool) bool
+}
+
+func newWorker() *worker {
+	w := &worker{}
+	w.resume, w.stop = iter.Pull(func(yield func(bool) bool) {
+		w.yield = yield
+		for {
+			fn := w.fn
+			w.fn = nil
+			fn()
+			if !yield(true) {
+				return
+			}
+		}
+	})
+	return w
+}
+
+// close ends the idle coroutines, once the run is over.
+func (c *clock) close() {
+	for _, w := range c.idle {
+		w.stop()
+	}
+	c.idle = nil
 }
 
 // poll wakes now the tasks asleep on a context that is done. It reads

@@ -33,6 +33,7 @@ func runTasks(t *testing.T, at []time.Duration, until time.Duration, fn func(c *
 	if err := c.run(math.MaxInt64, 1000); err != nil {
 		t.Fatal(err)
 	}
+	c.close()
 	return end
 }
 

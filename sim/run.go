@@ -59,6 +59,7 @@ func Run(s Scenario) (*Report, error) {
 	if err := r.clk.run(math.MaxInt64, maxSteps); err != nil {
 		return nil, err
 	}
+	r.clk.close()
 	return r.report(time.Duration(end)), nil
 }
 

@@ -150,11 +150,13 @@ func CallOf(ctx context.Context) (Call, bool) {
 }
 
 // callState is a call's own: its identity, the context it started with,
-// and the attempts it has sent to the Service.
+// the attempts it has sent to the Service, and what a TokenQuota knows of
+// it.
 type callState struct {
 	Call
 	ctx     context.Context
 	arrived int // attempts that reached the Service
+	quota   quotaCall
 }
 
 // Service is the dependency at the end of the calls: workers that serve

@@ -3,13 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -38,31 +41,17 @@ func (f *simFlags) command(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Simulate an outage, failures, overload or contention on the real engine, in virtual time",
-		Long: `Run the real engine (retry.Retrier, each of a fleet of clients) against a model service in
-virtual time, on the simulator of package github.com/steadyhq/retry/sim: one clock for everything,
-a run the same for a --seed. Its documentation is docs/simulator.md.
-
-Without a mode, requests arrive evenly at --rate for --duration, spread over --clients clients
-(each a Retrier of its own), each attempt taking --latency there and back, against a service
-that is down for a window (--outage START:LENGTH: down from START for LENGTH, as 30s:60s, every
-attempt failing at once with 503), fails a share of attempts (--fail-rate, drawn for each call
-and attempt), or serves at most --capacity attempts a second (--workers workers, no queue: an
-attempt that finds them all busy is refused with 503). It prints the load amplification (attempts
-per request), the success rate, the peak-to-mean rate of attempts, and the time to recover after
-the outage; --plot draws the load over time, beside the same run with --budget off.
-
---metastable runs a service that can fail metastably: --workers (10) serve --capacity (100)
-attempts a second from a FIFO queue of 2 s of work; requests arrive at --rate (70, Poisson) for
---duration (3m); attempts time out after --attempt-timeout (1s) and the service still serves them.
-A trigger (--trigger capacity: the workers divided by --factor, 2; latency: the service time
-multiplied by it) lasts from --trigger-at START:LENGTH (30s:10s). The same requests run under
-each defence set; --clients 1,10,100,1000 runs each at each fleet size, one table.
-
---budgets prints the retry budgets' table (a 60 s outage after 20 s, then 10% failures, at 10,
-100 and 1,000 requests a second, for several rules); --clients runs it for fleets. --layers N
-runs a chain of N services under an outage at the bottom. --contention runs the AWS "Exponential
-Backoff and Jitter" setup; --hedge the long-tail setup of "The Tail at Scale". --shed puts the
-real shedder (package shed) in front of the service. A run holds at most 1,000,000 requests.`,
+		Long: `Run the real engine (a Retrier for each of --clients clients) against a model service in
+virtual time, on the simulator of package github.com/steadyhq/retry/sim; docs/simulator.md
+documents it and every flag. Without a mode, requests arrive evenly at --rate for --duration,
+each attempt taking --latency there and back, against a service that is down for a window
+(--outage START:LENGTH: from START for LENGTH, as 30s:60s), fails a share of attempts
+(--fail-rate), or serves at most --capacity attempts a second; it prints the load amplification,
+the success rate and the time to recover, and --plot draws the load over time. The modes:
+--metastable (each defence set against a metastable failure; --clients 1,10,100,1000 for fleets),
+--budgets (the retry budgets' table), --layers N (a chain of N services), --contention (the AWS
+"Exponential Backoff and Jitter" setup) and --hedge ("The Tail at Scale"). --shed puts the real
+shedder in front of the service. A run holds at most 1,000,000 requests.`,
 		Example: `  retry sim --rate 100 --duration 2m --outage 30s:60s
   retry sim --rate 100 --duration 2m --outage 30s:60s --budget off --plot outage.svg
   retry sim --rate 100 --duration 1m --fail-rate 0.1 --clients 10 --json
@@ -262,6 +251,20 @@ func simPlot(plotFile string) (string, error) {
 		os.Remove(plotFile) // made only to try: the run writes it
 	}
 	return format, nil
+}
+
+// table writes rows, the first the header: the first column aligned
+// left, the others right, two spaces apart.
+func table(w io.Writer, rows [][]string) error {
+	width := 0
+	for _, r := range rows {
+		width = max(width, utf8.RuneCountInString(r[0]))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%-*s\t%s\t\n", width, r[0], strings.Join(r[1:], "\t"))
+	}
+	return tw.Flush()
 }
 
 // reasonList renders counts by reason, most first: "budget 12, exhausted 3".

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,12 +100,7 @@ func (r *loadResult) chart(l *loadSetup) (*chart, error) {
 	s := &l.s
 	setup := append([]string{strconv.FormatFloat(s.Load.Rate, 'f', -1, 64) + " requests/s for " + durationLabel(ms(s.Duration))}, l.service()...)
 	if n := s.Fleet.Clients; n > 1 {
-		setup = append(setup[:1], append([]string{fmt.Sprintf("%d clients", n)}, setup[1:]...)...)
-	}
-	for i, part := range setup {
-		if after, ok := strings.CutPrefix(part, "capacity "); ok {
-			setup[i] = "capacity " + strings.TrimSuffix(after, " attempts/s") + "/s"
-		}
+		setup = slices.Insert(setup, 1, fmt.Sprintf("%d clients", n))
 	}
 	setup = append(setup, "policy "+l.policy)
 	if len(runs) == 1 {

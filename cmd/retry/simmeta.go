@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/steadyhq/retry"
@@ -246,25 +246,22 @@ func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
 	}
 	fmt.Fprintf(w, "trigger: %s from %s to %s (L = %s)\n", m.triggerText(), human(t.Start), human(t.Start+t.Length), human(t.Length))
 	fmt.Fprintf(w, "policy %s: %s; seed %d\n\n", m.policy, describe(m.p), s.Seed)
-	width := len("defences")
+	lines := [][]string{{"defences", "offered", "before", "during", "after", "amplification", "wasted work", "recovered after"}}
 	for _, r := range rows {
-		width = max(width, len(r.Name))
-	}
-	clients := map[bool]string{true: "\tclients"}[m.clientsGiven]
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s%s\toffered\tbefore\tduring\tafter\tamplification\twasted work\trecovered after\t\n", width, "defences", clients)
-	for _, r := range rows {
-		if clients != "" {
-			clients = "\t" + strconv.Itoa(r.Clients)
-		}
 		rec := "never"
 		if r.RecoveryS != nil {
 			rec = human(time.Duration(*r.RecoveryS * float64(time.Second)))
 		}
-		fmt.Fprintf(tw, "%-*s%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f×\t%.0f%%\t%s\t\n", width, r.Name, clients, r.Offered, r.Before, r.During, r.After,
-			r.Amplification, 100*r.Wasted, rec)
+		lines = append(lines, []string{r.Name, fmt.Sprintf("%.1f", r.Offered), fmt.Sprintf("%.1f", r.Before), fmt.Sprintf("%.1f", r.During),
+			fmt.Sprintf("%.1f", r.After), fmt.Sprintf("%.2f×", r.Amplification), fmt.Sprintf("%.0f%%", 100*r.Wasted), rec})
+		if m.clientsGiven {
+			lines[len(lines)-1] = slices.Insert(lines[len(lines)-1], 1, strconv.Itoa(r.Clients))
+		}
 	}
-	tw.Flush()
+	if m.clientsGiven {
+		lines[0] = slices.Insert(lines[0], 1, "clients")
+	}
+	table(w, lines)
 	fmt.Fprintf(w, "\noffered: requests per second; before, during, after: goodput, successful calls per second, before,\n")
 	fmt.Fprintf(w, "during and after the trigger; amplification: attempts reaching the server per request; wasted\n")
 	fmt.Fprintf(w, "work: the server's work for attempts whose caller had given up; recovered after: from then on,\n")

@@ -5,136 +5,43 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/sim"
 	"gonum.org/v1/plot/vg"
 )
 
-// The tables of sim --budgets, --layers, --contention and --hedge, each a
-// set of scenarios of package sim.
+// The tables of sim --budgets, --layers, --contention and --hedge.
 
-// budgetRule is a retry budget sim --budgets compares: the options of a
-// client's Retrier, and, for a rule kept in the table, what learns the
-// outcome of every attempt.
+// budgetRule is a retry budget sim --budgets compares: a client's options
+// and, for a rule that learns outcomes, its observer.
 type budgetRule struct {
 	Name  string
-	fresh func(c sim.Client) ([]retry.Option, func(ctx context.Context, n int, err error))
+	fresh func(c sim.Client) ([]retry.Option, func(context.Context, int, error))
 }
 
 // budgetRules: none, this library's default (the zero Budget), its old
-// rule, and the peers', kept here as retry.SharedBudget implementations,
-// each client its own.
+// rule, and the peers' (package sim's models), each client its own.
 var budgetRules = []budgetRule{
-	{Name: "no budget (3 attempts)", fresh: func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
+	{"no budget (3 attempts)", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
 		return []retry.Option{retry.WithBudget(retry.Budget{Off: true})}, nil
 	}},
-	{Name: "default: 0.15 a success + 0.5/s over 10 s", fresh: func(sim.Client) ([]retry.Option, func(context.Context, int, error)) { return nil, nil }},
-	{Name: "old rule: 15% of requests + 2/s over 10 s", fresh: windowRule(0.15, 2)},
-	{Name: "Finagle: 20% of requests + 10/s, TTL 10 s", fresh: windowRule(0.2, 10)},
-	{Name: "AWS quota: 500, retry 14 (429: 5), success +1", fresh: func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		q := &awsQuota{tokens: 500, calls: map[int]*awsCall{}}
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: q})}, q.observe
+	{"default: 0.15 a success + 0.5/s over 10 s", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) { return nil, nil }},
+	{"old rule: 15% of requests + 2/s over 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
+		return []retry.Option{retry.WithBudget(retry.Budget{Shared: sim.NewWindowBudget(c.Clock, 0.15, 2)})}, nil
+	}},
+	{"Finagle: 20% of requests + 10/s, TTL 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
+		return []retry.Option{retry.WithBudget(retry.Budget{Shared: sim.NewWindowBudget(c.Clock, 0.2, 10)})}, nil
+	}},
+	{"AWS quota: 500, retry 14 (429: 5), success +1", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
+		q := sim.NewTokenQuota()
+		return []retry.Option{retry.WithBudget(retry.Budget{Shared: q})}, q.Observe
 	}},
 }
 
-// windowRule is the rule of Finagle's RetryBudget and of this library's
-// budget before it counted successes: over a sliding window of 10 s,
-// retries may reach ratio times the first attempts plus perSec a second.
-func windowRule(ratio, perSec float64) func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-	return func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: &windowBudget{clk: c.Clock, ratio: ratio, perSec: perSec}})}, nil
-	}
-}
-
-// windowBudget keeps a window of ten slices of a second; a run's clock
-// runs one goroutine at a time, so it needs no lock.
-type windowBudget struct {
-	clk           retry.Clock
-	ratio, perSec float64
-	ring          [10]struct{ start, firsts, retries int64 }
-}
-
-func (b *windowBudget) First(string) { b.slice(b.clk.Now()).firsts++ }
-
-func (b *windowBudget) Retry(_ context.Context, _ string, now time.Time) bool {
-	cur := b.slice(now)
-	var firsts, retries int64
-	for _, s := range b.ring {
-		if s.start > cur.start-int64(len(b.ring)) {
-			firsts, retries = firsts+s.firsts, retries+s.retries
-		}
-	}
-	if float64(retries+1) > b.ratio*float64(firsts)+b.perSec*10 {
-		return false
-	}
-	cur.retries++
-	return true
-}
-
-func (b *windowBudget) slice(now time.Time) *struct{ start, firsts, retries int64 } {
-	n := now.UnixNano()/int64(time.Second) + 1
-	s := &b.ring[n%int64(len(b.ring))]
-	if s.start != n {
-		*s = struct{ start, firsts, retries int64 }{start: n}
-	}
-	return s
-}
-
-// awsQuota is the AWS SDKs' retry quota (standard mode, as revised in
-// 2026): 500 tokens; a retry takes 14, or 5 after a throttling error; a
-// first attempt that succeeds puts 1 back, a retry that succeeds what it
-// took. It keeps what it knows of each call in flight by the call's index.
-type awsQuota struct {
-	tokens int
-	calls  map[int]*awsCall
-}
-
-type awsCall struct {
-	last error // the call's last failure
-	held int   // what its retry in flight took
-}
-
-func (q *awsQuota) First(string) {}
-
-func (q *awsQuota) Retry(ctx context.Context, _ string, _ time.Time) bool {
-	call, _ := sim.CallOf(ctx)
-	c := q.calls[call.Index]
-	if c == nil {
-		return false
-	}
-	cost := 14
-	if se, ok := c.last.(*retry.StatusError); ok && se.StatusCode == 429 {
-		cost = 5
-	}
-	if q.tokens < cost {
-		return false
-	}
-	q.tokens -= cost
-	c.held = cost
-	return true
-}
-
-func (q *awsQuota) observe(ctx context.Context, n int, err error) {
-	call, _ := sim.CallOf(ctx)
-	c := q.calls[call.Index]
-	switch {
-	case err != nil && c == nil:
-		q.calls[call.Index] = &awsCall{last: err}
-	case err != nil:
-		c.last, c.held = err, 0 // a failed retry keeps what it took
-	case n == 1:
-		q.tokens = min(q.tokens+1, 500)
-	case c != nil:
-		q.tokens = min(q.tokens+c.held, 500)
-	}
-	if err == nil || n >= 3 {
-		delete(q.calls, call.Index)
-	}
-}
+// budgetRates are the rates of the budget table, per second.
+var budgetRates = []float64{10, 100, 1000}
 
 // budgetRow is one rule at one rate and fleet size: the load of a full
 // outage (attempts in it per request arriving in it), and the share of
@@ -147,32 +54,23 @@ type budgetRow struct {
 	SuccessRate   float64 `json:"success_rate"`
 }
 
-// budgetRates are the rates of the budget table, per second.
-var budgetRates = []float64{10, 100, 1000}
-
 // budgetRun runs rule at rate with n clients: a full outage of 60 s after
 // 20 s of health, then 60 s of 10% independent failures; attempts of
 // 10 ms, the default policy.
 func budgetRun(rule budgetRule, rate float64, n int, seed uint64) (budgetRow, error) {
 	row := budgetRow{Rule: rule.Name, Clients: n, Rate: rate}
-	for i, run := range []struct {
-		dur   time.Duration
-		fault sim.Fault
-	}{{80 * time.Second, sim.Fault{Start: 20 * time.Second, Length: time.Minute, Fail: 1}}, {time.Minute, sim.Fault{Fail: 0.1}}} {
-		var observes []func(context.Context, int, error)
-		s := sim.Scenario{Duration: run.dur, Drain: time.Minute, Seed: seed,
-			Load:    sim.Load{Rate: rate, Steady: true},
-			Service: sim.Service{Network: sim.Fixed(5 * time.Millisecond), Faults: []sim.Fault{run.fault}},
-			Fleet: sim.Fleet{Clients: n, Options: func(c sim.Client) []retry.Option {
-				opts, obs := rule.fresh(c)
-				observes = append(observes, obs)
+	for i, f := range []sim.Fault{{Start: 20 * time.Second, Length: time.Minute, Fail: 1}, {Fail: 0.1}} {
+		observe := make([]func(context.Context, int, error), n)
+		rep, err := sim.Run(sim.Scenario{Duration: time.Minute + f.Start, Drain: time.Minute, Seed: seed, Load: sim.Load{Rate: rate, Steady: true},
+			Service: sim.Service{Network: sim.Fixed(5 * time.Millisecond), Faults: []sim.Fault{f}},
+			Fleet: sim.Fleet{Clients: n, Options: func(c sim.Client) (opts []retry.Option) {
+				opts, observe[c.Index] = rule.fresh(c)
 				return opts
 			}, Observe: func(ctx context.Context, n int, err error) {
-				if c, _ := sim.CallOf(ctx); observes[c.Client] != nil {
-					observes[c.Client](ctx, n, err)
+				if c, _ := sim.CallOf(ctx); observe[c.Client] != nil {
+					observe[c.Client](ctx, n, err)
 				}
-			}}}
-		rep, err := sim.Run(s)
+			}}})
 		if err != nil {
 			return row, failed(err)
 		}
@@ -193,47 +91,43 @@ func runBudgets(e *env, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	perRule := len(budgetRates) * len(sizes)
-	rows := make([]budgetRow, len(budgetRules)*perRule)
+	per := len(budgetRates) * len(sizes)
+	rows := make([]budgetRow, len(budgetRules)*per)
 	err = parallel(len(rows), e.newProgress(len(rows), "budgets"), func(i int) (err error) {
-		rows[i], err = budgetRun(budgetRules[i/perRule], budgetRates[i%len(budgetRates)], sizes[i%perRule/len(budgetRates)], f.seed)
+		rows[i], err = budgetRun(budgetRules[i/per], budgetRates[i%len(budgetRates)], sizes[i%per/len(budgetRates)], f.seed)
 		return err
 	})
 	if err != nil || f.asJSON {
 		return cmpErr(err, func() error { return writeJSON(e.stdout, rows) })
 	}
-	w := e.stdout
-	fmt.Fprintf(w, "Retry budgets on the real engine, in virtual time: each client a Retrier, the default policy (3 attempts,\n")
-	fmt.Fprintf(w, "backoff from 1s, ×2, jitter ±50%%), attempts of 10ms; seed %d.\n", f.seed)
-	fmt.Fprintf(w, "load: server hits per request during a full outage of 1m after 20s of health;\n")
-	fmt.Fprintf(w, "success: calls that succeed over 1m with 10%% of attempts failing independently.\n\n")
-	width := 0 // the rules' column is aligned left, the figures right
-	for _, r := range rows {
-		width = max(width, utf8.RuneCountInString(r.Rule))
+	fmt.Fprintf(e.stdout, "Retry budgets on the real engine, in virtual time: each client a Retrier, the default policy (3 attempts,\n"+
+		"backoff from 1s, ×2, jitter ±50%%), attempts of 10ms; seed %d.\n"+
+		"load: server hits per request during a full outage of 1m after 20s of health;\n"+
+		"success: calls that succeed over 1m with 10%% of attempts failing independently.\n\n", f.seed)
+	head := []string{"rule"}
+	if f.fs.Changed("clients") {
+		head = append(head, "clients")
 	}
-	clients := map[bool]string{true: "clients\t"}[f.fs.Changed("clients")]
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\t%s", width, "rule", clients)
 	for _, what := range []string{"load", "success"} {
 		for _, rate := range budgetRates {
-			fmt.Fprintf(tw, "%s %g/s\t", what, rate)
+			head = append(head, fmt.Sprintf("%s %g/s", what, rate))
 		}
 	}
-	fmt.Fprintf(tw, "\n")
+	lines := [][]string{head}
 	for i := 0; i < len(rows); i += len(budgetRates) {
-		fmt.Fprintf(tw, "%-*s\t", width, rows[i].Rule)
-		if clients != "" {
-			fmt.Fprintf(tw, "%d\t", rows[i].Clients)
+		line := []string{rows[i].Rule}
+		if len(head) > 1+2*len(budgetRates) {
+			line = append(line, strconv.Itoa(rows[i].Clients))
 		}
 		for _, r := range rows[i : i+len(budgetRates)] {
-			fmt.Fprintf(tw, "%.3f×\t", r.Amplification)
+			line = append(line, fmt.Sprintf("%.3f×", r.Amplification))
 		}
 		for _, r := range rows[i : i+len(budgetRates)] {
-			fmt.Fprintf(tw, "%.2f%%\t", 100*r.SuccessRate)
+			line = append(line, fmt.Sprintf("%.2f%%", 100*r.SuccessRate))
 		}
-		fmt.Fprintf(tw, "\n")
+		lines = append(lines, line)
 	}
-	return tw.Flush()
+	return table(e.stdout, lines)
 }
 
 // cmpErr returns err, or else what then returns.
@@ -247,34 +141,34 @@ func cmpErr(err error, then func() error) error {
 // layersConfigs are the configurations of sim --layers: 3 attempts at
 // every layer with nothing to stop them; retries at one layer without a
 // retry budget; the budget at every layer with retries at every layer
-// too (WithNestedRetries); the defaults, the budget and the rule.
+// too; the defaults, the budget and the rule.
 var layersConfigs = []struct {
 	name string
 	opts []retry.Option
 }{
-	{name: "naive", opts: []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3}), retry.WithBudget(retry.Budget{Off: true}), retry.WithNestedRetries(true)}},
-	{name: "rule only", opts: []retry.Option{retry.WithBudget(retry.Budget{Off: true})}},
-	{name: "budgets only", opts: []retry.Option{retry.WithNestedRetries(true)}},
-	{name: "defaults"},
+	{"naive", []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3}), retry.WithBudget(retry.Budget{Off: true}), retry.WithNestedRetries(true)}},
+	{"rule only", []retry.Option{retry.WithBudget(retry.Budget{Off: true})}},
+	{"budgets only", []retry.Option{retry.WithNestedRetries(true)}},
+	{"defaults", nil},
 }
 
-// layersRun is one configuration's run.
+// layersRun is one configuration's run: what each service of the chain
+// received, and the dependency at the bottom last.
 type layersRun struct {
 	Name                string         `json:"name"`
 	Layers              int            `json:"layers"`
 	Offered             int            `json:"offered"`
 	AmplificationBottom float64        `json:"amplification_bottom"`
-	PerLayer            []layerFigures `json:"per_layer"` // the services from the top, then the dependency
+	PerLayer            []layerFigures `json:"per_layer"`
 }
 
-// layerFigures is what one layer of the chain saw.
 type layerFigures struct {
 	Layer         string  `json:"layer"`
 	Received      int     `json:"received"`
-	Amplification float64 `json:"amplification"`
+	Amplification float64 `json:"amplification"` // received per request offered
 	Retries       int     `json:"retries"`
-	NestedRetries int     `json:"nested_retries"`
-	HeldToOne     int     `json:"held_to_one_attempt"`
+	NestedRetries int     `json:"nested_retries"`      // sent while serving a retry
+	HeldToOne     int     `json:"held_to_one_attempt"` // calls serving a retry held to one attempt
 }
 
 // runLayers runs sim --layers: a chain of N services under a full outage
@@ -316,8 +210,7 @@ func runLayers(e *env, f *simFlags) error {
 		for k := range layers {
 			layers[k].Options = func(sim.Client) []retry.Option { return c.opts }
 		}
-		rep, err := sim.Run(sim.Scenario{Duration: dur, Drain: 24 * time.Hour, Seed: f.seed, Layers: layers,
-			Load:    sim.Load{Rate: rate, Steady: true},
+		rep, err := sim.Run(sim.Scenario{Duration: dur, Drain: 24 * time.Hour, Seed: f.seed, Layers: layers, Load: sim.Load{Rate: rate, Steady: true},
 			Service: sim.Service{Network: sim.Fixed(lat / 2), Faults: []sim.Fault{{Fail: 1}}},
 			Fleet:   sim.Fleet{Options: func(sim.Client) []retry.Option { return []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 1})} }}})
 		if err != nil || rep.Total.Unfinished > 0 {
@@ -325,10 +218,7 @@ func runLayers(e *env, f *simFlags) error {
 		}
 		run := &layersRun{Name: c.name, Layers: f.layers, Offered: rep.Total.Requests}
 		for k, l := range append(rep.Layers, sim.LayerFigures{Received: rep.Total.Attempts}) {
-			name := "service " + strconv.Itoa(k+1)
-			if k == f.layers {
-				name = "dependency"
-			}
+			name := map[bool]string{true: "dependency", false: "service " + strconv.Itoa(k+1)}[k == f.layers]
 			run.PerLayer = append(run.PerLayer, layerFigures{Layer: name, Received: l.Received, Amplification: float64(l.Received) / float64(run.Offered),
 				Retries: l.Retries, NestedRetries: l.NestedRetries, HeldToOne: l.HeldToOne})
 		}
@@ -339,53 +229,47 @@ func runLayers(e *env, f *simFlags) error {
 	if err != nil || f.asJSON {
 		return cmpErr(err, func() error { return writeJSON(e.stdout, runs) })
 	}
-	w := e.stdout
-	fmt.Fprintf(w, "A chain of %d %s under a full outage of the dependency at the bottom (every call fails at once, 503):\n",
-		f.layers, plural(f.layers, "service", "services"))
-	fmt.Fprintf(w, "%d requests at %g/s over %s into service 1, each hop taking %s; the real engine in virtual time, seed %d.\n",
-		runs[0].Offered, rate, human(dur), human(lat), f.seed)
-	fmt.Fprintf(w, "naive: 3 attempts at every layer, no budget; rule only: retries at one layer, no budget;\n")
-	fmt.Fprintf(w, "budgets only: retry.New() with WithNestedRetries(true); defaults: retry.New(), the budget and\n")
-	fmt.Fprintf(w, "retries at one layer. Every layer's client has the default policy: 3 attempts, backoff from 1s.\n")
-	fmt.Fprintf(w, "Each cell: requests received, and per request offered.\n\n")
-	const width = len("nested retries") // the labels' column is aligned left, the figures right
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\t", width, "layer")
+	fmt.Fprintf(e.stdout, "A chain of %d %s under a full outage of the dependency at the bottom (every call fails at once, 503):\n"+
+		"%d requests at %g/s over %s into service 1, each hop taking %s; the real engine in virtual time, seed %d.\n"+
+		"naive: 3 attempts at every layer, no budget; rule only: retries at one layer, no budget;\n"+
+		"budgets only: retry.New() with WithNestedRetries(true); defaults: retry.New(), the budget and\n"+
+		"retries at one layer. Every layer's client has the default policy: 3 attempts, backoff from 1s.\n"+
+		"Each cell: requests received, and per request offered.\n\n",
+		f.layers, plural(f.layers, "service", "services"), runs[0].Offered, rate, human(dur), human(lat), f.seed)
+	lines := [][]string{{"layer"}}
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t\t", r.Name)
+		lines[0] = append(lines[0], r.Name, "")
 	}
-	fmt.Fprintf(tw, "\n")
-	for i := range runs[0].PerLayer {
-		fmt.Fprintf(tw, "%-*s\t", width, runs[0].PerLayer[i].Layer)
+	for i, l := range runs[0].PerLayer {
+		line := []string{l.Layer}
 		for _, r := range runs {
-			fmt.Fprintf(tw, "%d\t%.3f×\t", r.PerLayer[i].Received, r.PerLayer[i].Amplification)
+			line = append(line, strconv.Itoa(r.PerLayer[i].Received), fmt.Sprintf("%.3f×", r.PerLayer[i].Amplification))
 		}
-		fmt.Fprintf(tw, "\n")
+		lines = append(lines, line)
 	}
-	for _, row := range []struct {
-		name string
-		v    func(layerFigures) int
-	}{{"nested retries", func(l layerFigures) int { return l.NestedRetries }}, {"held to one", func(l layerFigures) int { return l.HeldToOne }}} {
-		fmt.Fprintf(tw, "%-*s\t", width, row.name)
-		for _, r := range runs {
-			sum := 0
-			for _, l := range r.PerLayer {
-				sum += row.v(l)
-			}
-			fmt.Fprintf(tw, "%d\t\t", sum)
+	nested, held := []string{"nested retries"}, []string{"held to one"}
+	for _, r := range runs {
+		var n, h int
+		for _, l := range r.PerLayer {
+			n, h = n+l.NestedRetries, h+l.HeldToOne
 		}
-		fmt.Fprintf(tw, "\n")
+		nested, held = append(nested, strconv.Itoa(n), ""), append(held, strconv.Itoa(h), "")
 	}
-	if err := tw.Flush(); err != nil {
+	if err := table(e.stdout, append(lines, nested, held)); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nnested retries: retries a service sent while serving a request that was itself a retry;\n")
-	fmt.Fprintf(w, "held to one: calls serving a retry that made one attempt by the rule of retries at one layer.\n")
+	fmt.Fprintf(e.stdout, "\nnested retries: retries a service sent while serving a request that was itself a retry;\n"+
+		"held to one: calls serving a retry that made one attempt by the rule of retries at one layer.\n")
 	return nil
 }
 
-// The contention strategies of the study, in its order.
-var contentionKinds = []string{"no-backoff", "exponential", "full", "equal", "decorrelated"}
+// The contention strategies of the study, in its order, and --jitter's
+// names for them.
+var (
+	contentionKinds = []string{"no-backoff", "exponential", "full", "equal", "decorrelated"}
+	contentionNames = map[string]string{"none": "exponential", "false": "exponential", "off": "exponential", "full": "full", "equal": "equal",
+		"decorrelated": "decorrelated", "no-backoff": "no-backoff", "immediate": "no-backoff"}
+)
 
 // contentionPolicy is the study's backoff for a kind: a base of 5 ms and
 // a cap of 2 s. Its exponential backoff is min(cap, base·2^n) from n = 1,
@@ -415,11 +299,10 @@ type contentionRow struct {
 	Runs     int     `json:"runs"`
 }
 
-// runContention runs sim --contention: the setup of the AWS Architecture
-// Blog's "Exponential Backoff and Jitter": clients each write one row
-// once under optimistic concurrency, over a network of |N(10ms, 2ms)| per
-// message, no retry budget; runs of each strategy, from seeds seed,
-// seed+1, ...
+// runContention runs sim --contention: the AWS Architecture Blog's
+// "Exponential Backoff and Jitter": clients each write one row once under
+// optimistic concurrency, over a network of |N(10ms, 2ms)| per message,
+// no retry budget; runs of each strategy from seeds seed, seed+1, ...
 func runContention(e *env, f *simFlags) error {
 	sizes, err := f.fleetSizes(false, 100)
 	if err != nil {
@@ -429,55 +312,46 @@ func runContention(e *env, f *simFlags) error {
 		return usagef("flag --runs = %d: must be in [1, 1000]", f.runs)
 	}
 	kinds := contentionKinds
-	if f.fs.Changed("jitter") {
-		k, ok := map[string]string{"none": "exponential", "false": "exponential", "off": "exponential", "full": "full", "equal": "equal",
-			"decorrelated": "decorrelated", "no-backoff": "no-backoff", "immediate": "no-backoff"}[*f.pf.strFlag["jitter"]]
-		if !ok {
-			return usagef("flag --jitter = %q: with --contention, must be none, full, equal, decorrelated or no-backoff", *f.pf.strFlag["jitter"])
+	if j := *f.pf.strFlag["jitter"]; f.fs.Changed("jitter") {
+		if contentionNames[j] == "" {
+			return usagef("flag --jitter = %q: with --contention, must be none, full, equal, decorrelated or no-backoff", j)
 		}
-		kinds = []string{k}
+		kinds = []string{contentionNames[j]}
 	}
 	n := sizes[0]
-	type run struct{ calls, ms float64 }
-	out := make([]run, len(kinds)*f.runs)
-	err = parallel(len(out), e.newProgress(len(out), "contention"), func(i int) error {
+	rows := make([]contentionRow, len(kinds))
+	runs := make([]*sim.Report, len(kinds)*f.runs)
+	err = parallel(len(runs), e.newProgress(len(runs), "contention"), func(i int) (err error) {
 		p := contentionPolicy(kinds[i/f.runs])
-		rep, err := sim.Run(sim.Scenario{Duration: time.Millisecond, Drain: 24 * time.Hour, Seed: f.seed + uint64(i%f.runs),
+		runs[i], err = sim.Run(sim.Scenario{Duration: time.Millisecond, Drain: 24 * time.Hour, Seed: f.seed + uint64(i%f.runs),
 			Load:    sim.Load{Bursts: []sim.Burst{{Calls: 1}}},
 			Service: sim.Service{Conflicts: true, Network: sim.Normal(10*time.Millisecond, 2*time.Millisecond)},
 			Fleet: sim.Fleet{Clients: n, Options: func(sim.Client) []retry.Option {
 				return []retry.Option{retry.WithPolicy(p), retry.WithBudget(retry.Budget{Off: true})}
 			}}})
-		if err != nil || rep.Total.Succeeded != n {
-			return failed(fmt.Errorf("sim: %s: clients finished: %v, %v", kinds[i/f.runs], rep, err))
+		if err == nil && runs[i].Total.Succeeded != n {
+			err = fmt.Errorf("sim: %s: %d of %d clients finished", kinds[i/f.runs], runs[i].Total.Succeeded, n)
 		}
-		out[i] = run{float64(rep.Total.Attempts), ms(rep.End)}
-		return nil
+		return err
 	})
 	if err != nil {
-		return err
+		return failed(err)
 	}
-	var rows []contentionRow
+	lines := [][]string{{"strategy", "calls", "completion"}}
 	for k, kind := range kinds {
-		row := contentionRow{Strategy: kind, Runs: f.runs}
-		for _, r := range out[k*f.runs : (k+1)*f.runs] {
-			row.Calls += r.calls / float64(f.runs)
-			row.TimeMS += r.ms / float64(f.runs)
+		rows[k] = contentionRow{Strategy: kind, Runs: f.runs}
+		for _, r := range runs[k*f.runs : (k+1)*f.runs] {
+			rows[k].Calls += float64(r.Total.Attempts) / float64(f.runs)
+			rows[k].TimeMS += ms(r.End) / float64(f.runs)
 		}
-		rows = append(rows, row)
+		lines = append(lines, []string{kind, fmt.Sprintf("%.0f", rows[k].Calls), human(fromMS(rows[k].TimeMS))})
 	}
 	if f.asJSON {
 		return writeJSON(e.stdout, rows)
 	}
-	w := e.stdout
-	fmt.Fprintf(w, "%d clients contending for one row (optimistic concurrency), network |N(10ms, 2ms)| per message,\n", n)
-	fmt.Fprintf(w, "backoff from a 5 ms base to a 2 s cap, no retry budget; mean of %d %s from seed %d\n\n", f.runs, plural(f.runs, "run", "runs"), f.seed)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "strategy\tcalls\tcompletion\t\n")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t\n", r.Strategy, r.Calls, human(fromMS(r.TimeMS)))
-	}
-	return tw.Flush()
+	fmt.Fprintf(e.stdout, "%d clients contending for one row (optimistic concurrency), network |N(10ms, 2ms)| per message,\n"+
+		"backoff from a 5 ms base to a 2 s cap, no retry budget; mean of %d %s from seed %d\n\n", n, f.runs, plural(f.runs, "run", "runs"), f.seed)
+	return table(e.stdout, lines)
 }
 
 // hedgeRow is one run of sim --hedge: its latencies, in milliseconds, and
@@ -495,23 +369,13 @@ type hedgeRow struct {
 	lat       []time.Duration
 }
 
-// runHedge runs sim --hedge: the long-tail setup of Dean and Barroso's
+// hedgeNote is the line under the hedge chart's title.
+const hedgeNote = "20000 requests; attempts take 10-15ms, 1% of them 100× longer; hedge delay at p95 of recent latencies"
+
+// hedgeRuns runs sim --hedge: the long-tail setup of Dean and Barroso's
 // "The Tail at Scale" (CACM 2013), 20,000 calls at 16,000 a second whose
 // attempts take 10-15 ms and 1% of them 100 times longer, without and
 // with a hedge at the 95th percentile of recent latencies.
-func runHedge(e *env, f *simFlags) error {
-	format, err := simPlot(f.plot)
-	if err != nil {
-		return err
-	}
-	rows, err := hedgeRuns(f.seed, e.newProgress(2, "hedge"))
-	if err != nil {
-		return err
-	}
-	return writeHedge(e, f, format, rows)
-}
-
-// hedgeRuns runs both runs of sim --hedge, in parallel.
 func hedgeRuns(seed uint64, bar *progress) ([]hedgeRow, error) {
 	rows := make([]hedgeRow, 2)
 	err := parallel(2, bar, func(i int) error {
@@ -519,8 +383,7 @@ func hedgeRuns(seed uint64, bar *progress) ([]hedgeRow, error) {
 		if i == 1 {
 			h, mode = retry.Hedge{Percentile: 95, Floor: time.Millisecond, Ceiling: 100 * time.Millisecond}, "hedging at p95"
 		}
-		rep, err := sim.Run(sim.Scenario{Duration: 1250 * time.Millisecond, Drain: time.Minute, Seed: seed,
-			Load:    sim.Load{Rate: 16000, Steady: true},
+		rep, err := sim.Run(sim.Scenario{Duration: 1250 * time.Millisecond, Drain: time.Minute, Seed: seed, Load: sim.Load{Rate: 16000, Steady: true},
 			Service: sim.Service{ServiceTime: sim.Spread(12500*time.Microsecond, 0.2).Tail(0.01, 100)},
 			Fleet: sim.Fleet{Options: func(sim.Client) []retry.Option {
 				return []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3}), retry.WithHedge(h)}
@@ -536,12 +399,16 @@ func hedgeRuns(seed uint64, bar *progress) ([]hedgeRow, error) {
 	return rows, err
 }
 
-// hedgeNote is the line under the hedge chart's title.
-const hedgeNote = "20000 requests; attempts take 10-15ms, 1% of them 100× longer; hedge delay at p95 of recent latencies"
-
-// writeHedge prints sim --hedge's rows, and draws them to --plot.
-func writeHedge(e *env, f *simFlags, format string, rows []hedgeRow) error {
-	var err error
+// runHedge runs sim --hedge, prints its rows and draws them to --plot.
+func runHedge(e *env, f *simFlags) error {
+	format, err := simPlot(f.plot)
+	if err != nil {
+		return err
+	}
+	rows, err := hedgeRuns(f.seed, e.newProgress(2, "hedge"))
+	if err != nil {
+		return err
+	}
 	drop, extra := rows[0].P999/rows[1].P999, rows[1].Attempts/rows[0].Attempts-1
 	if f.asJSON {
 		err = writeJSON(e.stdout, struct {
@@ -550,16 +417,15 @@ func writeHedge(e *env, f *simFlags, format string, rows []hedgeRow) error {
 			ExtraLoad float64    `json:"extra_attempts"`
 		}{rows, drop, extra})
 	} else {
-		w := e.stdout
-		fmt.Fprintf(w, "%d requests at 16000/s; attempts take 10-15ms, 1%% of them 100× longer; seed %d\n", len(rows[0].lat), f.seed)
-		fmt.Fprintf(w, "hedge delay: the p95 of recent attempt latencies, 2 attempts in flight at most; virtual time\n\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "\tp50\tp95\tp99\tp99.9\tmax\tattempts/request\thedges\twon\t\n")
+		fmt.Fprintf(e.stdout, "%d requests at 16000/s; attempts take 10-15ms, 1%% of them 100× longer; seed %d\n"+
+			"hedge delay: the p95 of recent attempt latencies, 2 attempts in flight at most; virtual time\n\n", len(rows[0].lat), f.seed)
+		lines := [][]string{{"", "p50", "p95", "p99", "p99.9", "max", "attempts/request", "hedges", "won"}}
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%.1fms\t%.1fms\t%.1fms\t%.1fms\t%.1fms\t%.4f\t%d\t%d\t\n", r.Mode, r.P50, r.P95, r.P99, r.P999, r.Max, r.Attempts, r.Hedges, r.HedgeWins)
+			lines = append(lines, []string{r.Mode, fmt.Sprintf("%.1fms", r.P50), fmt.Sprintf("%.1fms", r.P95), fmt.Sprintf("%.1fms", r.P99),
+				fmt.Sprintf("%.1fms", r.P999), fmt.Sprintf("%.1fms", r.Max), fmt.Sprintf("%.4f", r.Attempts), strconv.FormatInt(r.Hedges, 10), strconv.FormatInt(r.HedgeWins, 10)})
 		}
-		tw.Flush()
-		fmt.Fprintf(w, "\np99.9 falls %.1f×, for %.2f%% more attempts\n", drop, 100*extra)
+		err = table(e.stdout, lines)
+		fmt.Fprintf(e.stdout, "\np99.9 falls %.1f×, for %.2f%% more attempts\n", drop, 100*extra)
 	}
 	if err != nil || f.plot == "" {
 		return err
