@@ -16,7 +16,8 @@
 // request is a call of the engine (Retrier.Run, or retry.Hedged for a
 // client with retry.WithHedge), whose attempts go to the Service, or to a
 // chain of Layers in front of it, each layer a service whose handler calls
-// the next through a Retrier of its own.
+// the next through a Retrier of its own. WindowBudget and TokenQuota model
+// other libraries' retry budgets, to compare a rule against.
 //
 // The Service is the network, a delay each way, and workers that serve
 // attempts from a FIFO queue bounded by length or by wait, each for a
