@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -44,12 +45,46 @@ func FuzzPresetParams(f *testing.F) {
 // FuzzSimFlags: sim's own parsers (outage, budget, durations) on a small
 // workload.
 func FuzzSimFlags(f *testing.F) {
-	f.Add("1s:2s", "ratio=0.2,reserve=1,window=1s", "100ms", "1")
-	f.Add("30s", "off", "0", "0")
-	f.Add(":", "ratio=-1", "PT1S", "x")
-	f.Fuzz(func(t *testing.T, outage, budget, latency, failRate string) {
+	f.Add("1s:2s", "ratio=0.2,reserve=1,window=1s", "100ms", "1", "3")
+	f.Add("30s", "off", "0", "0", "1,2")
+	f.Add(":", "ratio=-1", "PT1S", "x", ",")
+	f.Add("1s:1s", "default", "10ms", "0.5", "-1")
+	f.Fuzz(func(t *testing.T, outage, budget, latency, failRate, clients string) {
 		checkOutcome(t, []string{"sim", "--rate", "20", "--duration", "2s", "--horizon", "1m", "--outage", outage,
-			"--budget", budget, "--latency", latency, "--fail-rate", failRate})
+			"--budget", budget, "--latency", latency, "--fail-rate", failRate, "--clients", clients})
+	})
+}
+
+// FuzzFleetSizes: --clients is one number of clients, or a list of up to
+// 8 where lists apply, each in [1, 100000]; anything else is a usage
+// error of one line.
+func FuzzFleetSizes(f *testing.F) {
+	for _, seed := range []string{"1", "1,10,100,1000", "", ",", "0", "-1", "1,,2", " 5 , 6 ", "1,2,3,4,5,6,7,8,9", "100001", "1e3", "0x10"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, clients string) {
+		fl := &simFlags{}
+		if err := fl.command(&env{}).ParseFlags([]string{"--clients", clients}); err != nil {
+			return // pflag's own error, before sim sees it
+		}
+		for _, many := range []bool{false, true} {
+			sizes, err := fl.fleetSizes(many, 1)
+			if err != nil {
+				var u *usageError
+				if !errors.As(err, &u) || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "flag --clients = ") {
+					t.Errorf("%q: error %v, want a one-line usage error naming --clients", clients, err)
+				}
+				continue
+			}
+			if len(sizes) == 0 || len(sizes) > 8 || !many && len(sizes) != 1 {
+				t.Errorf("%q (lists %v): %d sizes", clients, many, len(sizes))
+			}
+			for _, n := range sizes {
+				if n < 1 || n > 100000 {
+					t.Errorf("%q: size %d outside [1, 100000]", clients, n)
+				}
+			}
+		}
 	})
 }
 
