@@ -81,14 +81,15 @@ var errNotTask = errors.New("sim: Sleep called outside a task of the run (a goro
 
 // Sleep parks the running task for d of virtual time, or until ctx is
 // done; it returns ctx's error in the latter case. It returns at once when
-// ctx is done already.
+// ctx is done already, and errNotTask outside the run's tasks (before the
+// run, or from Run's goroutine).
 func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	t := c.current
 	if t == nil {
-		panic(errNotTask)
+		return errNotTask
 	}
 	t.gen++
 	c.push(c.after(d), t)

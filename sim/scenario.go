@@ -110,7 +110,8 @@ type Fleet struct {
 // build: its index (for a Layer, the layer's) and its clock, with its
 // jumps. The clock is a retry.Clock that runs the engine's timers too;
 // only the run's goroutines may sleep on it (a shared state's model of a
-// round trip may, from a call's attempt), never one of your own.
+// round trip may, from a call's attempt): its Sleep returns an error
+// before the run, and a goroutine of your own must not sleep on it.
 type Client struct {
 	Index int
 	Clock retry.Clock
