@@ -149,6 +149,8 @@ type breakers struct {
 	// fallbacks counts attempts guarded by the local breaker because the
 	// store failed.
 	fallbacks atomic.Int64
+	// recent keeps the last changes of state, for Stats.BreakerChanges.
+	recent recent[BreakerChange]
 }
 
 // breaker is one circuit breaker; with Breaker.Store, also the shared
@@ -184,16 +186,18 @@ func (bs *breakers) newBreaker(key string) *breaker {
 // learns.
 func (b *breaker) changed(ch change) {
 	if ch.happened() && (b.shared == nil || b.standIn.Load() > 0) {
-		b.bs.record(b.key, ch.from.String(), ch.to.String())
+		b.bs.record(b.key, ch.from.String(), ch.to.String(), ch.at)
 	}
 }
 
-// record keeps a change of state for the next flush.
-func (bs *breakers) record(key, from, to string) {
+// record keeps a change of state at a time for the next flush, and for
+// Stats.BreakerChanges.
+func (bs *breakers) record(key, from, to string, at time.Time) {
 	bs.mu.Lock()
 	bs.changes = append(bs.changes, breakerChange{key: key, from: from, to: to})
 	bs.mu.Unlock()
 	bs.pending.Add(1)
+	bs.recent.add(BreakerChange{Key: key, From: from, To: to, Time: at})
 }
 
 // The states of a circuit breaker, by the names that Breaker.OnChange,

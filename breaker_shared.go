@@ -276,7 +276,7 @@ func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 		sb.failures.Store(0)
 	}
 	if old.state != nv.state {
-		sb.bs.record(sb.key, old.state, nv.state)
+		sb.bs.record(sb.key, old.state, nv.state, now)
 	}
 }
 

@@ -62,9 +62,12 @@ type circuitSlice struct {
 	ok, failed uint32
 }
 
-// change is a circuit's change of state, reported to Breaker.OnChange;
-// the zero change is none.
-type change struct{ from, to circuitState }
+// change is a circuit's change of state at a time, reported to
+// Breaker.OnChange and Stats.BreakerChanges; the zero change is none.
+type change struct {
+	from, to circuitState
+	at       time.Time
+}
 
 func (c change) happened() bool { return c.from != c.to }
 
@@ -150,7 +153,7 @@ func (c *circuit) openFor(now time.Time) time.Duration {
 // held.
 func (c *circuit) advance(now time.Time) change {
 	if c.state == circuitOpen && !now.Before(c.until) {
-		return c.set(circuitHalfOpen, now, nil)
+		return c.set(circuitHalfOpen, c.until, nil) // half-open from the instant the open time is up
 	}
 	return change{}
 }
@@ -158,7 +161,7 @@ func (c *circuit) advance(now time.Time) change {
 // set moves the circuit to state s at now, in a new generation with clear
 // counts. c.mu is held.
 func (c *circuit) set(s circuitState, now time.Time, spec *Breaker) change {
-	ch := change{from: c.state, to: s}
+	ch := change{from: c.state, to: s, at: now}
 	if c.onChange != nil {
 		c.onChange(ch)
 	}

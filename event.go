@@ -10,24 +10,27 @@ import (
 //
 // Err is the real error, for programs; Message is Err's text passed through
 // the sanitizer, and is what logs, metrics, records and tools should use.
+//
+// In JSON (as in Stats.Denials) its fields have the names given beside
+// them; Err and Payload are left out, Message stands for Err.
 type Event struct {
-	Attempt int    // the attempt that failed, 1 for the first
-	Err     error  // the attempt's error
-	Message string // Err's text, sanitized
+	Attempt int    `json:"attempt"`           // the attempt that failed, 1 for the first
+	Err     error  `json:"-"`                 // the attempt's error
+	Message string `json:"message,omitempty"` // Err's text, sanitized
 	// Type is TypeOf the error, or timeout.attempt; a call the breaker,
 	// the rate limiter or another gate stopped has the gate's type
 	// (breaker.open, ratelimit.local), but one the retry budget stopped
 	// has the type of the failure whose retry it denied (Reason says the
 	// budget).
-	Type    string
-	Delay   time.Duration // the wait before the next attempt (OnRetry)
-	Reason  Reason        // why the call stops; zero when a retry follows
-	Key     string        // the call's key (WithKey, or the Transport's key)
-	Method  string        // HTTP method, for the Transport
-	URL     string        // request URL without credentials, for the Transport
-	First   time.Time     // when the call's first failure happened
-	Time    time.Time     // when this failure happened
-	Payload any           // what a dead-letter record needs to replay the work
+	Type    string        `json:"type,omitempty"`
+	Delay   time.Duration `json:"delay,omitempty"`  // the wait before the next attempt (OnRetry); in JSON, nanoseconds
+	Reason  Reason        `json:"reason,omitempty"` // why the call stops; zero when a retry follows
+	Key     string        `json:"key"`              // the call's key (WithKey, or the Transport's key)
+	Method  string        `json:"method,omitempty"` // HTTP method, for the Transport
+	URL     string        `json:"url,omitempty"`    // request URL without credentials, for the Transport
+	First   time.Time     `json:"first,omitzero"`   // when the call's first failure happened
+	Time    time.Time     `json:"time"`             // when this failure happened
+	Payload any           `json:"-"`                // what a dead-letter record needs to replay the work
 	// Balance is the retry budget's balance for Key when the event was
 	// made, in retries (see Budget): after this failure's retry took its
 	// token, or, when the budget denied the retry (Reason budget), what
@@ -35,7 +38,7 @@ type Event struct {
 	// budget is overdrawn: an event with a negative Balance and no Reason
 	// is a retry the budget would have denied. Zero without a budget of
 	// the Retrier's own (Budget.Off, Budget.Shared).
-	Balance float64
+	Balance float64 `json:"balance"`
 }
 
 // OnRetry adds a hook called before each wait, only when a retry will happen.

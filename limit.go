@@ -150,6 +150,16 @@ func (l *rateLimiter) Reserve(_ context.Context, key string, now time.Time, maxW
 	return wait, r.CancelAt, true
 }
 
+// tokens returns the tokens of each bucket at now, by key ("" for one).
+func (l *rateLimiter) tokens(now time.Time) map[string]float64 {
+	if l.keys == nil {
+		return map[string]float64{"": l.one.TokensAt(now)}
+	}
+	m := make(map[string]float64)
+	l.keys.each(func(key string, lim *rate.Limiter) { m[key] = lim.TokensAt(now) })
+	return m
+}
+
 // limiter is the rate limit of a Retrier and its counters.
 type limiter struct {
 	l      Limiter

@@ -45,6 +45,10 @@ type Stats struct {
 	// (false); Breakers then gives the state of the breaker that decided.
 	// Nil without Breaker.Store.
 	BreakersOnFleet map[string]bool `json:"breakers_on_fleet,omitempty"`
+	// BreakerChanges lists the last changes of state of the breakers,
+	// up to 32 of all keys, oldest first; nil without WithBreaker or
+	// before the first change.
+	BreakerChanges []BreakerChange `json:"breaker_changes,omitempty"`
 
 	// BudgetBalance is the number of retries the retry budget would grant
 	// now (zero while a Shadow budget is overdrawn); -1 when the budget is
@@ -86,6 +90,19 @@ type Stats struct {
 
 	LimiterWaits  int64 `json:"limiter_waits"`  // attempts that waited for a rate-limit token
 	LimiterDenied int64 `json:"limiter_denied"` // calls stopped because the wait could not fit
+	// Tokens is, by key ("" for a single bucket), the tokens the rate
+	// limit's bucket holds now, below zero while reservations wait for
+	// tokens to come; nil without WithRateLimit, or with RateLimit.Shared,
+	// whose buckets are its own.
+	Tokens map[string]float64 `json:"tokens,omitempty"`
+
+	// Denials lists the last calls that a gate stopped (Reason budget,
+	// breaker_open, rate_limited or throttled), up to 32, oldest first:
+	// each as an Event with its Attempt (0 when no attempt ran), Key,
+	// Type (for the budget, the type of the failure whose retry it
+	// denied, as in OnGiveUp's Event), Reason, Time and, for the budget,
+	// Balance; the other fields are left empty.
+	Denials []Event `json:"denials,omitempty"`
 
 	Hedges    int64 `json:"hedges"`     // hedges started (Hedged and the Transport), counted in Attempts too
 	HedgeWins int64 `json:"hedge_wins"` // calls whose returned success came from a hedge
@@ -94,6 +111,16 @@ type Stats struct {
 // Stats returns a snapshot of r's counters. The default Retrier's are
 // reported for a nil r.
 func (r *Retrier) Stats() Stats { return r.config().stats() }
+
+// Stats returns a snapshot of t's counters: those of the Retrier it was
+// built with, which it shares, or its own. A nil t has none: its Stats
+// are zero, with BudgetBalance -1 (no budget).
+func (t *Transport) Stats() Stats {
+	if t == nil {
+		return Stats{BudgetBalance: -1}
+	}
+	return t.config().stats()
+}
 
 func (c *config) stats() Stats {
 	st := c.state
@@ -110,9 +137,11 @@ func (c *config) stats() Stats {
 		BudgetBalance:     -1,
 		Hedges:            st.hedges.Load(),
 		HedgeWins:         st.hedgeWins.Load(),
+		Denials:           st.denials.list(),
 	}
 	if bs := c.breakers; bs != nil {
 		s.Breakers, s.BreakersOnFleet = bs.states(c.mono())
+		s.BreakerChanges = bs.recent.list()
 		s.BreakerWaits = bs.waits.Load()
 		s.BreakerDenied = bs.denied.Load()
 		s.BreakerFallbacks = bs.fallbacks.Load()
@@ -134,6 +163,9 @@ func (c *config) stats() Stats {
 	if l := c.limiter; l != nil {
 		s.LimiterWaits = l.waits.Load()
 		s.LimiterDenied = l.denied.Load()
+		if rl, ok := l.l.(*rateLimiter); ok {
+			s.Tokens = rl.tokens(c.mono())
+		}
 	}
 	return s
 }
@@ -154,6 +186,7 @@ type state struct {
 	hedgeOnce         sync.Once
 	hedge             *hedgeSpec // Hedged's without WithHedge: the zero Hedge
 	alerts            alerts
+	denials           recent[Event] // the last calls a gate stopped
 }
 
 func newState() *state { return &state{} }

@@ -53,14 +53,22 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 	cfg := c.cfg
 	route := routed(reason, &cfg.policy)
 	cfg.state.failedPermanently.Add(1)
-	if bs := cfg.budget; bs != nil {
-		if reason == ReasonBudget {
-			if now.IsZero() {
-				now = cfg.now()
-			}
-			bal, _ := bs.balance(c.key, now)
+	switch reason {
+	case ReasonBudget:
+		if now.IsZero() {
+			now = cfg.now()
+		}
+		var bal float64
+		if bs := cfg.budget; bs != nil {
+			bal, _ = bs.balance(c.key, now)
 			bs.deny(budgetDenial{key: c.eventKey(), typ: c.lastTyp, balance: bal})
 		}
+		c.denied(reason, c.lastTyp, now, bal)
+	case ReasonBreakerOpen, ReasonRateLimited, ReasonThrottled:
+		if now.IsZero() {
+			now = cfg.now()
+		}
+		c.denied(reason, o.typ, now, 0)
 	}
 	e := c.newError(ctx, reason)
 	switch {
@@ -109,6 +117,7 @@ func (c *call) terminal(ctx context.Context, drv *driver, o outcome, reason Reas
 func (c *call) refuse(ctx context.Context, drv *driver, reason Reason, typ string, err error) error {
 	if c.attempt == 0 {
 		c.cfg.state.unstarted.Add(1)
+		c.denied(reason, typ, c.cfg.now(), 0)
 		e := &Error{Reason: reason, Err: err, typ: typ}
 		c.gaveUp(drv, e, typ)
 		return e
