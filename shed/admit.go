@@ -312,6 +312,7 @@ func (s *Shedder) refuse(why Reason, q quotaNote) *Refusal {
 	queued := len(s.queue)
 	s.mu.Unlock()
 	d := comeBack(int64(queued)+shedIn, rate, s.lim.Limit(), s.lim.Baseline(), s.opts.MaxRetryAfter, s.rand())
+	s.retryAfter.Store(int64(d))
 	return &Refusal{Reason: why, RetryAfter: d, quota: q}
 }
 

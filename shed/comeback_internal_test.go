@@ -139,6 +139,9 @@ func TestRetryAfterFollowsDrainRate(t *testing.T) {
 			if st := s.Stats(); st.Shed[ReasonLow] != int64(tt.shed+1) {
 				t.Errorf("Stats().Shed[ReasonLow] = %d, want %d", st.Shed[ReasonLow], tt.shed+1)
 			}
+			if got := s.Stats().RetryAfter; got != tt.want {
+				t.Errorf("Stats().RetryAfter = %v, want the last refusal's, %v", got, tt.want)
+			}
 		})
 	}
 }

@@ -193,6 +193,9 @@ type Shedder struct {
 	completed atomic.Int64 // permits given back
 	shed      [numReasons]atomic.Int64
 	meter     meter
+	// retryAfter is the come-back delay told the last request shed for
+	// overload, for Stats.
+	retryAfter atomic.Int64
 
 	now   func() time.Time // the clock; time.Now
 	rand  func() float64   // uniform in [0, 1); rand.Float64
@@ -248,6 +251,10 @@ type Stats struct {
 	// DrainRate is the requests completed per second over about the last
 	// second, as last measured (0 before a measurement).
 	DrainRate float64
+	// RetryAfter is the come-back delay told the last request shed for
+	// overload (Refusal.RetryAfter; over HTTP, Retry-After rounds it to
+	// whole seconds); 0 before one.
+	RetryAfter time.Duration
 }
 
 // Counts are counts of requests shed, indexed by Reason.
@@ -283,5 +290,6 @@ func (s *Shedder) Stats() Stats {
 		st.Shed[i] = s.shed[i].Load()
 	}
 	st.DrainRate, _ = s.meter.rate(s.now(), s.completed.Load(), 0)
+	st.RetryAfter = time.Duration(s.retryAfter.Load())
 	return st
 }
