@@ -50,6 +50,9 @@ type Retrier struct {
 func New(opts ...Option) *Retrier {
 	r := &Retrier{}
 	r.cfg.build(opts)
+	if st := r.cfg.state; st != nil && st.owner == nil {
+		st.owner = r
+	}
 	return r
 }
 

@@ -187,6 +187,10 @@ type state struct {
 	hedge             *hedgeSpec // Hedged's without WithHedge: the zero Hedge
 	alerts            alerts
 	denials           recent[Event] // the last calls a gate stopped
+	// owner is the Retrier that made the state: what shares the state (a
+	// Transport built with it) keeps it alive, so that a weak pointer to
+	// it, such as package retryz keeps, lives while its state is in use.
+	owner *Retrier
 }
 
 func newState() *state { return &state{} }
