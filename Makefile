@@ -46,21 +46,21 @@ lint:
 
 # The tests of every module under -race, then, without it, the tests that
 # -race excludes (//go:build !race): the allocation tests, which -race
-# changes (sync.Pool drops items), the short load test of shedding,
-# whose latencies would be the race detector's, and the figures the docs
-# show from retry sim, which take seconds without the race detector and
-# minutes with it (package sim's own tests run the model under -race).
-# testsummary prints go test's usual lines, one line counting the skipped
-# tests and their reasons, and "N passed, N failed, N skipped"; with
-# CI=true a skipped test fails the run. The passes with -run say so as
-# they start, so that testsummary tells a package none of whose tests the
-# pass runs from one of benchmarks only.
+# changes (sync.Pool drops items), the timing tests (named ...Timing), the
+# short load test of shedding, whose times would be the race detector's,
+# and the figures the docs show from retry sim, which take seconds without
+# the race detector and minutes with it (package sim's own tests run the
+# model under -race). testsummary prints go test's usual lines, one line
+# counting the skipped tests and their reasons, and "N passed, N failed, N
+# skipped"; with CI=true a skipped test fails the run. The passes with -run
+# say so as they start, so that testsummary tells a package none of whose
+# tests the pass runs from one of benchmarks only.
 unit: setup
 	@set -o pipefail; { rc=0; \
 		for m in $(MODULES); do echo "go test -race $$m"; \
 			(cd $$m && go test -race -count=1 -json ./... 2>&1) || rc=1; done; \
-		echo "go test -run 'Allocs$$' (allocations, without -race) $(CURDIR)/... and grpc"; \
-		go test -count=1 -json -run 'Allocs$$' ./... 2>&1 || rc=1; \
+		echo "go test -run 'Allocs$$|Timing$$' (allocations and timings, without -race) $(CURDIR)/... and grpc"; \
+		go test -count=1 -json -run 'Allocs$$|Timing$$' ./... 2>&1 || rc=1; \
 		(cd grpc && go test -count=1 -json -run 'Allocs$$' . 2>&1) || rc=1; \
 		echo "go test -run 'ShortLoad$$' (the short load test of shedding, without -race) bench/shedload"; \
 		(cd bench && go test -count=1 -json -run 'ShortLoad$$' ./shedload 2>&1) || rc=1; \

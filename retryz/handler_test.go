@@ -86,9 +86,9 @@ func TestShowsEachKindOfSource(t *testing.T) {
 		retry.WithRateLimit(retry.RateLimit{Limit: 0.001, Burst: 7, PerKey: true}),
 		retry.WithThrottle(retry.Throttle{PerKey: true}),
 		retry.WithConcurrency(retry.Concurrency{PerKey: true, Initial: 9}))
-	_ = retry.Run(ctx, func(context.Context) error { return errDown }, r, retry.WithKey("db"))      // opens db's breaker
-	_ = retry.Run(ctx, func(context.Context) error { return nil }, r, retry.WithKey("db"))         // denied: breaker_open
-	_ = retry.Run(ctx, func(context.Context) error { return nil }, r, retry.WithKey("cache"))      // fine
+	_ = retry.Run(ctx, func(context.Context) error { return errDown }, r, retry.WithKey("db"))   // opens db's breaker
+	_ = retry.Run(ctx, func(context.Context) error { return nil }, r, retry.WithKey("db"))       // denied: breaker_open
+	_ = retry.Run(ctx, func(context.Context) error { return nil }, r, retry.WithKey("cache"))    // fine
 	dep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})) // the Transport's dependency
 	defer dep.Close()
 	tr := retry.NewTransport(dep.Client().Transport, retry.WithPolicy(retry.Policy{MaxAttempts: 2}), retry.WithHedge(retry.Hedge{Delay: time.Hour}))

@@ -39,10 +39,10 @@ func hash(s string) string {
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"ago":   ago,
-	"clock": clock,
-	"num":   num,
-	"style": func() template.CSS { return template.CSS(pageCSS) },
+	"ago":    ago,
+	"clock":  clock,
+	"num":    num,
+	"style":  func() template.CSS { return template.CSS(pageCSS) },
 	"script": func() template.JS { return template.JS(pageJS) },
 	"barWidth": func(inFlight, limit int) string {
 		if limit <= 0 {
@@ -65,11 +65,11 @@ func renderBody(s Snapshot, q query) []byte {
 		v.Clients = append(v.Clients, newClientView(c, s.Time, q))
 	}
 	for _, sv := range s.Shedders {
-		v.Shedders = append(v.Shedders, serverView{Server: sv, Sparks: sparks(sv.Activity,
+		v.Shedders = append(v.Shedders, serverView{Server: sv, Sparks: sparks(
 			[]string{"admitted", "shed"}, sv.Activity.Admitted, sv.Activity.Shed)})
 	}
 	for _, m := range s.Fleet {
-		v.Fleet = append(v.Fleet, memberView{Member: m, Sparks: sparks(m.Activity, []string{"errors"}, m.Activity.Errors)})
+		v.Fleet = append(v.Fleet, memberView{Member: m, Sparks: sparks([]string{"errors"}, m.Activity.Errors)})
 	}
 	var buf bytes.Buffer
 	if err := pageTemplate.ExecuteTemplate(&buf, "body", v); err != nil {
@@ -197,7 +197,7 @@ func newClientView(c Client, now time.Time, q query) clientView {
 		v.Cols.Concurrency = v.Cols.Concurrency || k.Limit != nil
 	}
 	a := c.Activity
-	v.Sparks = sparks(a, []string{"attempts", "failures", "retries", "denials"}, a.Attempts, a.Failures, a.Retries, a.Denials)
+	v.Sparks = sparks([]string{"attempts", "failures", "retries", "denials"}, a.Attempts, a.Failures, a.Retries, a.Denials)
 	st := c.Stats
 	// The first four always; the others once they count something.
 	add := func(name string, n int64, warn bool) {
@@ -265,7 +265,7 @@ type spark struct {
 
 const sparkHeight = 30
 
-func sparks(a Series, names []string, series ...[]int64) []spark {
+func sparks(names []string, series ...[]int64) []spark {
 	out := make([]spark, len(series))
 	for i, s := range series {
 		out[i] = newSpark(names[i], s)

@@ -3,8 +3,8 @@ package retryz
 import (
 	"bytes"
 	"encoding/json"
-	"html/template"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
