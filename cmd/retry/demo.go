@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/retryz"
 )
 
 // The demo's workload: requests arrive at a steady rate for a few seconds;
@@ -32,20 +34,58 @@ const (
 )
 
 func newDemo(e *env) *cobra.Command {
-	return &cobra.Command{
+	var dbg demoDebug
+	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "A flaky loopback server, driven with a plain http.Client and then with retry.Transport",
 		Long: `Start a flaky HTTP server on loopback (transient 503s, 429s with Retry-After, connection resets,
 and a full outage in the middle) and send it the same workload twice: with a plain http.Client,
 then with retry.Transport (the default policy and retry budget, plus a circuit breaker). Then
 compare them side by side: requests that succeeded, attempts, waits, breaker trips, and the load
-on the server during the outage. It needs no flag and ends by itself in about 20 seconds.`,
+on the server during the outage. It needs no flag and ends by itself in about 20 seconds.
+
+With --debug-addr HOST:PORT it also serves the live page of the defences (package retryz) at
+http://HOST:PORT/debug/retry/ while it runs: the breaker opening and closing, the budget, the
+denials, sparklines of attempts and failures. With --debug-wait it keeps serving the page after
+the demo, until interrupted. Give it an address of this machine, such as 127.0.0.1:6061.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := runDemo(cmd.Context(), e)
+			if dbg.wait && dbg.addr == "" {
+				return usagef("flag --debug-wait: needs --debug-addr")
+			}
+			_, err := runDemo(cmd.Context(), e, dbg)
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&dbg.addr, "debug-addr", "", "serve the live page of the defences at http://`HOST:PORT`/debug/retry/ while the demo runs")
+	cmd.Flags().BoolVar(&dbg.wait, "debug-wait", false, "keep serving the page after the demo, until interrupted")
+	return cmd
+}
+
+// demoDebug is where the demo serves the live page of its defences.
+type demoDebug struct {
+	addr string // HOST:PORT; "" for no page
+	wait bool   // serve it after the demo, until the context ends
+	// listening, when set, is told the page's URL once it is served.
+	listening func(url string)
+}
+
+// serveDebug serves the page of h at dbg.addr until stop is called.
+func serveDebug(out io.Writer, dbg demoDebug, h *retryz.Handler) (url string, stop func(), err error) {
+	l, err := net.Listen("tcp", dbg.addr)
+	if err != nil {
+		return "", nil, failed(fmt.Errorf("demo: --debug-addr: %w", err))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/debug/retry/", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	url = "http://" + l.Addr().String() + "/debug/retry/"
+	fmt.Fprintf(out, "The defences, live: %s\n", url)
+	if dbg.listening != nil {
+		dbg.listening(url)
+	}
+	return url, func() { srv.Close() }, nil
 }
 
 // flaky is the demo's server. Outside the outage it answers 6% of requests
@@ -137,8 +177,19 @@ type demoReport struct{ Plain, Retry demoSide }
 const demoIntro = "retry demo: a plain http.Client, then retry.Transport, against a flaky loopback server (about 20 s)"
 
 // runDemo runs the demo and prints its report.
-func runDemo(ctx context.Context, e *env) (*demoReport, error) {
+func runDemo(ctx context.Context, e *env, dbg demoDebug) (*demoReport, error) {
 	fmt.Fprintln(e.stdout, demoIntro)
+	var page *retryz.Handler
+	var pageURL string
+	if dbg.addr != "" {
+		page = retryz.New()
+		u, stop, err := serveDebug(e.stdout, dbg, page)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		pageURL = u
+	}
 	srv := &flaky{
 		rng:         rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
 		outageStart: demoOutageAt,
@@ -198,6 +249,9 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 	)
 	retryWire := &wireCount{base: retryBase}
 	rt := retry.NewTransport(retryWire, r)
+	if page != nil {
+		page.AddTransport("retry.Transport", rt)
+	}
 	fmt.Fprintln(out, "2. retry.NewTransport(nil, retry.WithBreaker(retry.Breaker{OpenTimeout: time.Second, MaxWait: 3 * time.Second}))")
 	fmt.Fprintln(out, "   the default policy and retry budget, and a circuit breaker")
 	withRetry := drive(ctx, e, srv, &http.Client{Transport: rt}, "retry.Transport", ts.URL+"/")
@@ -210,6 +264,11 @@ func runDemo(ctx context.Context, e *env) (*demoReport, error) {
 	}
 	rep := &demoReport{Plain: plain, Retry: withRetry}
 	rep.write(out, r.Stats())
+	if dbg.wait {
+		fmt.Fprintf(out, "\nServing %s until interrupted (Ctrl-C).\n", pageURL)
+		<-ctx.Done()
+	}
+	runtime.KeepAlive(rt) // the page shows it only while it lives
 	return rep, nil
 }
 

@@ -3,30 +3,66 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/retryz"
 )
 
 // TestDemo runs the whole demo, progress bars forced on: it ends by itself
 // well within 30 s, and retry.Transport does better than the plain client
-// without adding load during the outage.
+// without adding load during the outage. With --debug-addr and
+// --debug-wait, the live page shows the Transport as the demo runs, its
+// breaker opening and closing, and is served after the demo until the
+// demo is interrupted.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the demo takes about 20 s")
 	}
-	var out, errb bytes.Buffer
+	var out lockedBuffer
+	var errb bytes.Buffer
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, progress: "always"}
+	ctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	watched := make(chan pageSeen, 1)
+	dbg := demoDebug{addr: "127.0.0.1:0", wait: true, listening: func(url string) {
+		go func() {
+			defer interrupt()
+			seen := watchPage(ctx, url)
+			// The report is out, and the page still served.
+			for i := 0; i < 600 && !strings.Contains(out.String(), "until interrupted (Ctrl-C)"); i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+			var s retryz.Snapshot
+			seen.servedAfter = strings.Contains(out.String(), "until interrupted") && getJSON(ctx, url+"?format=json", &s) == nil && len(s.Clients) == 1
+			watched <- seen
+		}()
+	}}
 	start := time.Now()
-	rep, err := runDemo(context.Background(), e)
+	rep, err := runDemo(ctx, e, dbg)
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
+	}
+	seen := <-watched
+	if seen.err != nil {
+		t.Fatal(seen.err)
+	}
+	if !seen.open || !seen.closedAgain || seen.calls != 240 {
+		t.Errorf("the page showed: breaker open %v, closed again %v, %d calls at the end; want open, closed again, 240", seen.open, seen.closedAgain, seen.calls)
+	}
+	if !seen.servedAfter {
+		t.Error("the page was not served after the demo's report")
 	}
 	if elapsed > 30*time.Second {
 		t.Errorf("the demo took %v, want under 30 s", elapsed)
@@ -124,4 +160,73 @@ func TestShowProgress(t *testing.T) {
 			t.Errorf("progress %s, terminal %v: %v, want %v", c.progress, c.terminal, got, c.want)
 		}
 	}
+}
+
+// pageSeen is what watchPage saw of the demo's live page.
+type pageSeen struct {
+	open, closedAgain bool  // a breaker change to open, then one to closed
+	calls             int64 // the Transport's calls, last seen
+	servedAfter       bool  // the page answered after the demo's report
+	err               error
+}
+
+// watchPage reads the page's JSON every 100 ms while the demo runs, until
+// the Transport has made its 240 calls.
+func watchPage(ctx context.Context, url string) (seen pageSeen) {
+	deadline := time.Now().Add(60 * time.Second) // generous: the demo takes about 20 s
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		var s retryz.Snapshot
+		if err := getJSON(ctx, url+"?format=json", &s); err != nil {
+			seen.err = err
+			return seen
+		}
+		if len(s.Clients) != 1 {
+			continue
+		}
+		c := s.Clients[0]
+		for _, ch := range c.Changes {
+			seen.open = seen.open || ch.To == retry.BreakerOpen
+			seen.closedAgain = seen.closedAgain || (seen.open && ch.To == retry.BreakerClosed)
+		}
+		if seen.calls = c.Stats.Calls; seen.calls == 240 {
+			return seen
+		}
+	}
+	seen.err = fmt.Errorf("the page never showed the demo's 240 calls")
+	return seen
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -106,6 +106,7 @@ func TestUsageErrors(t *testing.T) {
 		{name: "stray argument", args: []string{"schedule", "extra"}, want: `retry: schedule: argument = "extra": must be none; schedule takes only flags (see retry schedule --help)`},
 		{name: "stray argument to sim", args: []string{"sim", "--rate", "5", "extra"}, want: `retry: sim: argument = "extra": must be none`},
 		{name: "stray argument to demo", args: []string{"demo", "now"}, want: `retry: demo: argument = "now": must be none`},
+		{name: "demo page kept without an address", args: []string{"demo", "--debug-wait"}, want: "retry: flag --debug-wait: needs --debug-addr"},
 		{name: "param duration negative", args: []string{"schedule", "--preset", "ratchet", "--param", "base=-5s"}, want: `retry: flag --param base = "-5s": must be > 0`},
 		{name: "param duration negative ISO", args: []string{"schedule", "--preset", "daycry", "--param", "max=-PT5M"}, want: `flag --param max = "-PT5M": must be > 0`},
 		{name: "param duration zero", args: []string{"schedule", "--preset", "ratchet", "--param", "base=0"}, want: `flag --param base = "0": must be > 0`},
