@@ -272,5 +272,17 @@ func (b *Budget) Stats() BudgetStats {
 	}
 }
 
+// FleetStatus reports whether b runs on the fleet's state (as
+// BudgetStats.OnFleet), when a round trip to Redis last succeeded (zero
+// before one) and how many failed (BudgetStats.Errors): what the live
+// page of github.com/steadyhq/retry/retryz shows of it. A nil *Budget's
+// are zero.
+func (b *Budget) FleetStatus() (onFleet bool, lastSync time.Time, errors int64) {
+	if b == nil {
+		return false, time.Time{}, 0
+	}
+	return b.health.status()
+}
+
 func floatBits(f float64) uint64 { return math.Float64bits(f) }
 func floatFrom(u uint64) float64 { return math.Float64frombits(u) }

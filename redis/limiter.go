@@ -197,6 +197,18 @@ func (l *Limiter) Stats() LimiterStats {
 		Share: math.Float64frombits(l.share.Load())}
 }
 
+// FleetStatus reports whether l runs on the fleet's state (as
+// LimiterStats.OnFleet), when a round trip to Redis last succeeded (zero
+// before one) and how many failed (LimiterStats.Errors): what the live
+// page of github.com/steadyhq/retry/retryz shows of it. A nil *Limiter's
+// are zero.
+func (l *Limiter) FleetStatus() (onFleet bool, lastSync time.Time, errors int64) {
+	if l == nil {
+		return false, time.Time{}, 0
+	}
+	return l.health.status()
+}
+
 func (l *Limiter) lease(key string) *lease {
 	if !l.perKey {
 		return &l.global

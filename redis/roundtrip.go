@@ -48,6 +48,7 @@ type health struct {
 	errors   atomic.Int64 // round trips that failed
 	down     atomic.Int64 // keys whose last round trip failed
 	lastFail atomic.Int64 // unix ns of the last round trip that failed
+	lastOK   atomic.Int64 // unix ns of the last round trip that succeeded
 
 	mu         sync.Mutex
 	logged     time.Time // when an error was last logged
@@ -143,6 +144,7 @@ func (k *keyHealth) failed(ctx context.Context, err error, cut bool, what string
 // it was the last key down. The errors left out of the log since the last
 // record are counted in that record, and the count starts again.
 func (k *keyHealth) ok() {
+	k.h.lastOK.Store(time.Now().UnixNano())
 	k.cutSince.Store(0)
 	if !k.down.Load() || !k.down.CompareAndSwap(true, false) {
 		return
@@ -163,4 +165,14 @@ func (k *keyHealth) ok() {
 // Timeout (a key that failed and has had no request since does not count).
 func (h *health) onFleet() bool {
 	return h.down.Load() == 0 || time.Since(time.Unix(0, h.lastFail.Load())) > 2*h.retry+h.timeout
+}
+
+// status is a component's FleetStatus: on the fleet's state or not, the
+// last round trip that succeeded (zero before one), the round trips that
+// failed.
+func (h *health) status() (onFleet bool, lastSync time.Time, errors int64) {
+	if ns := h.lastOK.Load(); ns != 0 {
+		lastSync = time.Unix(0, ns)
+	}
+	return h.onFleet(), lastSync, h.errors.Load()
 }

@@ -92,6 +92,18 @@ func (s *Store) Stats() StoreStats {
 	return StoreStats{Syncs: s.syncs.Load(), Errors: s.health.errors.Load(), Claims: s.claims.Load(), Granted: s.granted.Load(), OnFleet: s.health.onFleet()}
 }
 
+// FleetStatus reports whether s runs on the fleet's state (as
+// StoreStats.OnFleet), when a round trip to Redis last succeeded (zero
+// before one) and how many failed (StoreStats.Errors): what the live page
+// of github.com/steadyhq/retry/retryz shows of it. A nil *Store's are
+// zero.
+func (s *Store) FleetStatus() (onFleet bool, lastSync time.Time, errors int64) {
+	if s == nil {
+		return false, time.Time{}, 0
+	}
+	return s.health.status()
+}
+
 // keyHealth returns what the Store knows of Redis for the breaker name.
 func (s *Store) keyHealth(name string) *keyHealth {
 	if k, ok := s.keys.Load(name); ok {
