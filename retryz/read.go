@@ -83,7 +83,8 @@ func (s *source) stats() (retry.Stats, bool) {
 }
 
 func (s *source) readClient(now time.Time) clientReading {
-	c := clientReading{Client: Client{Name: clean(s.name), Kind: s.kind.String(), Error: s.invalid}}
+	c := clientReading{Client: Client{Name: clean(s.name), Kind: s.kind.String(), Error: s.invalid,
+		Changes: []retry.BreakerChange{}, Denials: []retry.Event{}}}
 	st, ok := s.stats()
 	if !ok {
 		if c.Error == "" {
@@ -205,7 +206,7 @@ func used(k Key) float64 {
 }
 
 func (s *source) readServer(now time.Time) Server {
-	sv := Server{Name: clean(s.name), Error: s.invalid}
+	sv := Server{Name: clean(s.name), Error: s.invalid, Shed: map[string]int64{}}
 	sh := s.shedder.Value()
 	if sh == nil {
 		if sv.Error == "" {
@@ -216,7 +217,6 @@ func (s *source) readServer(now time.Time) Server {
 	st := sh.Stats()
 	sv.Limit, sv.InFlight, sv.Queued, sv.Admitted = st.Limit, st.InFlight, st.Queued, st.Admitted
 	sv.DrainRate, sv.RetryAfter = st.DrainRate, st.RetryAfter.Seconds()
-	sv.Shed = make(map[string]int64, len(st.Shed))
 	var shed int64
 	for i, n := range st.Shed {
 		sv.Shed[reasonName(i)] = n
