@@ -10,6 +10,7 @@ import (
 
 	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/retryz"
+	"github.com/steadyhq/retry/shed"
 )
 
 // The page, mounted on an internal mux at /debug/retry/, shows a
@@ -41,3 +42,21 @@ func Example() {
 	fmt.Println(c.Name, c.Keys[0].Key, c.Keys[0].Breaker, c.Changes[0].From, "->", c.Changes[0].To)
 	// Output: api payments open closed -> open
 }
+
+// mount is the mounting shown in README and docs/debug.md, word for word
+// (TestDocsShowMount checks it; internal/doccheck compiles the blocks
+// with the same names declared). It is compiled, not run: it would listen
+// on a fixed port.
+func mount(payments *retry.Retrier, search *retry.Transport, api *shed.Shedder, store retryz.Fleet) {
+	page := retryz.New()
+	page.AddRetrier("payments", payments) // a *retry.Retrier; nil is the default one of Do and Run
+	page.AddTransport("search", search)   // a *retry.Transport
+	page.AddShedder("api", api)           // a *shed.Shedder
+	page.AddFleet("breakers", store)      // a Store, Limiter or Budget of the redis module
+
+	internal := http.NewServeMux() // an internal port, never the public one
+	internal.Handle("/debug/retry/", page)
+	go http.ListenAndServe("127.0.0.1:6061", internal)
+}
+
+var _ = mount // compiled, never called

@@ -30,6 +30,7 @@ var packages = map[string]string{
 	"middleware": "github.com/steadyhq/retry/middleware",
 	"redact":     "github.com/steadyhq/retry/redact",
 	"retrytest":  "github.com/steadyhq/retry/retrytest",
+	"retryz":     "github.com/steadyhq/retry/retryz",
 	"retrygrpc":  "github.com/steadyhq/retry/grpc",
 	"retryredis": "github.com/steadyhq/retry/redis",
 	"grpc":       "google.golang.org/grpc",
@@ -40,7 +41,8 @@ var packages = map[string]string{
 
 // freeNames declares the names the fragments use without declaring them:
 // what the reader's own program would have (a context, an address, a
-// mux, a generated gRPC client and its request, a queue, a dial func).
+// mux, a generated gRPC client and its request, a queue, a dial func, the
+// Retrier, Transport, Shedder and Redis store a live page shows).
 const freeNames = `package snippets
 
 import (
@@ -49,6 +51,8 @@ import (
 	"net/http"
 
 	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+	"github.com/steadyhq/retry/shed"
 	"google.golang.org/grpc"
 )
 
@@ -62,7 +66,11 @@ var (
 	client interface {
 		Check(context.Context, *CheckRequest, ...grpc.CallOption) (*CheckResponse, error)
 	}
-	req *CheckRequest
+	req      *CheckRequest
+	payments *retry.Retrier
+	search   *retry.Transport
+	api      *shed.Shedder
+	store    *retryredis.Store
 )
 
 type (
