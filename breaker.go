@@ -150,7 +150,7 @@ type breakers struct {
 	// store failed.
 	fallbacks atomic.Int64
 	// recent keeps the last changes of state, for Stats.BreakerChanges.
-	recent recent[BreakerChange]
+	recent recent[stateChange]
 }
 
 // breaker is one circuit breaker; with Breaker.Store, also the shared
@@ -197,7 +197,7 @@ func (bs *breakers) record(key, from, to string, at time.Time) {
 	bs.changes = append(bs.changes, breakerChange{key: key, from: from, to: to})
 	bs.mu.Unlock()
 	bs.pending.Add(1)
-	bs.recent.add(BreakerChange{Key: key, From: from, To: to, Time: at})
+	bs.recent.add(stateChange{Key: key, From: from, To: to, Time: at})
 }
 
 // The states of a circuit breaker, by the names that Breaker.OnChange,

@@ -9,13 +9,13 @@ import (
 // Stats: the latest, the older ones dropped.
 const keepRecent = 32
 
-// BreakerChange is a change of a circuit breaker's state, as
-// Stats.BreakerChanges lists it.
-type BreakerChange struct {
-	Key  string    `json:"key"`  // the breaker's key, "" for a single breaker
-	From string    `json:"from"` // BreakerClosed, BreakerHalfOpen or BreakerOpen
+// stateChange is a change of a circuit breaker's state, as
+// Stats.BreakerChanges lists it (the same struct, spelled out there).
+type stateChange = struct {
+	Key  string    `json:"key"`
+	From string    `json:"from"`
 	To   string    `json:"to"`
-	Time time.Time `json:"time"` // when it changed, on the Retrier's Clock
+	Time time.Time `json:"time"`
 }
 
 // recent keeps the last keepRecent values added, for Stats. Only what

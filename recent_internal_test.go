@@ -2,8 +2,13 @@ package retry
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/steadyhq/retry/internal/debugstats"
 
 	"golang.org/x/time/rate"
 )
@@ -20,7 +25,7 @@ func TestRecentOffTheSuccessPath(t *testing.T) {
 	// the chance to touch the rings' cache lines too.
 	_ = r.Run(context.Background(), func(context.Context) error { return nil })
 	cfg := r.config()
-	cfg.breakers.recent.add(BreakerChange{Key: "dep", From: BreakerClosed, To: BreakerOpen})
+	cfg.breakers.recent.add(stateChange{Key: "dep", From: BreakerClosed, To: BreakerOpen})
 	cfg.state.denials.add(Event{Key: "dep"})
 
 	cfg.breakers.recent.mu.Lock()
@@ -43,4 +48,41 @@ func TestRecentOffTheSuccessPath(t *testing.T) {
 	cfg.state.denials.mu.Unlock()
 	cfg.breakers.recent.mu.Unlock()
 	<-done
+}
+
+// TestTransportStats: a Transport's Stats (which package retryz reads) are
+// its own, or those of the Retrier it shares; the zero Transport counts
+// its requests, and a nil one has none.
+func TestTransportStats(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	get := func(rt http.RoundTripper) {
+		t.Helper()
+		resp, err := (&http.Client{Transport: rt}).Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	r := New()
+	shared := NewTransport(nil, r)
+	own := NewTransport(nil)
+	var zero Transport
+	get(shared)
+	get(own)
+	get(own)
+	get(&zero)
+	stats := func(t *Transport) Stats { return debugstats.TransportStats(t).(Stats) }
+	if got := r.Stats().Calls; got != 1 || stats(shared).Calls != 1 {
+		t.Errorf("Retrier and its Transport: %d and %d calls, want 1 and 1", got, stats(shared).Calls)
+	}
+	if got := stats(own).Calls; got != 2 {
+		t.Errorf("own Transport: %d calls, want 2", got)
+	}
+	if got := stats(&zero).Calls; got != 1 {
+		t.Errorf("zero Transport: %d calls, want 1", got)
+	}
+	if got := stats(nil); !reflect.DeepEqual(got, Stats{BudgetBalance: -1}) {
+		t.Errorf("nil Transport: %+v, want zero with BudgetBalance -1", got)
+	}
 }

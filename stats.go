@@ -3,6 +3,9 @@ package retry
 import (
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/steadyhq/retry/internal/debugstats"
 )
 
 // Stats is a snapshot of a Retrier's counters. The JSON names follow the
@@ -46,9 +49,16 @@ type Stats struct {
 	// Nil without Breaker.Store.
 	BreakersOnFleet map[string]bool `json:"breakers_on_fleet,omitempty"`
 	// BreakerChanges lists the last changes of state of the breakers,
-	// up to 32 of all keys, oldest first; nil without WithBreaker or
-	// before the first change.
-	BreakerChanges []BreakerChange `json:"breaker_changes,omitempty"`
+	// up to 32 of all keys, oldest first: each breaker's key ("" for a
+	// single breaker), the states it left and entered (BreakerClosed,
+	// BreakerHalfOpen or BreakerOpen) and when, on the Retrier's Clock;
+	// nil without WithBreaker or before the first change.
+	BreakerChanges []struct {
+		Key  string    `json:"key"`
+		From string    `json:"from"`
+		To   string    `json:"to"`
+		Time time.Time `json:"time"`
+	} `json:"breaker_changes,omitempty"`
 
 	// BudgetBalance is the number of retries the retry budget would grant
 	// now (zero while a Shadow budget is overdrawn); -1 when the budget is
@@ -112,14 +122,19 @@ type Stats struct {
 // reported for a nil r.
 func (r *Retrier) Stats() Stats { return r.config().stats() }
 
-// Stats returns a snapshot of t's counters: those of the Retrier it was
+// stats returns a snapshot of t's counters: those of the Retrier it was
 // built with, which it shares, or its own. A nil t has none: its Stats
-// are zero, with BudgetBalance -1 (no budget).
-func (t *Transport) Stats() Stats {
+// are zero, with BudgetBalance -1 (no budget). Package retryz reads it
+// through internal/debugstats, so that the exported API does not grow.
+func (t *Transport) stats() Stats {
 	if t == nil {
 		return Stats{BudgetBalance: -1}
 	}
 	return t.config().stats()
+}
+
+func init() {
+	debugstats.TransportStats = func(t any) any { return t.(*Transport).stats() }
 }
 
 func (c *config) stats() Stats {

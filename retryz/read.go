@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/internal/debugstats"
 	"github.com/steadyhq/retry/redact"
 	"github.com/steadyhq/retry/shed"
 )
@@ -76,7 +77,7 @@ func (s *source) stats() (retry.Stats, bool) {
 		}
 	case s.kind == kindTransport:
 		if t := s.transport.Value(); t != nil {
-			return t.Stats(), true
+			return debugstats.TransportStats(t).(retry.Stats), true
 		}
 	}
 	return retry.Stats{}, false
@@ -84,7 +85,7 @@ func (s *source) stats() (retry.Stats, bool) {
 
 func (s *source) readClient(now time.Time) clientReading {
 	c := clientReading{Client: Client{Name: clean(s.name), Kind: s.kind.String(), Error: s.invalid,
-		Changes: []retry.BreakerChange{}, Denials: []retry.Event{}}}
+		Changes: []Change{}, Denials: []retry.Event{}}}
 	st, ok := s.stats()
 	if !ok {
 		if c.Error == "" {
@@ -105,12 +106,12 @@ func (s *source) readClient(now time.Time) clientReading {
 			c.BreakerStates[state]++
 		}
 	}
-	c.Changes = make([]retry.BreakerChange, len(st.BreakerChanges))
+	c.Changes = make([]Change, len(st.BreakerChanges))
 	since := make(map[string]time.Time)
 	for i, ch := range st.BreakerChanges {
 		since[ch.Key] = ch.Time
 		ch.Key = clean(ch.Key)
-		c.Changes[i] = ch
+		c.Changes[i] = Change(ch)
 	}
 	for i := range c.keys {
 		c.keys[i].Since = since[c.keys[i].Key]

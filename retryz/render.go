@@ -96,7 +96,7 @@ type clientView struct {
 	Sparks                 []spark
 	Counters               []counter
 	Rows                   []keyRow
-	Changes                []retry.BreakerChange // newest first, shownChanges at most
+	Changes                []Change // newest first, shownChanges at most
 	Denied                 []denialGroup
 	First, Last            int    // the keys shown, from 1
 	Prev, Next             string // links to the pages of keys around; "" for none

@@ -46,11 +46,21 @@ type Client struct {
 	// then half-open ones, then by adaptive throttling's probability and
 	// by the share of the concurrency limit in use, highest first, then
 	// by key.
-	Keys     []Key                 `json:"keys"`
-	Offset   int                   `json:"offset"`  // of the first of Keys among all
-	Changes  []retry.BreakerChange `json:"changes"` // Stats.BreakerChanges, oldest first
-	Denials  []retry.Event         `json:"denials"` // Stats.Denials, oldest first
-	Activity Series                `json:"activity"`
+	Keys     []Key         `json:"keys"`
+	Offset   int           `json:"offset"`  // of the first of Keys among all
+	Changes  []Change      `json:"changes"` // Stats.BreakerChanges, oldest first
+	Denials  []retry.Event `json:"denials"` // Stats.Denials, oldest first
+	Activity Series        `json:"activity"`
+}
+
+// Change is a change of a breaker's state (retry.Stats.BreakerChanges):
+// the breaker's key, the states it left and entered (closed, half_open,
+// open) and when.
+type Change struct {
+	Key  string    `json:"key"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	Time time.Time `json:"time"`
 }
 
 // Key is the state of the gates of one key: each field is set only when
