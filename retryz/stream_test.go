@@ -84,7 +84,7 @@ func TestEventStream(t *testing.T) {
 
 // thousandsOfKeys serves five Retriers of 1,024 keys each, every gate per
 // key, 11 breakers of each open.
-func thousandsOfKeys(t *testing.T) *httptest.Server {
+func thousandsOfKeys(t *testing.T) (*retryz.Handler, *httptest.Server) {
 	h := retryz.New()
 	var keep []*retry.Retrier
 	for i := range 5 {
@@ -103,14 +103,14 @@ func thousandsOfKeys(t *testing.T) *httptest.Server {
 		h.AddRetrier(fmt.Sprint("r", i), r)
 	}
 	t.Cleanup(func() { runtime.KeepAlive(keep) })
-	return serve(t, h)
+	return h, serve(t, h)
 }
 
 // TestThousandsOfKeys: with five Retriers of 1,024 keys each, the page and
 // its JSON show a page of 50 keys each, open breakers first, with the
 // counts by state.
 func TestThousandsOfKeys(t *testing.T) {
-	srv := thousandsOfKeys(t)
+	_, srv := thousandsOfKeys(t)
 	s := snapshot(t, srv, "")
 	for _, c := range s.Clients {
 		if c.KeysTotal != 1024 || len(c.Keys) != 50 || c.BreakerStates["open"] != 11 || c.Keys[0].Breaker != "open" || c.Keys[10].Breaker != "open" || c.Keys[11].Breaker != "closed" {
