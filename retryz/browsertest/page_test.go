@@ -38,11 +38,7 @@ import (
 var screenshot = flag.String("screenshot", "", "write a PNG of the page, with its breaker closed again, to `file`")
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// net/http's keep-alive connections of the load's client close
-		// as its server does; the browser's too.
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // chromium finds the browser: $CHROMIUM, else Debian's chromium
