@@ -6,6 +6,7 @@
 //	retry sim --outage 30s:60s --rate 100       an outage on the real engine, in virtual time
 //	retry run -- CMD ARGS                       a command retried under a policy
 //	retry get URL                               a request through retry.Transport, attempts on stderr
+//	retry --version                             the release it was built from, or (devel)
 //
 // A bad flag or a bad policy is reported on one line of standard error with
 // exit status 2; `retry run` exits with the command's own final status, and
@@ -209,7 +210,10 @@ Start with "retry demo".`,
 		// A bare "retry" prints the help and succeeds.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		// --version prints "retry v1.2.3": see buildVersion.
+		Version: currentVersion(),
 	}
+	root.SetVersionTemplate("retry {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().StringVar(&e.progress, "progress", "auto",
 		"progress bars on stderr: auto (when stderr is a terminal), always or never")
