@@ -25,6 +25,8 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/steadyhq/retry v0.0.0
+	github.com/steadyhq/retry/grpc v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.57.0 // indirect

@@ -11,6 +11,7 @@ require (
 require golang.org/x/time v0.15.0 // indirect
 
 require (
+	github.com/steadyhq/retry v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

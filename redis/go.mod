@@ -13,6 +13,7 @@ require github.com/sony/gobreaker/v2 v2.4.0 // indirect
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/steadyhq/retry v0.0.0
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/sys v0.30.0 // indirect
 )

@@ -12,4 +12,7 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 )
 
-require github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+require (
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/steadyhq/retry v0.0.0
+)
