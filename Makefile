@@ -6,11 +6,19 @@ SHELL := /bin/bash
 .NOTPARALLEL:
 
 STATICCHECK_VERSION := v0.7.0
+ACTIONLINT_VERSION := v1.7.12
+GORELEASER_VERSION := v2.15.1
 BIN := $(CURDIR)/.bin
 # staticcheck built by the Go in use, as it reads code with that Go's parser.
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)-$(shell go env GOVERSION 2>/dev/null)
-# Every module of the workspace (go.work).
-MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+ACTIONLINT := $(BIN)/actionlint-$(ACTIONLINT_VERSION)
+GORELEASER := $(BIN)/goreleaser-$(GORELEASER_VERSION)
+# Every module of the workspace (go.work), then the release tool's module,
+# which stands outside it: it needs Go 1.26, where the library needs 1.25.
+MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null) $(CURDIR)/scripts/release
+# For a recipe's loop over $$m in MODULES: the workspace, or none for the
+# release tool's module.
+WORK = GOWORK=$$(case $$m in */scripts/release) echo off;; esac)
 # A bash function for recipes: `ticking WHAT COMMAND...` runs COMMAND and,
 # every 15 s while it runs, prints "    still WHAT (Ns)", so that no long
 # step (a first vet or build compiles the standard library and every
@@ -21,9 +29,9 @@ TICKING := ticking() { local what=$$1 pid t=0 i; shift; "$$@" & pid=$$!; \
 		t=$$((t + 15)); echo "    still $$what ($${t}s)"; \
 	done; wait $$pid; }
 
-.PHONY: test setup vet lint unit installcheck tidy fuzz bench demo chaos-soak
+.PHONY: test setup vet lint unit installcheck tidy fuzz bench demo chaos-soak release apidiff dist
 
-## test: installs what the tests need (scripts/setup.sh), then vet, gofmt, staticcheck, tidy go.mod files, the race-enabled tests of every module and README's install commands
+## test: installs what the tests need (scripts/setup.sh), then vet, gofmt, staticcheck, tidy go.mod files, actionlint, the race-enabled tests of every module, and a rehearsal release with README's install commands run against it
 test: setup vet lint unit installcheck
 
 ## setup: install make, a C compiler and redis-server when missing, or stop with the command to run
@@ -32,7 +40,7 @@ setup:
 
 vet:
 	@$(TICKING); for m in $(MODULES); do echo "go vet $$m"; \
-		(cd $$m && ticking "vetting $$m (a first run compiles what it imports)" go vet ./...) || exit 1; done
+		(cd $$m && export $(WORK) && ticking "vetting $$m (a first run compiles what it imports)" go vet ./...) || exit 1; done
 
 lint:
 	@echo "gofmt -l"; test -z "$$(gofmt -l $(MODULES))" || { gofmt -l $(MODULES); echo "gofmt needed"; exit 1; }
@@ -41,8 +49,13 @@ lint:
 		GOBIN=$(BIN) ticking "building staticcheck" go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && \
 		mv $(BIN)/staticcheck $(STATICCHECK); }
 	@$(TICKING); for m in $(MODULES); do echo "staticcheck $$m"; \
-		(cd $$m && ticking "checking $$m" $(STATICCHECK) ./...) || exit 1; done
+		(cd $$m && export $(WORK) && ticking "checking $$m" $(STATICCHECK) ./...) || exit 1; done
 	@echo "scripts/tidy.sh -check" && scripts/tidy.sh -check
+	@$(TICKING); test -x $(ACTIONLINT) || { \
+		echo "building actionlint $(ACTIONLINT_VERSION) into .bin (once)"; \
+		GOBIN=$(BIN) ticking "building actionlint" go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION) && \
+		mv $(BIN)/actionlint $(ACTIONLINT); }
+	@echo "actionlint .github/workflows" && $(ACTIONLINT)
 
 # The tests of every module under -race, then, without it, the tests that
 # -race excludes (//go:build !race): the allocation tests, which -race
@@ -58,7 +71,7 @@ lint:
 unit: setup
 	@set -o pipefail; { rc=0; \
 		for m in $(MODULES); do echo "go test -race $$m"; \
-			(cd $$m && go test -race -count=1 -json ./... 2>&1) || rc=1; done; \
+			(cd $$m && $(WORK) go test -race -count=1 -json ./... 2>&1) || rc=1; done; \
 		echo "go test -run 'Allocs$$|Timing$$' (allocations and timings, without -race) $(CURDIR)/... and grpc"; \
 		go test -count=1 -json -run 'Allocs$$|Timing$$' ./... 2>&1 || rc=1; \
 		(cd grpc && go test -count=1 -json -run 'Allocs$$' . 2>&1) || rc=1; \
@@ -68,9 +81,28 @@ unit: setup
 		(cd cmd/retry && go test -count=1 -json -run 'Figures$$|^TestPictures$$' . 2>&1) || rc=1; \
 		exit $$rc; } | go run ./scripts/testsummary
 
-## installcheck: README's install commands, run in a module outside the clone, then a program using the root and each nested library module
+## installcheck: a rehearsal release in a temporary clone, served by a file-based module proxy, then README's go get, go install and clone commands in modules outside the clone
 installcheck:
 	@scripts/installcheck/run.sh
+
+## release: make release VERSION=vX.Y.Z [MAJOR=yes]: sets the requirements between the modules, writes CHANGELOG.md, runs the checks, commits and tags every released module (README's Releases); never pushes
+release:
+	@$(TICKING); cd scripts/release && GOWORK=off ticking "building scripts/release" go build -o $(BIN)/release .
+	@$(BIN)/release -C $(CURDIR) -major "$$MAJOR" "$$VERSION"
+
+## apidiff: the API changes since the newest release, as make release judges them
+apidiff:
+	@$(TICKING); cd scripts/release && GOWORK=off ticking "building scripts/release" go build -o $(BIN)/release .
+	@$(BIN)/release -C $(CURDIR) api
+
+## dist: the retry binaries for Linux, macOS and Windows on amd64 and arm64 with a checksums file, into dist/ (goreleaser --snapshot; a first run builds goreleaser into .bin, for several minutes)
+dist:
+	@$(TICKING); test -x $(GORELEASER) || { \
+		echo "building goreleaser $(GORELEASER_VERSION) into .bin (once; several minutes)"; \
+		GOBIN=$(BIN) ticking "building goreleaser" go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION) && \
+		mv $(BIN)/goreleaser $(GORELEASER); }
+	@tag=$$(git tag --list 'v*' | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+$$' | sort -V | tail -1); \
+		GORELEASER_CURRENT_TAG=$${tag:-v0.0.0} $(GORELEASER) release --snapshot --clean
 
 ## tidy: rewrite the go.mod and go.sum files of the nested modules
 tidy:
@@ -79,7 +111,7 @@ tidy:
 ## fuzz: run every fuzz target of every module for FUZZTIME each
 FUZZTIME ?= 30s
 fuzz:
-	@for m in $(MODULES); do (cd $$m && for p in $$(go list ./...); do \
+	@for m in $(MODULES); do (cd $$m && export $(WORK) && for p in $$(go list ./...); do \
 		for f in $$(go test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 			echo "== $$p $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 		done; done) || exit 1; done
