@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Checks README.md's install instructions as a user outside the clone
-# follows them. In a new module in a temporary directory, with this clone
-# beside it as ../retry, it runs the commands of README's opening code
-# blocks (those before its first "## " heading) as written, then builds and
-# runs a program that uses what they set up:
+# Rehearses a release and checks README.md's install commands as a user
+# outside the clone follows them, with nothing but the Go module proxy.
 #
-#  1. after the first block, testdata/root/main.go (retry.Do); the module's
-#     go.mod must then require the root module and the two dependencies
-#     README names and nothing else, the program must be built from those
-#     three alone, and go.sum must hold the checksums README lists;
-#  2. after the later blocks, testdata/all/main.go, which uses the root
-#     module and each nested library module (grpc, redis, otel,
-#     middleware/retryablehttp) without contacting any server.
+#  1. The rehearsal: a temporary clone of this checkout (its working tree as
+#     it is, committed or not) makes a release with scripts/release, as
+#     `make release` would (every refusal checked, requirements set,
+#     CHANGELOG.md written, modules tidied and vetted outside the workspace
+#     against the release, commit and tags), at the next minor version after
+#     the newest release with a pre-release suffix of its own
+#     (v0.1.0-rehearsal.N), so that no two rehearsals meet in the module
+#     cache. Its tags are then served by a file-based module proxy
+#     (GOPROXY=file://...) whose zips golang.org/x/mod/zip makes from them,
+#     as the public proxy makes them from the repository's.
+#  2. In a new module outside the clone, with no replace directive and no
+#     workspace, README.md's `go get` commands: the root module's, then
+#     testdata/root/main.go (retry.Do) is built and run, and go.mod must
+#     require the root at the rehearsal's version and the one dependency
+#     README names, and nothing else; then each nested library module's,
+#     then testdata/all/main.go, which uses the root and each of them.
+#  3. README.md's `go install .../cmd/retry@latest`, then `retry schedule`
+#     and `retry --version`, which must print the rehearsal's version.
+#  4. README.md's clone route (go mod edit -replace=...=../retry), in
+#     another new module, with this checkout beside it as ../retry: the
+#     same two programs.
 #
-# It also checks that the Releases section lists every nested module of
-# go.work. It needs the Go module proxy for the dependencies and nothing
-# else. The programs build with -race, so that after make test's
-# race-enabled tests little is left to compile.
+# It also checks that README.md's Releases section names every released
+# module. Nothing is left behind, whether it passes or fails: the temporary
+# directory goes, and so does the rehearsal's version from the module
+# cache.
 #
 #   scripts/installcheck/run.sh
 set -euo pipefail
@@ -24,6 +35,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 readme=$root/README.md
 start=$SECONDS
+root_mod=github.com/steadyhq/retry
 
 say() { echo "installcheck: $*"; }
 die() {
@@ -31,68 +43,167 @@ die() {
 	exit 1
 }
 
-# The Releases section names the nested modules: all of go.work's.
-listed=$(awk '/^## /{f = ($0 == "## Releases")} f' "$readme" | tr '\n' ' ' |
-	sed -n 's/.*The nested modules (\([^)]*\)).*/\1/p' | grep -o '`[^`]*`' | tr -d '`' | sort)
-nested=$(go list -m -f '{{.Dir}}' | sed -n "s|^$root/||p" | sort)
-if [ "$listed" != "$nested" ]; then
-	die "README.md's Releases section lists the nested modules as: $(echo $listed); go.work has: $(echo $nested)"
-fi
-
-# README's opening code blocks, each line prefixed by the block's number.
-blocks=$(awk '/^## /{exit} /^```/{if (in_block) in_block = 0; else {in_block = 1; n++}; next} in_block{print n "\t" $0}' "$readme")
-nblocks=$(cut -f1 <<<"$blocks" | sort -u | wc -l)
-[ "$nblocks" -ge 2 ] || die "README.md has $nblocks code blocks before its first section; want the root module's install commands, then the nested modules'"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-ln -s "$root" "$tmp/retry"
-mkdir "$tmp/app"
-cd "$tmp/app"
-export GOWORK=off
-go mod init example.com/app 2>/dev/null
-
-# run N...: runs the lines of README's blocks N... in the module, as written.
-run() {
-	local n line
-	for n in "$@"; do
-		while IFS= read -r line; do
-			echo "    $line"
-			bash -euo pipefail -c "$line" || die "README.md's command failed in a module outside the clone: $line"
-		done < <(awk -F'\t' -v n="$n" '$1 == n {sub(/^[^\t]*\t/, ""); print}' <<<"$blocks")
-	done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/retry-installcheck.XXXXXX")
+version=""
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$version" ] && [ -x "$tmp/release" ]; then
+		"$tmp/release" -C "$root" forget "$version" || rc=1
+	fi
+	chmod -R u+w "$tmp" 2>/dev/null || true
+	rm -rf "$tmp"
+	exit "$rc"
 }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
+say "building scripts/release"
+(cd scripts/release && GOWORK=off go build -o "$tmp/release" .)
+released=$("$tmp/release" -C "$root" modules)
+
+# README's Releases section names the released modules.
+listed=$(awk '/^## /{f = ($0 == "## Releases")} f' "$readme" | tr '\n' ' ' |
+	sed -n 's/.*The released modules (\([^)]*\)).*/\1/p' | grep -o '`[^`]*`' | tr -d '`' | sort | xargs)
+want=$(echo "$released" | sort | xargs)
+[ "$listed" = "$want" ] || die "README.md's Releases section lists the released modules as: $listed; scripts/release/modules.go has: $want"
+
+# README's code blocks, each line prefixed by the block's number.
+blocks=$(awk '/^```/{if (in_block) in_block = 0; else {in_block = 1; n++}; next} in_block{print n "\t" $0}' "$readme")
+# block PATTERN: the code block of README.md that has a line matching
+# PATTERN (the first such block), all of its lines.
+block() {
+	local n
+	n=$(awk -F'\t' -v re="$1" '{line = $0; sub(/^[^\t]*\t/, "", line)} line ~ re {print $1; exit}' <<<"$blocks")
+	[ -n "$n" ] || return 0
+	awk -F'\t' -v n="$n" '$1 == n {sub(/^[^\t]*\t/, ""); print}' <<<"$blocks"
+}
+# runlines LINES: runs each line as written, in the current directory.
+runlines() {
+	local line
+	[ -n "$1" ] || die "README.md has no such command"
+	while IFS= read -r line; do
+		echo "    $line"
+		bash -euo pipefail -c "$line" || die "README.md's command failed in a module outside the clone: $line"
+	done <<<"$1"
+}
+# requires: the module paths and versions go.mod requires, one a line, sorted.
+requires() {
+	awk '/^require \(/{b = 1; next} b && /^\)/{b = 0} b{print $1, $2} /^require [^(]/{print $2, $3}' go.mod | sort
+}
 # build PROGRAM: builds and runs testdata/PROGRAM as the module's main package.
 build() {
-	cp "$root/scripts/installcheck/testdata/$1/main.go" main.go
-	say "go build -race (the $1 program), then run it"
-	go build -race -o app . || die "the $1 program does not build after README.md's commands"
+	say "go build (the $1 program), then run it"
+	go build -o app . || die "the $1 program does not build after README.md's commands"
 	./app | sed 's/^/    /'
 	[ "${PIPESTATUS[0]}" = 0 ] || die "the $1 program failed"
 }
+# noreplace: the module has no replace directive.
+noreplace() {
+	! grep -q '=>' go.mod || die "go.mod has a replace directive: $(grep '=>' go.mod)"
+}
 
-say "the root module, in a module outside the clone, with README.md's commands:"
+get_root=$(block "^go get $root_mod@latest$")
+get_nested=$(block "^go get $root_mod/[^@]*@latest$")
+install=$(block "^go install $root_mod/cmd/retry@latest$")
+clone_root=$(block "^go mod edit -replace=$root_mod=../retry$")
+clone_nested=$(block "^go mod edit -replace=$root_mod/")
+[ -n "$get_root" ] || die "README.md has no 'go get $root_mod@latest'"
+[ -n "$clone_root" ] && [ -n "$clone_nested" ] || die "README.md has no clone route (go mod edit -replace=$root_mod=../retry, then each nested module's)"
+for dir in $released; do
+	case "$dir" in
+	.) ;;
+	cmd/retry) [ -n "$install" ] || die "README.md has no 'go install $root_mod/cmd/retry@latest'" ;;
+	*) grep -q "^go get $root_mod/$dir@latest$" <<<"$get_nested" || die "README.md has no 'go get $root_mod/$dir@latest'" ;;
+	esac
+done
+
+# 1. The rehearsal.
+say "a rehearsal release, in a temporary clone of the working tree"
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+export GIT_AUTHOR_NAME=rehearsal GIT_AUTHOR_EMAIL=rehearsal@localhost
+export GIT_COMMITTER_NAME=rehearsal GIT_COMMITTER_EMAIL=rehearsal@localhost
+git clone -q --shared "$root" "$tmp/repo"
+# The working tree's files, committed or not, as they are.
+git -C "$root" ls-files -z -co --exclude-standard |
+	while IFS= read -r -d '' f; do [ -e "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done |
+	tar -C "$root" --null -T - -cf - | tar -C "$tmp/repo" -xf -
+git -C "$root" ls-files -z -d | (cd "$tmp/repo" && xargs -0 -r rm -f --)
+git -C "$tmp/repo" add -A
+git -C "$tmp/repo" diff --cached --quiet || git -C "$tmp/repo" commit -q -m "rehearsal: the working tree as it is"
+next=$("$tmp/release" -C "$tmp/repo" next)
+version="$next-rehearsal.$(date +%s).$$"
+say "make release VERSION=$version, in the clone (go vet outside the workspace in place of make test)"
+"$tmp/release" -C "$tmp/repo" -check "scripts/tidy.sh -check" -standalone vet "$version" 2>&1 | sed 's/^/    /'
+[ "${PIPESTATUS[0]}" = 0 ] || die "the rehearsal release failed"
+for dir in $released; do
+	tag=$version
+	[ "$dir" = . ] || tag=$dir/$version
+	git -C "$tmp/repo" rev-parse -q --verify "refs/tags/$tag" >/dev/null || die "the release made no tag $tag"
+done
+[ -z "$(git -C "$tmp/repo" status --porcelain)" ] || die "the release left the tree dirty: $(git -C "$tmp/repo" status --porcelain | head -3)"
+grep -q "^## $version " "$tmp/repo/CHANGELOG.md" || die "CHANGELOG.md has no section for $version"
+"$tmp/release" -C "$tmp/repo" proxy "$tmp/proxy" "$version"
+say "the tags of $version served from $tmp/proxy"
+
+# 2. README's go get, in a module outside the clone, no replace, no workspace.
+export GOWORK=off
+export GOPROXY="file://$tmp/proxy,$(go env GOPROXY)"
+export GONOSUMDB="$root_mod${GONOSUMDB:+,$GONOSUMDB}"
+export GOFLAGS="${GOFLAGS:-}"
+mkdir "$tmp/app"
+cd "$tmp/app"
+go mod init example.com/app 2>/dev/null
+say "the root module, with README.md's go get:"
 cp "$root/scripts/installcheck/testdata/root/main.go" main.go
-run 1
+runlines "$get_root"
 build root
-# What README says the root module brings: in go.mod and compiled in, the
-# root and its two dependencies; in go.sum, also goleak, which its tests
-# use, and testify and the three modules it needs, which gobreaker's tests
-# use.
-want="github.com/sony/gobreaker/v2 github.com/steadyhq/retry golang.org/x/time"
-required=$(awk '/^require \(/{b = 1; next} b && /^\)/{b = 0} b{print $1} /^require [^(]/{print $2}' go.mod | sort | xargs)
-[ "$required" = "$want" ] || die "go.mod requires: $required; README.md says: $want"
+noreplace
+got=$(requires | xargs)
+want="$root_mod $version golang.org/x/time $(go list -m -f '{{.Version}}' golang.org/x/time)"
+want=$(printf '%s %s\n' $want | sort | xargs)
+[ "$got" = "$want" ] || die "go.mod requires: $got; want: $want"
 compiled=$(go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}}{{end}}{{end}}' . | sort -u | xargs)
-[ "$compiled" = "$want" ] || die "the program is built from: $compiled; README.md says: $want"
-want_sum="github.com/davecgh/go-spew github.com/pmezard/go-difflib github.com/sony/gobreaker/v2 github.com/stretchr/testify go.uber.org/goleak golang.org/x/time gopkg.in/yaml.v3"
-sums=$(awk '{print $1}' go.sum | sort -u | xargs)
-[ "$sums" = "$want_sum" ] || die "go.sum holds: $sums; README.md says: $want_sum"
-say "go.mod requires $required; go.sum also holds goleak, testify and testify's three"
+[ "$compiled" = "$root_mod golang.org/x/time" ] || die "the program is built from: $compiled; README.md says: $root_mod golang.org/x/time"
+say "go.mod requires $got"
 
-say "each nested library module, with README.md's commands:"
+say "each nested library module, with README.md's go get:"
 cp "$root/scripts/installcheck/testdata/all/main.go" main.go
-run $(seq 2 "$nblocks")
+runlines "$get_nested"
+build all
+noreplace
+for dir in $released; do
+	case "$dir" in . | cmd/retry) continue ;; esac
+	got=$(requires | awk -v p="$root_mod/$dir" '$1 == p {print $2}')
+	[ "$got" = "$version" ] || die "go.mod requires $root_mod/$dir at '$got', want $version"
+done
+say "go.mod requires $(requires | awk -v p="$root_mod" 'index($1, p) == 1 {printf "%s%s %s", s, $1, $2; s = ", "}')"
+
+# 3. README's go install, outside any module.
+say "the retry command, with README.md's go install:"
+cd "$tmp"
+export GOBIN="$tmp/bin" PATH="$tmp/bin:$PATH"
+runlines "$install"
+out=$("$GOBIN/retry" schedule --attempts 3 --jitter none) || die "retry schedule failed: $out"
+echo "$out" | sed 's/^/    /'
+grep -q 'attempt' <<<"$out" || die "retry schedule printed no schedule"
+got=$("$GOBIN/retry" --version)
+echo "    retry --version: $got"
+[ "$got" = "retry $version" ] || die "retry --version printed '$got', want 'retry $version'"
+
+# 4. README's clone route, with this checkout beside the module as ../retry.
+say "the clone route, with README.md's go mod edit -replace commands:"
+export GOPROXY="${GOPROXY#*,}"
+mkdir "$tmp/clone" "$tmp/clone/app"
+ln -s "$root" "$tmp/clone/retry"
+cd "$tmp/clone/app"
+go mod init example.com/app 2>/dev/null
+cp "$root/scripts/installcheck/testdata/root/main.go" main.go
+runlines "$clone_root"
+build root
+cp "$root/scripts/installcheck/testdata/all/main.go" main.go
+runlines "$clone_nested"
 build all
 
 say "ok ($((SECONDS - start))s)"
