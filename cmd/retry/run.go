@@ -9,12 +9,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/steadyhq/retry"
-	"golang.org/x/sys/unix"
 )
 
 // exitError is a command's exit status as an error. Its type is
@@ -135,7 +133,7 @@ func runCommand(ctx context.Context, e *env, args []string, r *retry.Retrier, qu
 		// cancellation the signal that caused it has been forwarded.
 		c.Cancel = func() error {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return c.Process.Signal(syscall.SIGTERM)
+				return terminate(c.Process)
 			}
 			return nil
 		}
@@ -154,8 +152,8 @@ func runCommand(ctx context.Context, e *env, args []string, r *retry.Retrier, qu
 		err := c.Wait()
 		var xe *exec.ExitError
 		if errors.As(err, &xe) {
-			if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return &exitError{code: 128 + int(ws.Signal()), signal: unix.SignalName(ws.Signal())}
+			if se := signaled(xe); se != nil {
+				return se
 			}
 			return &exitError{code: xe.ExitCode()}
 		}
@@ -187,7 +185,7 @@ func runCommand(ctx context.Context, e *env, args []string, r *retry.Retrier, qu
 // forwardSignals relays the signals a supervisor sends to p until stop.
 func forwardSignals(p *os.Process) (stop func()) {
 	ch := make(chan os.Signal, 8)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(ch, forwarded...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
