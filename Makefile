@@ -85,10 +85,10 @@ unit: setup
 installcheck:
 	@scripts/installcheck/run.sh
 
-## release: make release VERSION=vX.Y.Z [MAJOR=yes]: sets the requirements between the modules, writes CHANGELOG.md, runs the checks, commits and tags every released module (README's Releases); never pushes
+## release: make release VERSION=vX.Y.Z [MAJOR=yes]: sets the requirements between the modules, writes CHANGELOG.md, runs the checks (each module's tests outside the workspace, make test, make dist), commits and tags every released module (README's Releases); never pushes
 release:
 	@$(TICKING); cd scripts/release && GOWORK=off ticking "building scripts/release" go build -o $(BIN)/release .
-	@$(BIN)/release -C $(CURDIR) -major "$$MAJOR" "$$VERSION"
+	@$(BIN)/release -C $(CURDIR) -check "make test dist" -major "$$MAJOR" "$$VERSION"
 
 ## apidiff: the API changes since the newest release, as make release judges them
 apidiff:

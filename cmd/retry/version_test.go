@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"testing"
 )
@@ -39,5 +43,28 @@ func TestVersionFlag(t *testing.T) {
 		if code != 0 || stderr != "" || stdout != "retry (devel)\n" {
 			t.Errorf("%v: status %d, stderr %q, stdout %q; want 0, \"\", \"retry (devel)\\n\"", args, code, stderr, stdout)
 		}
+	}
+}
+
+// TestStampedVersion: a build stamped as the release builds stamp it (the
+// -X flag of .goreleaser.yaml's ldflags) prints that version.
+func TestStampedVersion(t *testing.T) {
+	config, err := os.ReadFile(filepath.Join("..", "..", ".goreleaser.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-X main\.version=(\S*)\{\{ \.Version \}\}`).FindSubmatch(config)
+	if m == nil {
+		t.Fatal(".goreleaser.yaml's ldflags do not stamp main.version with {{ .Version }}")
+	}
+	stamp := "main.version=" + string(m[1]) + "9.8.7" // goreleaser's .Version has no v
+	bin := filepath.Join(t.TempDir(), "retry")
+	build := exec.Command("go", "build", "-ldflags", "-X "+stamp, "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || string(out) != "retry v9.8.7\n" {
+		t.Errorf("retry --version: %q, %v; want \"retry v9.8.7\\n\"", out, err)
 	}
 }
