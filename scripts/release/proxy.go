@@ -200,7 +200,8 @@ func removeAll(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// dropLine removes line from the file, if it is there.
+// dropLine removes line from the file, if it is there, and the file when
+// no line is left.
 func dropLine(file, line string) error {
 	data, err := os.ReadFile(file)
 	if os.IsNotExist(err) {
@@ -216,8 +217,11 @@ func dropLine(file, line string) error {
 			kept.WriteString(sc.Text() + "\n")
 		}
 	}
-	if kept.Len() == len(data) {
+	switch {
+	case kept.Len() == len(data):
 		return nil
+	case kept.Len() == 0:
+		return os.Remove(file)
 	}
 	return os.WriteFile(file, kept.Bytes(), 0o644)
 }
