@@ -17,15 +17,16 @@
 #     testdata/root/main.go (retry.Do) is built and run, and go.mod must
 #     require the root at the rehearsal's version and the one dependency
 #     README names, and nothing else; then each nested library module's,
-#     then testdata/all/main.go, which uses the root and each of them.
+#     then testdata/all/main.go, which uses the root and each of them;
+#     then a program that imports every released library module, each got
+#     with go get if README.md has no line for it.
 #  3. README.md's `go install .../cmd/retry@latest`, then `retry schedule`
 #     and `retry --version`, which must print the rehearsal's version.
 #  4. README.md's clone route (go mod edit -replace=...=../retry), in
 #     another new module, with this checkout beside it as ../retry: the
 #     same two programs.
 #
-# It also checks that README.md's Releases section names every released
-# module. Nothing is left behind, whether it passes or fails: the temporary
+# Nothing is left behind, whether it passes or fails: the temporary
 # directory goes, and so does the rehearsal's version from the module
 # cache.
 #
@@ -63,12 +64,6 @@ say "building scripts/release"
 (cd scripts/release && GOWORK=off go build -o "$tmp/release" .)
 released=$("$tmp/release" -C "$root" modules)
 
-# README's Releases section names the released modules.
-listed=$(awk '/^## /{f = ($0 == "## Releases")} f' "$readme" | tr '\n' ' ' |
-	sed -n 's/.*The released modules (\([^)]*\)).*/\1/p' | grep -o '`[^`]*`' | tr -d '`' | sort | xargs)
-want=$(echo "$released" | sort | xargs)
-[ "$listed" = "$want" ] || die "README.md's Releases section lists the released modules as: $listed; scripts/release/modules.go has: $want"
-
 # README's code blocks, each line prefixed by the block's number.
 blocks=$(awk '/^```/{if (in_block) in_block = 0; else {in_block = 1; n++}; next} in_block{print n "\t" $0}' "$readme")
 # block PATTERN: the code block of README.md that has a line matching
@@ -92,7 +87,7 @@ runlines() {
 requires() {
 	awk '/^require \(/{b = 1; next} b && /^\)/{b = 0} b{print $1, $2} /^require [^(]/{print $2, $3}' go.mod | sort
 }
-# build PROGRAM: builds and runs testdata/PROGRAM as the module's main package.
+# build PROGRAM: builds and runs main.go, the PROGRAM program.
 build() {
 	say "go build (the $1 program), then run it"
 	go build -o app . || die "the $1 program does not build after README.md's commands"
@@ -111,13 +106,7 @@ clone_root=$(block "^go mod edit -replace=$root_mod=../retry$")
 clone_nested=$(block "^go mod edit -replace=$root_mod/")
 [ -n "$get_root" ] || die "README.md has no 'go get $root_mod@latest'"
 [ -n "$clone_root" ] && [ -n "$clone_nested" ] || die "README.md has no clone route (go mod edit -replace=$root_mod=../retry, then each nested module's)"
-for dir in $released; do
-	case "$dir" in
-	.) ;;
-	cmd/retry) [ -n "$install" ] || die "README.md has no 'go install $root_mod/cmd/retry@latest'" ;;
-	*) grep -q "^go get $root_mod/$dir@latest$" <<<"$get_nested" || die "README.md has no 'go get $root_mod/$dir@latest'" ;;
-	esac
-done
+[ -n "$install" ] || die "README.md has no 'go install $root_mod/cmd/retry@latest'"
 
 # 1. The rehearsal.
 say "a rehearsal release, in a temporary clone of the working tree"
@@ -172,11 +161,30 @@ say "each nested library module, with README.md's go get:"
 cp "$root/scripts/installcheck/testdata/all/main.go" main.go
 runlines "$get_nested"
 build all
+# Every released library module, README's or not: go get it, and build a
+# program that imports each.
+say "every released library module, imported by one program:"
+libraries=$(for dir in $released; do case "$dir" in . | cmd/retry) ;; *) echo "$root_mod/$dir" ;; esac; done)
+for path in $libraries; do
+	grep -q "^go get $path@latest$" <<<"$get_nested" || runlines "go get $path@latest"
+done
+{
+	echo "package main"
+	echo
+	echo "import ("
+	for path in $root_mod $libraries; do echo "	_ \"$path\""; done
+	echo ")"
+	echo
+	echo "func main() {}"
+} >main.go
+build each
 noreplace
 for dir in $released; do
-	case "$dir" in . | cmd/retry) continue ;; esac
-	got=$(requires | awk -v p="$root_mod/$dir" '$1 == p {print $2}')
-	[ "$got" = "$version" ] || die "go.mod requires $root_mod/$dir at '$got', want $version"
+	case "$dir" in cmd/retry) continue ;; esac
+	path=$root_mod
+	[ "$dir" = . ] || path=$root_mod/$dir
+	got=$(requires | awk -v p="$path" '$1 == p {print $2}')
+	[ "$got" = "$version" ] || die "go.mod requires $path at '$got', want $version"
 done
 say "go.mod requires $(requires | awk -v p="$root_mod" 'index($1, p) == 1 {printf "%s%s %s", s, $1, $2; s = ", "}')"
 
