@@ -137,7 +137,7 @@ func command(ctx context.Context, args []string, dir, major, check, standalone s
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%d changes to the API since %s\n", len(changes), base)
+		fmt.Fprintf(stdout, "%s to the API since %s\n", plural(len(changes), "change"), base)
 		for _, c := range changes {
 			kind := "incompatible"
 			if c.Compatible {

@@ -25,6 +25,10 @@ func refuse(format string, args ...any) error {
 // refuses leading zeros and malformed suffixes.
 var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 
+// leadingNumbers finds the three numbers a malformed version starts with
+// (v1.2.3.4, 1.2.3), for the hint of its refusal.
+var leadingNumbers = regexp.MustCompile(`^v?([0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9})[^0-9]`)
+
 // checkVersion refuses a VERSION that is not a release version.
 func checkVersion(v string) error {
 	if v == "" {
@@ -32,7 +36,9 @@ func checkVersion(v string) error {
 	}
 	if len(v) > 64 || !releaseVersion.MatchString(v) || !semver.IsValid(v) || semver.Canonical(v) != v {
 		hint := "v0.1.0"
-		if c := semver.Canonical("v" + strings.TrimPrefix(v, "v")); c != "" && len(v) <= 64 {
+		if m := leadingNumbers.FindStringSubmatch(v); m != nil {
+			hint = "v" + m[1]
+		} else if c := semver.Canonical("v" + strings.TrimPrefix(v, "v")); c != "" && len(v) <= 64 {
 			hint = c
 		}
 		return refuse("VERSION %q is not a release version: want vMAJOR.MINOR.PATCH, as %s", clip(v), hint)
