@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -186,7 +187,13 @@ func workspace(t *testing.T, dir string) {
 		fmt.Fprintf(&w, "use %q\n", filepath.Join(abs, u.DiskPath))
 	}
 	for _, r := range work.Replace {
-		fmt.Fprintf(&w, "replace %s %s => %s %s\n", r.Old.Path, r.Old.Version, r.New.Path, r.New.Version)
+		to := r.New.Path
+		if r.New.Version == "" && (strings.HasPrefix(to, "./") || strings.HasPrefix(to, "../") || to == ".") {
+			// A directory of the repository (go.work serves the project's
+			// modules from the checkout), relative to the repository.
+			to = strconv.Quote(filepath.Join(abs, to))
+		}
+		fmt.Fprintf(&w, "replace %s %s => %s %s\n", r.Old.Path, r.Old.Version, to, r.New.Version)
 	}
 	write(t, filepath.Join(dir, "go.work"), w.String())
 	write(t, filepath.Join(dir, "go.mod"), fmt.Sprintf("module docblocks\n\ngo %s\n", work.Go))
