@@ -35,7 +35,9 @@ func TestInstallFromClone(t *testing.T) {
 	bin := t.TempDir()
 	cmd := exec.Command(goTool, "install", "./cmd/retry")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOBIN="+bin)
+	// The clone's go.work, as for a contributor, whatever GOWORK the
+	// tests run under (make release runs them with GOWORK=off).
+	cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOWORK=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go install ./cmd/retry: %v\n%s", err, out)
 	}
