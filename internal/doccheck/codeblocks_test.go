@@ -163,6 +163,9 @@ func workspace(t *testing.T, dir string) {
 	t.Helper()
 	cmd := exec.Command("go", "work", "edit", "-json")
 	cmd.Dir = root
+	// The repository's go.work, whatever GOWORK the tests run under (make
+	// release runs them with GOWORK=off).
+	cmd.Env = append(os.Environ(), "GOWORK=")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go work edit -json: %v", err)
