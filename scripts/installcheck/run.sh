@@ -15,8 +15,8 @@
 #  2. In a new module outside the clone, with no replace directive and no
 #     workspace, README.md's `go get` commands: the root module's, then
 #     testdata/root/main.go (retry.Do) is built and run, and go.mod must
-#     require the root at the rehearsal's version and the one dependency
-#     README names, and nothing else; then each nested library module's,
+#     require the root at the rehearsal's version and the two dependencies
+#     README names, and nothing else, and nothing else is compiled in; then each nested library module's,
 #     then testdata/all/main.go, which uses the root and each of them;
 #     then a program that imports every released library module, each got
 #     with go get if README.md has no line for it.
@@ -149,12 +149,17 @@ cp "$root/scripts/installcheck/testdata/root/main.go" main.go
 runlines "$get_root"
 build root
 noreplace
-got=$(requires | xargs)
-want="$root_mod $version golang.org/x/time $(go list -m -f '{{.Version}}' golang.org/x/time)"
-want=$(printf '%s %s\n' $want | sort | xargs)
-[ "$got" = "$want" ] || die "go.mod requires: $got; want: $want"
+# What README says the root module brings: in go.mod and compiled in, the
+# root, at the rehearsal's version, and its two dependencies.
+deps="github.com/sony/gobreaker/v2 golang.org/x/time"
+got=$(requires | awk '{print $1}' | xargs)
+want=$(printf '%s\n' $root_mod $deps | sort | xargs)
+[ "$got" = "$want" ] || die "go.mod requires: $got; README.md says: $want"
+got=$(requires | awk -v p="$root_mod" '$1 == p {print $2}')
+[ "$got" = "$version" ] || die "go.mod requires $root_mod at '$got', want $version"
 compiled=$(go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}}{{end}}{{end}}' . | sort -u | xargs)
-[ "$compiled" = "$root_mod golang.org/x/time" ] || die "the program is built from: $compiled; README.md says: $root_mod golang.org/x/time"
+[ "$compiled" = "$want" ] || die "the program is built from: $compiled; README.md says: $want"
+got=$(requires | xargs)
 say "go.mod requires $got"
 
 say "each nested library module, with README.md's go get:"
