@@ -124,7 +124,7 @@ git -C "$tmp/repo" diff --cached --quiet || git -C "$tmp/repo" commit -q -m "reh
 next=$("$tmp/release" -C "$tmp/repo" next)
 version="$next-rehearsal.$(date +%s).$$"
 say "make release VERSION=$version, in the clone (go vet outside the workspace in place of make test)"
-"$tmp/release" -C "$tmp/repo" -check "scripts/tidy.sh -check" -standalone vet "$version" 2>&1 | sed 's/^/    /'
+"$tmp/release" -C "$tmp/repo" -check "scripts/tidy.sh -check" -standalone vet "$version" 2>&1 | sed -u 's/^/    /'
 [ "${PIPESTATUS[0]}" = 0 ] || die "the rehearsal release failed"
 for dir in $released; do
 	tag=$version

@@ -122,12 +122,12 @@ func commitFiles(t *testing.T, dir, msg string, files map[string]string) {
 	git(t, dir, "commit", "-q", "-m", msg)
 }
 
-// releaseCLI runs the command line as make release does, with vet outside
-// the workspace and no check command unless args say otherwise.
+// releaseCLI runs the command line as make release does, with nothing run
+// outside the workspace and no check command unless args say otherwise.
 func releaseCLI(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	full := append([]string{"-C", dir, "-check", "", "-standalone", "vet"}, args...)
+	full := append([]string{"-C", dir, "-check", "", "-standalone", "none"}, args...)
 	code = cli(context.Background(), full, &out, &errb)
 	return out.String(), errb.String(), code
 }
@@ -198,7 +198,7 @@ func TestReleaseFirst(t *testing.T) {
 	git(t, dir, "init", "-q", "--bare", filepath.Join(dir, "..", "remote.git"))
 	git(t, dir, "remote", "add", "origin", filepath.Join(dir, "..", "remote.git"))
 	before := git(t, dir, "rev-parse", "HEAD")
-	stdout := mustRelease(t, dir, "v0.1.0")
+	stdout := mustRelease(t, dir, "-standalone", "vet", "v0.1.0")
 
 	if got := git(t, dir, "tag", "--list"); got != "cmd/app/v0.1.0\nlib/v0.1.0\nv0.1.0" {
 		t.Errorf("tags:\n%s\nwant cmd/app/v0.1.0, lib/v0.1.0, v0.1.0 (bench is not released)", got)
@@ -436,7 +436,7 @@ func TestStandaloneFailurePutsBack(t *testing.T) {
 		"bench/print.go": "package bench\n\nimport \"fmt\"\n\n// P prints.\nfunc P() { fmt.Printf(\"%d\\n\", \"x\") }\n",
 	})
 	before := state(t, dir)
-	stdout, stderr, code := releaseCLI(t, dir, "v0.1.0")
+	stdout, stderr, code := releaseCLI(t, dir, "-standalone", "vet", "v0.1.0")
 	if code != 1 || !strings.Contains(stderr, "go vet in bench outside the workspace") {
 		t.Errorf("status %d, stderr %q; want 1 and go vet failing in bench", code, stderr)
 	}
