@@ -140,6 +140,9 @@ say "the tags of $version served from $tmp/proxy"
 export GOWORK=off
 export GOPROXY="file://$tmp/proxy,$(go env GOPROXY)"
 export GONOSUMDB="$root_mod${GONOSUMDB:+,$GONOSUMDB}"
+# No index of the rehearsal's modules in the build cache: the go command
+# keys it by the module's directory, and the version is used once.
+export GODEBUG="${GODEBUG:+$GODEBUG,}goindex=0"
 export GOFLAGS="${GOFLAGS:-}"
 mkdir "$tmp/app"
 cd "$tmp/app"

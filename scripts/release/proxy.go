@@ -117,13 +117,21 @@ func (fp fileProxy) goproxy() string {
 
 // env returns the environment of a go command that takes the project's
 // modules from the file proxy, outside the workspace, without asking the
-// checksum database about them (it has never seen these versions).
+// checksum database about them (it has never seen these versions), and
+// without the go command's index of the module cache (GODEBUG=goindex=0):
+// the index is keyed by a module's directory alone, so after a failed
+// attempt at the same version it would list the files of the code that
+// attempt was made from.
 func (fp fileProxy) env(rootPath string) []string {
 	nosum := rootPath
 	if cur := goEnv("GONOSUMDB"); cur != "" {
 		nosum += "," + cur
 	}
-	return append(os.Environ(), "GOWORK=off", "GOPROXY="+fp.goproxy(), "GONOSUMDB="+nosum)
+	debug := "goindex=0"
+	if cur := os.Getenv("GODEBUG"); cur != "" {
+		debug = cur + "," + debug
+	}
+	return append(os.Environ(), "GOWORK=off", "GOPROXY="+fp.goproxy(), "GONOSUMDB="+nosum, "GODEBUG="+debug)
 }
 
 // checkSums returns an error unless every go.sum line of the modules at

@@ -86,6 +86,13 @@ func release(ctx context.Context, o options) (err error) {
 		return err
 	}
 
+	// What the module cache holds of this version (a failed attempt's, say)
+	// is not the release: the go command would take it in place of the
+	// proxy's zips.
+	if err := forget(p, o.Version); err != nil {
+		return err
+	}
+
 	// From here on files change; a failure puts them back.
 	saved, err := save(p)
 	if err != nil {

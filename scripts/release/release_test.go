@@ -506,3 +506,23 @@ func TestTheRepository(t *testing.T) {
 		t.Errorf("%d released modules, want %d", got, len(releasedDirs))
 	}
 }
+
+// TestSecondAttempt: a release that failed after its modules were fetched
+// into the module cache, then made again at the same version from changed
+// code, is built and vetted from the new code. The go command keys its
+// index of a module cache directory by the directory alone, so without
+// care the second attempt would read the first one's list of files.
+func TestSecondAttempt(t *testing.T) {
+	dir := newRepo(t)
+	if _, stderr, code := releaseCLI(t, dir, "-standalone", "vet", "-check", "exit 3", "v0.1.0"); code != 1 {
+		t.Fatalf("the first attempt: status %d, %s", code, stderr)
+	}
+	commitFiles(t, dir, "proj: E, in a file of its own, which lib calls", map[string]string{
+		"e.go":       "package proj\n\n// E returns 5.\nfunc E() int { return 5 }\n",
+		"lib/lib.go": "// Package lib is a library module.\npackage lib\n\nimport \"example.com/proj\"\n\n// B returns 2.\nfunc B() int { return proj.A() + 1 }\n\n// F returns 5.\nfunc F() int { return proj.E() }\n",
+	})
+	stdout, stderr, code := releaseCLI(t, dir, "-standalone", "vet", "v0.1.0")
+	if code != 0 {
+		t.Errorf("the second attempt: status %d, %s\n%s", code, stderr, stdout)
+	}
+}
