@@ -12,5 +12,6 @@ require github.com/sony/gobreaker/v2 v2.4.0 // indirect
 
 require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/steadyhq/retry v0.0.0
 	golang.org/x/time v0.15.0 // indirect
 )

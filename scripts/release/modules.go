@@ -34,6 +34,7 @@ var releasedDirs = []string{
 var unreleasedDirs = []string{
 	"bench",
 	"chaos",
+	"retryz/browsertest",
 }
 
 // A module of the workspace.
