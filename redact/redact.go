@@ -29,14 +29,21 @@ func Sanitize(s string) string {
 	if len(s) > maxScan {
 		s = s[:maxScan]
 	}
+	return bound(scrub(s))
+}
+
+// scrub applies every rule of the sanitizer to the whole of s, each in one
+// pass that reads every byte a bounded number of times.
+func scrub(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = redactPEM(s)
 	s = redactHeaderLines(s)
 	s = redactSchemes(s)
+	s = redactUserinfo(s)
 	s = redactAt(s)
 	s = redactKeyValues(s)
 	s = redactTokens(s)
-	return bound(s)
+	return s
 }
 
 // bound cuts valid UTF-8 s to maxMessage bytes at a rune boundary.

@@ -35,17 +35,26 @@ func valueEnd(s string, i int) int {
 	return i
 }
 
+// maxEscapedKey is the longest key name worth decoding: secretKey looks at
+// names of at most 64 bytes, each at most 3 bytes escaped.
+const maxEscapedKey = 3 * 64
+
 // redactKeyValues redacts the values of secret keys written k=v, "k": "v",
-// k: v or k="v".
+// k: v, k="v" or k = v. Each key and value is read once: after a value the
+// scan goes on past its end, whether it was redacted or not.
 func redactKeyValues(s string) string {
 	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c != '=' && c != ':' {
+		if c != '=' && c != ':' || c == ':' && strings.HasPrefix(s[i:], "://") {
 			continue
 		}
-		// The key: the run of key bytes before i, possibly quoted.
+		// The key: the run of key bytes before i, possibly quoted, and
+		// spaces between it and i.
 		ke := i
+		for ke > 0 && (s[ke-1] == ' ' || s[ke-1] == '\t') {
+			ke--
+		}
 		if ke > 0 && (s[ke-1] == '"' || s[ke-1] == '\'') {
 			ke--
 		}
@@ -53,10 +62,7 @@ func redactKeyValues(s string) string {
 		for ks > 0 && (isKeyByte(s[ks-1]) || s[ks-1] == '%') {
 			ks--
 		}
-		if ks == ke || ks < r.last || !secretKey(unescapeKey(s[ks:ke])) {
-			continue
-		}
-		if c == ':' && strings.HasPrefix(s[i:], "://") {
+		if ks == ke || ks < r.last || ke-ks > maxEscapedKey || !secretKey(unescapeKey(s[ks:ke])) {
 			continue
 		}
 		// The value: after optional spaces and an optional quote.
@@ -76,36 +82,39 @@ func redactKeyValues(s string) string {
 				ve++
 			}
 			ve = min(ve, len(s))
+		} else if strings.HasPrefix(s[vs:], Redacted) {
+			// Its brackets do not end a value that goes on past it.
+			ve = valueEnd(s, vs+len(Redacted))
 		} else {
 			ve = valueEnd(s, vs)
 		}
-		if ve == vs || strings.HasPrefix(s[vs:], Redacted) {
-			continue
+		if ve > vs && s[vs:ve] != Redacted {
+			r.replace(vs, ve, Redacted)
 		}
-		r.replace(vs, ve, Redacted)
-		i = ve - 1
+		i = max(i, ve-1)
 	}
 	return r.String()
 }
 
-// secretHeaderNames are header names whose whole line is redacted when they
-// appear as "Name: value" in a message.
-var secretHeaderNames = [...]string{"proxy-authorization", "authorization", "set-cookie", "cookie", "x-api-key", "x-auth-token"}
-
-// redactHeaderLines redacts to the end of the line the value of a secret
-// header written "Name: value".
+// redactHeaderLines redacts to the end of the line the value of a header
+// written "Name: value" whose name looks secret (see secretKey:
+// Authorization, Cookie, Set-Cookie, X-Api-Key, X-Functions-Key,
+// Ocp-Apim-Subscription-Key, X-Vault-Token, ...). Each line is read once.
 func redactHeaderLines(s string) string {
 	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
 		if s[i] != ':' {
 			continue
 		}
-		name := wordBefore(s, i, secretHeaderNames[:])
-		if name == "" || i-len(name) < r.last {
+		ns := i
+		for ns > r.last && isKeyByte(s[ns-1]) {
+			ns--
+		}
+		if ns == i || !secretKey(s[ns:i]) {
 			continue
 		}
 		vs := i + 1
-		for vs < len(s) && s[vs] == ' ' {
+		for vs < len(s) && (s[vs] == ' ' || s[vs] == '\t') {
 			vs++
 		}
 		ve := strings.IndexAny(s[vs:], "\r\n")
@@ -114,11 +123,10 @@ func redactHeaderLines(s string) string {
 		} else {
 			ve += vs
 		}
-		if ve == vs || strings.HasPrefix(s[vs:], Redacted) {
-			continue
+		if ve > vs && s[vs:ve] != Redacted {
+			r.replace(vs, ve, Redacted)
 		}
-		r.replace(vs, ve, Redacted)
-		i = ve - 1
+		i = max(i, ve-1)
 	}
 	return r.String()
 }
@@ -197,6 +205,42 @@ func redactSchemes(s string) string {
 	return r.String()
 }
 
+// authorityEnd reports whether c ends the authority of a URL (RFC 3986,
+// 3.2), or the URL itself in running text.
+func authorityEnd(c byte) bool {
+	switch c {
+	case '/', '?', '#', '\\', ' ', '\t', '\r', '\n', '"', '\'', '<', '>', '`':
+		return true
+	}
+	return false
+}
+
+// redactUserinfo redacts the userinfo of every URL: what lies between
+// "://" and the last '@' of the authority, whatever it holds (a password
+// may carry '=', '&', ';', ',', ':' and even '@' unescaped). Each
+// authority is read once.
+func redactUserinfo(s string) string {
+	r := redactor{s: s}
+	for i := 0; ; {
+		k := strings.Index(s[i:], "://")
+		if k < 0 {
+			break
+		}
+		start := i + k + 3
+		end, at := start, -1
+		for ; end < len(s) && !authorityEnd(s[end]); end++ {
+			if s[end] == '@' {
+				at = end
+			}
+		}
+		if at > start && s[start:at] != Redacted {
+			r.replace(start, at, Redacted)
+		}
+		i = end
+	}
+	return r.String()
+}
+
 // tokenBoundary reports whether c ends a token when scanning back from '@'.
 func tokenBoundary(c byte) bool {
 	switch c {
@@ -206,39 +250,56 @@ func tokenBoundary(c byte) bool {
 	return false
 }
 
-// redactAt handles every '@': URL and DSN credentials before it are
-// redacted, and email addresses are masked.
+// redactAt handles every '@' outside a URL's authority (redactUserinfo has
+// done those): DSN credentials before it (user:pass@tcp(host), or
+// scott/tiger@host) are redacted, and email addresses masked. It reads s
+// once, keeping what it needs of the token before each '@' (where it
+// starts, where its last "://", path separator and ':' or '/' are) as it
+// goes, so that no '@' sends it back over what it read.
 func redactAt(s string) string {
 	r := redactor{s: s}
+	tok := 0    // the start of the token at i: just past the last boundary
+	scheme := 0 // just past the last "://"; 0 for none
+	cut := -1   // the last '/', '?', '#', '&' or '=': a URL's path, query or fragment goes on after it
+	sep := -1   // the last ':' or '/'
 	for i := 0; i < len(s); i++ {
-		if s[i] != '@' {
+		switch c := s[i]; c {
+		case '/', '?', '#', '&', '=', ':':
+			if c == ':' && strings.HasPrefix(s[i:], "://") {
+				scheme = i + 3
+			}
+			if c != ':' {
+				cut = i
+			}
+			if c == ':' || c == '/' {
+				sep = i
+			}
+			if c == '=' {
+				tok = i + 1
+			}
+			continue
+		case '@':
+		default:
+			if tokenBoundary(c) {
+				tok = i + 1
+			}
 			continue
 		}
 		if strings.HasSuffix(s[:i], Redacted) {
 			continue
 		}
-		ts := i
-		for ts > r.last && !tokenBoundary(s[ts-1]) {
-			ts--
-		}
-		if ts == i {
-			continue
-		}
-		start := ts
-		url := false
-		if k := strings.LastIndex(s[ts:i], "://"); k >= 0 {
-			start, url = ts+k+3, true
-			if p := strings.LastIndexAny(s[start:i], "/?#&="); p >= 0 {
-				// The '@' is in the path or query, not in the userinfo.
-				start, url = start+p+1, false
-			}
+		start := max(tok, r.last)
+		if scheme-3 >= start {
+			// In a URL, past its authority: the '@' is in the path, query
+			// or fragment, and what goes before it starts after the last
+			// separator.
+			start = max(scheme, cut+1)
 		}
 		info := s[start:i]
 		switch {
 		case info == "":
-			continue
-		case url || strings.ContainsAny(info, ":/"):
-			// URL userinfo, or a DSN's user:password or user/password.
+		case sep >= start:
+			// A DSN's user:password or user/password.
 			r.replace(start, i, Redacted)
 		case emailDomain(s[i+1:]):
 			if strings.HasSuffix(info, "***") && len(info) <= 4 {
