@@ -30,21 +30,25 @@ func Example() {
 }
 
 // A request is described, for a dead-letter record, without the credentials
-// it carries.
+// it carries: only headers known to be safe are kept, and those the caller
+// names.
 func ExampleSafeHeader() {
 	req, _ := http.NewRequest(http.MethodPost, "https://bob:hunter2@api.example.com/v1/charges?api_key=AbC123&page=2", nil)
 	req.Header.Set("Authorization", "Bearer s3cr3t-value")
+	req.Header.Set("X-Functions-Key", "f-key-value")
 	req.Header.Set("Idempotency-Key", "order-7")
-	req.Header.Set("X-Debug", "retry with password=leaky")
+	req.Header.Set("X-Tenant", "acme; password=leaky")
 
-	h := redact.SafeHeader(req.Header)
+	h := redact.SafeHeader(req.Header, "X-Tenant")
 	fmt.Println(redact.SanitizeURL(req.URL))
 	fmt.Printf("Authorization: %q\n", h.Get("Authorization"))
+	fmt.Printf("X-Functions-Key: %q\n", h.Get("X-Functions-Key"))
 	fmt.Printf("Idempotency-Key: %q\n", h.Get("Idempotency-Key"))
-	fmt.Printf("X-Debug: %q\n", h.Get("X-Debug"))
+	fmt.Printf("X-Tenant: %q\n", h.Get("X-Tenant"))
 	// Output:
 	// https://api.example.com/v1/charges?api_key=[REDACTED]&page=2
 	// Authorization: ""
+	// X-Functions-Key: ""
 	// Idempotency-Key: "order-7"
-	// X-Debug: "retry with password=[REDACTED]"
+	// X-Tenant: "acme; password=[REDACTED]"
 }

@@ -3,6 +3,7 @@ package redact
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -44,6 +45,19 @@ func scrub(s string) string {
 	s = redactKeyValues(s)
 	s = redactTokens(s)
 	return s
+}
+
+// SanitizeBody returns a copy of a request or response body with what
+// Sanitize redacts and masks replaced the same way, all of it read and
+// nothing cut, for a dead-letter record that keeps a body. A body that is
+// not UTF-8 text gives nil: a binary body (protobuf, an image) can carry
+// secrets in no shape the rules know, so none of it is kept. It takes time
+// linear in len(b).
+func SanitizeBody(b []byte) []byte {
+	if !utf8.Valid(b) {
+		return nil
+	}
+	return []byte(scrub(string(b)))
 }
 
 // bound cuts valid UTF-8 s to maxMessage bytes at a rune boundary.
@@ -106,18 +120,23 @@ func redactParams(q string) string {
 	return b.String()
 }
 
-// SafeHeader returns a copy of h without credentials: Authorization,
-// Proxy-Authorization, Cookie, Set-Cookie, WWW-Authenticate,
-// Proxy-Authenticate and headers whose names look secret (X-Api-Key,
-// X-Auth-Token, ...) are left out, and the other values are passed through
-// Sanitize. Idempotency-Key is kept. It does not modify h. A nil h gives nil.
-func SafeHeader(h http.Header) http.Header {
+// SafeHeader returns a copy of h with only the headers known to carry no
+// credential, their values passed through Sanitize: the standard content
+// and conditional headers (Accept, Content-Type, If-None-Match, Range,
+// ...), User-Agent, Idempotency-Key, Retry-Attempt, trace context, request
+// ids, and on responses Retry-After, RateLimit, ETag and the like (the list
+// is safeHeaders in the source). Every other header is left out, whatever
+// its name: Authorization and cookies, and also X-Functions-Key,
+// Ocp-Apim-Subscription-Key and the custom headers no list of secret names
+// could foresee. keep names more headers to keep (compared without case),
+// their values sanitized too. It does not modify h. A nil h gives nil.
+func SafeHeader(h http.Header, keep ...string) http.Header {
 	if h == nil {
 		return nil
 	}
-	out := make(http.Header, len(h))
+	out := make(http.Header, min(len(h), len(safeHeaders)+len(keep)))
 	for name, vals := range h {
-		if secretHeader(name) {
+		if !safeHeaders[http.CanonicalHeaderKey(name)] && !slices.ContainsFunc(keep, func(k string) bool { return strings.EqualFold(k, name) }) {
 			continue
 		}
 		vs := make([]string, len(vals))
@@ -129,24 +148,36 @@ func SafeHeader(h http.Header) http.Header {
 	return out
 }
 
-func secretHeader(name string) bool {
-	switch strings.ToLower(name) {
-	case "authorization", "proxy-authorization", "cookie", "set-cookie", "www-authenticate", "proxy-authenticate":
-		return true
-	}
-	return secretKey(name)
+// safeHeaders are the headers SafeHeader keeps, canonical: none carries a
+// credential by its definition.
+var safeHeaders = map[string]bool{
+	// Content and representation.
+	"Accept": true, "Accept-Charset": true, "Accept-Encoding": true, "Accept-Language": true,
+	"Content-Encoding": true, "Content-Language": true, "Content-Length": true, "Content-Type": true,
+	"Content-Range": true, "Content-Disposition": true,
+	// Conditions, ranges and caching.
+	"If-Match": true, "If-None-Match": true, "If-Modified-Since": true, "If-Unmodified-Since": true,
+	"If-Range": true, "Range": true, "Cache-Control": true, "Pragma": true, "Expect": true, "Prefer": true,
+	"Etag": true, "Last-Modified": true, "Expires": true, "Age": true, "Vary": true, "Allow": true,
+	// The request and its retries.
+	"Date": true, "Host": true, "User-Agent": true, "Te": true, "Max-Forwards": true, "Via": true,
+	"Idempotency-Key": true, "Retry-Attempt": true, "X-Envoy-Attempt-Count": true,
+	"X-Request-Id": true, "X-Correlation-Id": true, "Traceparent": true, "Tracestate": true,
+	// The server's answer on when to come back.
+	"Retry-After": true, "Ratelimit": true, "Ratelimit-Policy": true,
 }
 
 // secretSuffixes are the endings of key names whose values are secrets,
-// compared lowercase with '-', '_' and '.' removed.
+// compared lowercase with '-', '_' and '.' removed: "key" takes in api_key,
+// AccountKey, X-Functions-Key, subscription-key and app_key.
 var secretSuffixes = [...]string{
-	"password", "passwd", "pwd", "passphrase", "secret", "token", "apikey", "signature",
-	"credential", "credentials", "privatekey", "accesskey", "secretkey", "sessionid",
-	"authorization", "cookie", "auth",
+	"password", "passwords", "passwd", "pwd", "passphrase", "secret", "secrets", "token", "tokens",
+	"key", "keys", "signature", "credential", "credentials", "sessionid", "authorization", "cookie",
+	"cookies", "auth",
 }
 
 // secretNames are key names whose values are secrets, compared as above.
-var secretNames = [...]string{"key", "sig", "pass", "session", "sid", "jwt", "otp", "pin", "xamzcredential"}
+var secretNames = [...]string{"sig", "pass", "session", "sid", "jwt", "otp", "pin"}
 
 // secretKey reports whether a key of a query string, connection string or
 // JSON object names a secret.

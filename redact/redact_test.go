@@ -3,6 +3,7 @@ package redact_test
 import (
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -51,6 +52,22 @@ var secretShapes = []struct {
 	{name: "stripe key", msg: "stripe: sk_live_4eC39HqLyjWDarjtT1zdp7dc invalid", secret: "sk_live_4eC39HqLyjWDarjtT1zdp7dc", keep: "invalid"},
 	{name: "google api key", msg: "maps?key=AIzaSyD-abcdefghijklmnopqrstuvwx", secret: "AIzaSyD-abcdefghijklmnopqrstuvwx", keep: "maps"},
 	{name: "secret yaml-ish", msg: "config error: secret: hush-hush-value", secret: "hush-hush-value", keep: "config error"},
+	// A password may hold the sub-delims unescaped (RFC 3986, 3.2.1).
+	{name: "url password with equals", msg: "GET https://svc:pa=ss@api.example.com/v1 failed", secret: "svc:pa", keep: "api.example.com/v1"},
+	{name: "url password with ampersand", msg: "GET https://svc:p&ss;w,rd@api.example.com/v1 failed", secret: "p&ss", keep: "api.example.com/v1"},
+	{name: "url password with quote and at", msg: "dial redis://:it's@me@cache:6379 refused", secret: "it's", keep: "cache:6379"},
+	// Names ending in "key".
+	{name: "connection string AccountKey", msg: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=bXlTZWNyZXRLZXk=;EndpointSuffix=core.windows.net", secret: "bXlTZWNyZXRLZXk", keep: "AccountName=acct"},
+	{name: "app_key query", msg: "GET /v1/metrics?app_key=appk3yvalue&from=1: 403", secret: "appk3yvalue", keep: "from=1"},
+	{name: "subscription-key query", msg: "GET /api?subscription-key=subk3yvalue: 401", secret: "subk3yvalue", keep: "/api?subscription-key="},
+	// Spaces around the sign.
+	{name: "password with spaces", msg: "login failed: password = hunter2 for user al", secret: "hunter2", keep: "for user al"},
+	{name: "key with spaces and colon", msg: "config api_key : k3yv4lue loaded", secret: "k3yv4lue", keep: "config"},
+	// Header lines whose names end in "key", to the end of the line.
+	{name: "x-functions-key header", msg: "sent X-Functions-Key: fnk3yvalue\nHost: x", secret: "fnk3yvalue", keep: "Host: x"},
+	{name: "dd-application-key header", msg: "Dd-Application-Key: ddappk3y", secret: "ddappk3y", keep: "Dd-Application-Key"},
+	{name: "ocp-apim-subscription-key header", msg: "Ocp-Apim-Subscription-Key: part1 part2\nnext", secret: "part2", keep: "next"},
+	{name: "x-master-key header", msg: "headers: X-Master-Key: mk3yvalue", secret: "mk3yvalue", keep: "headers"},
 }
 
 func TestSanitize(t *testing.T) {
@@ -76,6 +93,8 @@ func TestSanitize(t *testing.T) {
 			"context deadline exceeded",
 			"token expired",
 			"read tcp 10.0.0.1:443->10.0.0.2:5555: i/o timeout",
+			"dial tcp: lookup api.example.com: no such host",
+			"GET http://[::1]:8080/v1/items?page=2: 503",
 		} {
 			if got := redact.Sanitize(msg); got != msg {
 				t.Errorf("Sanitize(%q) = %q", msg, got)
@@ -119,28 +138,47 @@ func TestSanitizeURL(t *testing.T) {
 
 func TestSafeHeader(t *testing.T) {
 	h := http.Header{
-		"Authorization":       {"Bearer s3cr3t-value"},
-		"Proxy-Authorization": {"Basic abc"},
-		"Cookie":              {"sid=1"},
-		"X-Api-Key":           {"k3y"},
-		"X-Auth-Token":        {"t0k"},
-		"Idempotency-Key":     {"idem-1"},
-		"Content-Type":        {"application/json"},
-		"X-Debug":             {"password=leaky"},
+		"Authorization":             {"Bearer s3cr3t-value"},
+		"Proxy-Authorization":       {"Basic abc"},
+		"Cookie":                    {"sid=1"},
+		"X-Api-Key":                 {"k3y"},
+		"X-Auth-Token":              {"t0k"},
+		"X-Functions-Key":           {"fnk3y"},
+		"Dd-Application-Key":        {"ddk3y"},
+		"Ocp-Apim-Subscription-Key": {"apimk3y"},
+		"X-Master-Key":              {"mk3y"},
+		"X-Debug":                   {"password=leaky"},
+		"X-Tenant":                  {"acme password=leaky"},
+		"Idempotency-Key":           {"idem-1"},
+		"Content-Type":              {"application/json"},
+		"Accept":                    {"text/plain; token=leaky"},
 	}
-	got := redact.SafeHeader(h)
-	for _, name := range []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "X-Auth-Token"} {
-		if _, ok := got[name]; ok {
-			t.Errorf("%s kept", name)
-		}
+	tests := []struct {
+		name string
+		keep []string
+		want http.Header
+	}{
+		{name: "safe headers only", want: http.Header{
+			"Idempotency-Key": {"idem-1"},
+			"Content-Type":    {"application/json"},
+			"Accept":          {"text/plain; token=[REDACTED]"},
+		}},
+		{name: "and those named, without case", keep: []string{"x-tenant", "X-Missing"}, want: http.Header{
+			"Idempotency-Key": {"idem-1"},
+			"Content-Type":    {"application/json"},
+			"Accept":          {"text/plain; token=[REDACTED]"},
+			"X-Tenant":        {"acme password=[REDACTED]"},
+		}},
 	}
-	if got.Get("Idempotency-Key") != "idem-1" || got.Get("Content-Type") != "application/json" {
-		t.Errorf("safe headers lost: %v", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := redact.SafeHeader(h, tt.keep...)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("SafeHeader = %v, want %v", got, tt.want)
+			}
+		})
 	}
-	if v := got.Get("X-Debug"); strings.Contains(v, "leaky") {
-		t.Errorf("X-Debug = %q", v)
-	}
-	if h.Get("Authorization") == "" {
+	if h.Get("Authorization") == "" || h.Get("X-Debug") != "password=leaky" {
 		t.Error("SafeHeader changed its argument")
 	}
 	if redact.SafeHeader(nil) != nil {
@@ -148,24 +186,145 @@ func TestSafeHeader(t *testing.T) {
 	}
 }
 
+func TestSanitizeBody(t *testing.T) {
+	long := strings.Repeat("x", 4<<10)
+	tests := []struct {
+		name string
+		body []byte
+		want []byte
+	}{
+		{name: "form", body: []byte("grant_type=client_credentials&client_secret=shhh&scope=a"), want: []byte("grant_type=client_credentials&client_secret=[REDACTED]&scope=a")},
+		{name: "json", body: []byte(`{"user":"al","password":"js0nSecret","note":"` + long + `"}`), want: []byte(`{"user":"al","password":"[REDACTED]","note":"` + long + `"}`)},
+		{name: "nothing secret", body: []byte("hello"), want: []byte("hello")},
+		{name: "binary", body: []byte{0x0a, 0x05, 0xff, 0xfe, 's', 'e', 'c'}, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := redact.SanitizeBody(tt.body); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("SanitizeBody(%.60q) = %.60q, want %.60q", tt.body, got, tt.want)
+			}
+		})
+	}
+}
+
+// userinfoBytes are the bytes a URL's password may hold unescaped (RFC
+// 3986, 3.2.1), with '@', which parsers take up to the last one.
+const userinfoBytes = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:%@"
+
+// only reports whether s is made of the bytes of set alone.
+func only(s, set string) bool {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(set, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Secrets planted after any text, in any of the shapes the sanitizer
+// knows, never survive it: a password value, a URL password of any legal
+// bytes, a header line and a key = value pair under any name that ends in
+// a secret word.
 func FuzzSanitize(f *testing.F) {
 	for _, tt := range secretShapes {
-		f.Add(tt.msg, tt.secret)
+		f.Add(tt.msg, tt.secret, "X-Functions-")
 	}
-	f.Add("a@b.c@d.e:f@g", "x")
-	f.Add("password=\"unterminated", "y")
-	f.Fuzz(func(t *testing.T, msg, secret string) {
+	f.Add("a@b.c@d.e:f@g", "x", "")
+	f.Add("password=\"unterminated", "y", "Dd-Application")
+	f.Add(`token="[REDACTED]`, "pa=ss&w0rd", "Ocp-Apim-Subscription-")
+	f.Fuzz(func(t *testing.T, msg, secret, prefix string) {
 		got := redact.Sanitize(msg)
 		if len(got) > maxMessage || !utf8.ValidString(got) {
 			t.Fatalf("Sanitize(%q) = %q: len %d, valid %v", msg, got, len(got), utf8.ValidString(got))
 		}
-		// A secret planted as a password value never survives.
-		if len(secret) < 4 || strings.ContainsAny(secret, "&;, \t\r\n\"'`)]}<>\\") || !utf8.ValidString(secret) {
+		// Short secrets, or text the output holds anyway, prove nothing;
+		// a message near the bound would cut the planted secret off.
+		if len(secret) < 4 || len(msg) > 512 || !utf8.ValidString(secret) || strings.Contains(msg, secret) ||
+			strings.Contains("[REDACTED]***...(truncated)", secret) {
 			return
 		}
-		planted := redact.Sanitize(msg + " password=" + secret)
-		if strings.Contains(planted, "password="+secret) {
-			t.Fatalf("planted secret %q survived in %q", secret, planted)
+		word := strings.ContainsAny(secret, "&;, \t\r\n\"'`)]}<>\\[{(=:@%")
+		if !word {
+			planted := redact.Sanitize(msg + " password=" + secret)
+			if strings.Contains(planted, "password="+secret) {
+				t.Fatalf("planted secret %q survived in %q", secret, planted)
+			}
+			for _, end := range []string{"Key", "-key", "_KEY", "Token", "secret", "-Auth"} {
+				name := prefix + end
+				if !only(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") || strings.Contains(msg+name, secret) {
+					continue
+				}
+				for _, shape := range []string{"\n" + name + ": " + secret + " more", " " + name + " = " + secret, " " + name + "=" + secret} {
+					if planted := redact.Sanitize(msg + shape); strings.Contains(planted, secret) {
+						t.Fatalf("secret %q planted as %q survived in %q", secret, shape, planted)
+					}
+				}
+			}
+		}
+		if only(secret, userinfoBytes) && !strings.Contains(msg, "fuzzuser") {
+			planted := redact.Sanitize(msg + " https://fuzzuser:" + secret + "@host.example/v1")
+			if strings.Contains(planted, "fuzzuser") || strings.Contains(planted, secret[len(secret)-4:]+"@host.example") {
+				t.Fatalf("URL password %q survived in %q", secret, planted)
+			}
+		}
+	})
+}
+
+// The URL SanitizeURL returns keeps no userinfo and no value of a secret
+// parameter, whatever the URL.
+func FuzzSanitizeURL(f *testing.F) {
+	f.Add("https://bob:pa=ss&w0rd@api.example.com/v1?api_key=abcd&page=2#access_token=zz9&state=s")
+	f.Add("https://api.example.com/users/alice@example.com")
+	f.Add("redis://:it's@me@cache:6379/0")
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		before := u.String()
+		got := redact.SanitizeURL(u)
+		if u.String() != before {
+			t.Fatalf("SanitizeURL changed its argument from %q to %q", before, u)
+		}
+		if len(got) > maxMessage || !utf8.ValidString(got) {
+			t.Fatalf("SanitizeURL(%q) = %q: len %d, valid %v", raw, got, len(got), utf8.ValidString(got))
+		}
+		if p, ok := u.User.Password(); ok && len(p) >= 4 && !strings.Contains(u.Host+u.Path+u.RawQuery+u.Fragment, p) &&
+			!strings.Contains("[REDACTED]***...(truncated)", p) && strings.Contains(got, p) {
+			t.Fatalf("SanitizeURL(%q) = %q keeps the password %q", raw, got, p)
+		}
+		for _, part := range []string{u.RawQuery, u.Fragment} {
+			for kv := range strings.SplitSeq(part, "&") {
+				k, v, _ := strings.Cut(kv, "=")
+				if k == "api_key" && len(v) >= 4 && !strings.ContainsAny(v, "%+#") && strings.Count(raw, v) == 1 && strings.Contains(got, "api_key="+v) {
+					t.Fatalf("SanitizeURL(%q) = %q keeps api_key=%q", raw, got, v)
+				}
+			}
+		}
+	})
+}
+
+// SafeHeader keeps no header outside the safe list and those named, and
+// sanitizes what it keeps, whatever the names and values.
+func FuzzSafeHeader(f *testing.F) {
+	f.Add("X-Functions-Key", "fnk3yvalue", "X-Tenant")
+	f.Add("Accept", "text/plain; token=leaky", "")
+	f.Add("x-tenant", "password=leaky", "X-TENANT")
+	f.Fuzz(func(t *testing.T, name, value, keep string) {
+		h := http.Header{name: {value}, "Authorization": {value}, "X-Unlisted": {value}}
+		got := redact.SafeHeader(h, keep)
+		for k, vs := range got {
+			if strings.EqualFold(k, "Authorization") && !strings.EqualFold(keep, "Authorization") || strings.EqualFold(k, "X-Unlisted") && !strings.EqualFold(keep, k) {
+				t.Fatalf("SafeHeader kept %s", k)
+			}
+			for _, v := range vs {
+				if v != redact.Sanitize(value) {
+					t.Fatalf("SafeHeader kept %s: %q, want %q", k, v, redact.Sanitize(value))
+				}
+			}
+		}
+		if len(h) != 3 && name != "Authorization" && name != "X-Unlisted" {
+			t.Fatalf("SafeHeader changed its argument: %v", h)
 		}
 	})
 }

@@ -206,10 +206,11 @@ func redactSchemes(s string) string {
 }
 
 // authorityEnd reports whether c ends the authority of a URL (RFC 3986,
-// 3.2), or the URL itself in running text.
+// 3.2), or the URL itself in running text: a character a URL cannot hold
+// unescaped. The sub-delims a password may hold (!$&'()*+,;=) do not.
 func authorityEnd(c byte) bool {
 	switch c {
-	case '/', '?', '#', '\\', ' ', '\t', '\r', '\n', '"', '\'', '<', '>', '`':
+	case '/', '?', '#', '\\', ' ', '\t', '\r', '\n', '"', '<', '>', '`':
 		return true
 	}
 	return false
