@@ -56,6 +56,9 @@ var secretShapes = []struct {
 	{name: "url password with equals", msg: "GET https://svc:pa=ss@api.example.com/v1 failed", secret: "svc:pa", keep: "api.example.com/v1"},
 	{name: "url password with ampersand", msg: "GET https://svc:p&ss;w,rd@api.example.com/v1 failed", secret: "p&ss", keep: "api.example.com/v1"},
 	{name: "url password with quote and at", msg: "dial redis://:it's@me@cache:6379 refused", secret: "it's", keep: "cache:6379"},
+	{name: "dsn password with equals", msg: "open svc:EqPw71kq=tail@tcp(db:3306)/shop: denied", secret: "EqPw71kq", keep: "tcp(db:3306)/shop"},
+	{name: "dsn after a key", msg: "config dsn=app:my5qlpass@tcp(db:3306)/shop invalid", secret: "my5qlpass", keep: "config dsn="},
+	{name: "email after a key", msg: "user email=alice.smith@example.com not found", secret: "alice.smith", keep: "email=a***@example.com"},
 	// Names ending in "key".
 	{name: "connection string AccountKey", msg: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=bXlTZWNyZXRLZXk=;EndpointSuffix=core.windows.net", secret: "bXlTZWNyZXRLZXk", keep: "AccountName=acct"},
 	{name: "app_key query", msg: "GET /v1/metrics?app_key=appk3yvalue&from=1: 403", secret: "appk3yvalue", keep: "from=1"},

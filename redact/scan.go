@@ -245,22 +245,24 @@ func redactUserinfo(s string) string {
 // tokenBoundary reports whether c ends a token when scanning back from '@'.
 func tokenBoundary(c byte) bool {
 	switch c {
-	case ' ', '\t', '\r', '\n', '"', '\'', '(', '<', '[', '{', ',', '=', '`', '>':
+	case ' ', '\t', '\r', '\n', '"', '\'', '(', '<', '[', '{', ',', '`', '>':
 		return true
 	}
 	return false
 }
 
 // redactAt handles every '@' outside a URL's authority (redactUserinfo has
-// done those): DSN credentials before it (user:pass@tcp(host), or
-// scott/tiger@host) are redacted, and email addresses masked. It reads s
-// once, keeping what it needs of the token before each '@' (where it
-// starts, where its last "://", path separator and ':' or '/' are) as it
-// goes, so that no '@' sends it back over what it read.
+// done those): DSN credentials before it (user:pass@tcp(host),
+// dsn=scott/tiger@host, and a password holding '=') are redacted, and
+// email addresses masked. It reads s once, keeping what it needs of the
+// token before each '@' (where it starts, where its last "://", '=', path
+// separator and ':' or '/' are) as it goes, so that no '@' sends it back
+// over what it read.
 func redactAt(s string) string {
 	r := redactor{s: s}
 	tok := 0    // the start of the token at i: just past the last boundary
 	scheme := 0 // just past the last "://"; 0 for none
+	eq := -1    // the last '='
 	cut := -1   // the last '/', '?', '#', '&' or '=': a URL's path, query or fragment goes on after it
 	sep := -1   // the last ':' or '/'
 	for i := 0; i < len(s); i++ {
@@ -276,7 +278,7 @@ func redactAt(s string) string {
 				sep = i
 			}
 			if c == '=' {
-				tok = i + 1
+				eq = i
 			}
 			continue
 		case '@':
@@ -296,18 +298,21 @@ func redactAt(s string) string {
 			// separator.
 			start = max(scheme, cut+1)
 		}
-		info := s[start:i]
+		word := max(start, eq+1) // after a key= in front of it
 		switch {
-		case info == "":
-		case sep >= start:
+		case word < i && sep >= word:
 			// A DSN's user:password or user/password.
+			r.replace(word, i, Redacted)
+		case sep >= start:
+			// user:pass=word: a password that holds '='.
 			r.replace(start, i, Redacted)
-		case emailDomain(s[i+1:]):
+		case word < i && emailDomain(s[i+1:]):
+			info := s[word:i]
 			if strings.HasSuffix(info, "***") && len(info) <= 4 {
 				continue
 			}
 			_, size := utf8.DecodeRuneInString(info)
-			r.replace(start+size, i, "***")
+			r.replace(word+size, i, "***")
 		}
 	}
 	return r.String()
