@@ -161,38 +161,53 @@ func (a *alerts) admit(key, typ, msg string, now time.Time, window time.Duration
 // record is the dead-letter payload of the request: enough to send it again
 // through the caller's own client, which re-applies credentials.
 func (rt *roundTrip) record() any {
-	req := rt.req
+	req, h := rt.req, rt.t.cfg.http
 	r := &RequestRecord{
 		Method: methodOf(req),
 		URL:    redact.SanitizeURL(req.URL),
-		Header: redact.SafeHeader(req.Header),
+		Header: redact.SafeHeader(req.Header, h.RecordHeaders...),
+	}
+	if r.Header == nil { // a request built by hand may have no header
+		r.Header = make(http.Header, 1)
 	}
 	if rt.idemKey != "" {
 		r.Header.Set("Idempotency-Key", rt.idemKey)
 	}
+	if !h.RecordBody {
+		return r
+	}
+	var body []byte
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
+		return r
 	case req.GetBody != nil:
 		if b, err := req.GetBody(); err == nil {
-			r.Body, r.BodyComplete = readUpTo(b, rt.t.maxReplay())
+			body, r.BodyComplete = readUpTo(b, rt.t.maxReplay())
 			b.Close()
 		}
 	case rt.body != nil:
-		r.Body, r.BodyComplete = rt.body.snapshot()
+		body, r.BodyComplete = rt.body.snapshot()
+	}
+	if r.Body = redact.SanitizeBody(body); r.Body == nil {
+		r.BodyComplete = false // a binary body is not kept
 	}
 	return r
 }
 
 // RequestRecord is the Payload of a Transport's dead-letter record: the
-// request without its credentials. Authorization, cookies and other secret
-// headers are left out (see redact.SafeHeader), so replaying it through the
-// caller's own client re-applies them.
+// request without its credentials. Its header keeps only the headers
+// known to carry none (see redact.SafeHeader) and those HTTP.RecordHeaders
+// names, so replaying it through the caller's own client re-applies
+// Authorization, cookies and API keys. It keeps no body unless
+// HTTP.RecordBody asks for one.
 type RequestRecord struct {
 	Method string
 	URL    string // without userinfo, secret query values redacted
 	Header http.Header
-	// Body is the request body when it could be kept (GetBody, or a body no
-	// longer than the replay limit); BodyComplete says it is whole.
+	// Body is the request body, with HTTP.RecordBody, when it could be
+	// kept (GetBody, or a body no longer than the replay limit) and is
+	// text: the values of secret keys in it replaced by redact.Redacted
+	// (see redact.SanitizeBody). BodyComplete says it is whole.
 	Body         []byte
 	BodyComplete bool
 }

@@ -72,10 +72,11 @@ func TestHTTPRefusesNothing(t *testing.T) {
 		body     string
 		complete bool
 	}{
-		{name: "default", http: retry.HTTP{}, body: body, complete: true},
-		{name: "MaxInt64 keeps any body", http: retry.HTTP{MaxReplayBytes: math.MaxInt64}, body: body, complete: true},
-		{name: "negative keeps nothing", http: retry.HTTP{MaxReplayBytes: math.MinInt64}, body: "", complete: false},
-		{name: "below the body keeps nothing", http: retry.HTTP{MaxReplayBytes: 4}, body: "", complete: false},
+		{name: "default keeps no body in the record", http: retry.HTTP{}, body: "", complete: false},
+		{name: "record body", http: retry.HTTP{RecordBody: true}, body: body, complete: true},
+		{name: "MaxInt64 keeps any body", http: retry.HTTP{MaxReplayBytes: math.MaxInt64, RecordBody: true}, body: body, complete: true},
+		{name: "negative keeps nothing", http: retry.HTTP{MaxReplayBytes: math.MinInt64, RecordBody: true}, body: "", complete: false},
+		{name: "below the body keeps nothing", http: retry.HTTP{MaxReplayBytes: 4, RecordBody: true}, body: "", complete: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

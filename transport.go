@@ -173,6 +173,17 @@ type HTTP struct {
 	// records, and breakers, limiters and budgets kept per key. Default:
 	// the request's host.
 	Key func(*http.Request) string
+	// RecordBody makes the Transport's dead-letter record keep the
+	// request's body (RequestRecord.Body) with the values of secret keys
+	// replaced (redact.SanitizeBody), so that it can be sent again. By
+	// default a record keeps no body: a body may carry a credential
+	// (client_secret=..., a password field) in no shape the sanitizer
+	// knows.
+	RecordBody bool
+	// RecordHeaders names headers the dead-letter record keeps beyond
+	// those known to carry no credential (see redact.SafeHeader), their
+	// values sanitized, such as a tenant header a replay needs.
+	RecordHeaders []string
 }
 
 // WithHTTP sets the Transport's own settings, in place of those before it.

@@ -655,7 +655,7 @@ func TestTransportEvents(t *testing.T) {
 	srv := newScripted(t, step{status: 503}, step{status: 503})
 	var evs []retry.Event
 	var records []retry.Event
-	tr := retry.NewTransport(newBase(t), fast(2),
+	tr := retry.NewTransport(newBase(t), fast(2), retry.WithHTTP(retry.HTTP{RecordBody: true}),
 		retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}, OnExhaustion: retry.ExhaustDeadLetter}),
 		retry.OnFailure(func(ev retry.Event) { evs = append(evs, ev) }),
 		retry.WithDeadLetter(retry.DeadLetters{Sink: func(_ context.Context, ev retry.Event) error { records = append(records, ev); return nil }}))

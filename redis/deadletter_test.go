@@ -47,7 +47,8 @@ func TestDeadLetters(t *testing.T) {
 		retry.WithDeadLetter(retry.DeadLetters{Sink: dl.Sink}),
 		retry.WithBudget(retry.Budget{Off: true}),
 	)
-	client := &http.Client{Transport: retry.NewTransport(srv.Client().Transport, r)}
+	// The replay below sends the body again: the record must keep it.
+	client := &http.Client{Transport: retry.NewTransport(srv.Client().Transport, r, retry.WithHTTP(retry.HTTP{RecordBody: true}))}
 	ctx := t.Context()
 	for _, body := range []string{`{"order":1}`, `{"order":2}`} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/orders?token=secret", strings.NewReader(body))
