@@ -84,7 +84,10 @@
 //
 // Each call runs under a Retrier derived from the one given, sharing its
 // state, with the connection's target as its key (retry.WithKey), or the
-// target and the method with PerMethod. The breaker, the budget and a
+// target and the method with PerMethod. The key is what events, logs,
+// Stats, dead letters and metrics show, so the target goes into it
+// without the credentials it may carry, as redact.SanitizeURL renders a
+// URL (dns://user:pass@host/name becomes dns://host/name). The breaker, the budget and a
 // per-key rate limiter of the Retrier thus keep one state per target when
 // they are configured per key (retry.Breaker.PerKey, retry.Budget.PerKey),
 // and one in all otherwise. A breaker open on a target holds the call

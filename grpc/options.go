@@ -2,10 +2,12 @@ package grpc
 
 import (
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/redact"
 	"google.golang.org/grpc/codes"
 )
 
@@ -158,7 +160,7 @@ func (c *config) add(k key) *keyedRetrier {
 	if e, ok := old[k]; ok {
 		return e
 	}
-	e := &keyedRetrier{k: k, r: retry.New(c.r, retry.WithKey(k.target+k.method))}
+	e := &keyedRetrier{k: k, r: retry.New(c.r, retry.WithKey(safeTarget(k.target)+k.method))}
 	_, e.hedges = e.r.Hedge()
 	if len(old) >= maxKeys {
 		return e
@@ -170,4 +172,17 @@ func (c *config) add(k key) *keyedRetrier {
 	m[k] = e
 	c.keyed.Store(&m)
 	return e
+}
+
+// safeTarget returns a dial target as the key of events, logs, Stats, dead
+// letters and metrics show it: without the credentials it may carry (a
+// resolver's userinfo, dns://user:pass@host/name; a token in an endpoint,
+// passthrough:///user:pass@host:443 or host?token=...), as
+// redact.SanitizeURL renders a URL. A target that does not parse as a URL
+// goes through redact.Sanitize.
+func safeTarget(target string) string {
+	if u, err := url.Parse(target); err == nil {
+		return redact.SanitizeURL(u)
+	}
+	return redact.Sanitize(target)
 }
