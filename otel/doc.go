@@ -36,6 +36,15 @@
 //
 // error.type is the engine's type of the failure (retry.TypeOf), such as
 // http.5xx.503 or net.connection_reset; retry.reason is retry.Reason's name.
+// Each value of an attribute is a time series a backend keeps, so
+// error.type takes its values from a bounded set, whatever a server sends:
+// the HTTP types of the statuses 100 to 599 and the types of gRPC's 17
+// codes are kept, a gRPC code outside them (grpc.code_<n>) or any other
+// HTTP status is "_OTHER" (the conventions' fallback), and the other types
+// (an error's own ErrorType among them) are kept up to 64 distinct values
+// per Metrics, Transport or Func, in the order seen, "_OTHER" after.
+// retry.key takes the keys of Stats, which the Retrier bounds (1,024 per
+// kind of state).
 // The attributes given to NewMetrics are added to every measurement.
 //
 // # Traces

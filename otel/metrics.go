@@ -35,6 +35,7 @@ type Metrics struct {
 	attrs  []attribute.KeyValue
 	delay  metric.Float64Histogram
 	giveUp metric.Int64Counter
+	types  errorTypes // bounds the values of error.type
 }
 
 // NewMetrics creates the instruments on mp's meter for ScopeName; attrs are
@@ -64,11 +65,11 @@ func (m *Metrics) Option() retry.Option {
 	return retry.Options(
 		retry.OnRetry(func(ev retry.Event) {
 			m.delay.Record(context.Background(), ev.Delay.Seconds(),
-				metric.WithAttributes(m.with(semconv.ErrorTypeKey.String(ev.Type))...))
+				metric.WithAttributes(m.with(semconv.ErrorTypeKey.String(m.types.bound(ev.Type)))...))
 		}),
 		retry.OnGiveUp(func(ev retry.Event) {
 			m.giveUp.Add(context.Background(), 1, metric.WithAttributes(m.with(
-				AttrReason.String(ev.Reason.String()), semconv.ErrorTypeKey.String(ev.Type))...))
+				AttrReason.String(ev.Reason.String()), semconv.ErrorTypeKey.String(m.types.bound(ev.Type)))...))
 		}),
 	)
 }
