@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/steadyhq/retry"
@@ -155,7 +157,7 @@ and 1 for any other failure, such as an interrupt.
 			opts := []retry.Option{retry.WithPolicy(p), retry.WithBudget(retry.Budget{Off: true}),
 				retry.OnFailure(func(ev retry.Event) {
 					// The line has the prefix; the core's own errors repeat it.
-					msg := strings.TrimPrefix(ev.Message, "retry: ")
+					msg := printable(strings.TrimPrefix(ev.Message, "retry: "))
 					if ev.Reason == "" {
 						fmt.Fprintf(e.stderr, "retry: attempt %d: %s (%s); next attempt in %s\n", ev.Attempt, msg, ev.Type, human(ev.Delay))
 					} else {
@@ -184,10 +186,10 @@ and 1 for any other failure, such as an interrupt.
 			attempts := r.Stats().Attempts
 			if err != nil {
 				return &exitStatus{code: noResponseStatus(err),
-					err: fmt.Errorf("%s %s: %s", method, redact.SanitizeURL(u), strings.TrimPrefix(unwrapURL(err).Error(), "retry: "))}
+					err: fmt.Errorf("%s %s: %s", method, redact.SanitizeURL(u), printable(strings.TrimPrefix(unwrapURL(err).Error(), "retry: ")))}
 			}
 			defer resp.Body.Close()
-			fmt.Fprintf(e.stderr, "retry: %s %s after %d %s in %s\n", resp.Proto, resp.Status, attempts,
+			fmt.Fprintf(e.stderr, "retry: %s %s after %d %s in %s\n", printable(resp.Proto), printable(resp.Status), attempts,
 				plural(int(attempts), "attempt", "attempts"), human(time.Since(start)))
 			out := e.stdout
 			if output != "" && output != "-" {
@@ -199,8 +201,14 @@ and 1 for any other failure, such as an interrupt.
 				out = f
 			}
 			if include {
-				fmt.Fprintf(out, "%s %s\r\n", resp.Proto, resp.Status)
-				resp.Header.Write(out)
+				fmt.Fprintf(out, "%s %s\r\n", printable(resp.Proto), printable(resp.Status))
+				shown := make(http.Header, len(resp.Header))
+				for name, vs := range resp.Header {
+					for _, v := range vs {
+						shown[printable(name)] = append(shown[printable(name)], printable(v))
+					}
+				}
+				shown.Write(out)
 				fmt.Fprint(out, "\r\n")
 			}
 			if _, err := io.Copy(out, resp.Body); err != nil {
@@ -336,4 +344,34 @@ func validHeaderValue(s string) bool {
 		}
 	}
 	return true
+}
+
+// printable returns text a server sent (a status line, a header, an error
+// that quotes it) fit for a terminal: each control character (C0, DEL and
+// C1: ESC starts the sequences that move the cursor, retitle the window or
+// rewrite what was printed) is written as \x and its code in hex, each
+// bidirectional control (which reorders what is shown) as \u and its
+// code, and invalid UTF-8 as U+FFFD. Tabs are kept.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unprintable) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case !unprintable(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// unprintable reports whether r is a control character other than a tab,
+// or a bidirectional control.
+func unprintable(r rune) bool {
+	return r != '\t' && unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // scripted answers each request with the next status of a script (the last
@@ -288,5 +289,53 @@ func TestGetUsage(t *testing.T) {
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: status %d, stderr %q, want one line with %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// TestGetPrintsNoControlCharacters: what a server sends (the reason
+// phrase, header names and values, the text of an error that quotes it)
+// reaches the terminal with its control characters written out, so that
+// no escape sequence a server chose runs in the user's terminal.
+func TestGetPrintsNoControlCharacters(t *testing.T) {
+	// net/http takes any byte but CR and LF in a reason phrase, and bytes
+	// from 0x80 in a header's value: C1 controls and bidirectional ones
+	// written in UTF-8.
+	const evil, evilHeader = "\x1b]0;pwned\x07\x1b[2J\u202e\u009b31m", "\u202e\u009b31m"
+	answer := func(status string) string {
+		return rawServer(t, func(c net.Conn) {
+			readRequest(c)
+			io.WriteString(c, "HTTP/1.1 "+status+"\r\nX-Note: a"+evilHeader+"b\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+			c.Close()
+		})
+	}
+	cases := []struct {
+		name string
+		args []string
+		url  string
+		code int
+	}{
+		{name: "reason phrase", url: "http://" + answer("200 OK"+evil) + "/", code: 0},
+		{name: "reason phrase and headers with --include", args: []string{"-i"}, url: "http://" + answer("200 OK"+evil) + "/", code: 0},
+		{name: "retried status", args: []string{"--attempts", "2", "--initial", "1ms"}, url: "http://" + answer("503 Busy"+evil) + "/", code: 0},
+		{name: "malformed status line", args: []string{"--attempts", "1"}, url: "http://" + answer("2"+evil+"00 OK") + "/", code: exitFailure},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, "", append(append([]string{"get"}, c.args...), c.url)...)
+			if code != c.code {
+				t.Errorf("status %d, want %d; stderr %q", code, c.code, stderr)
+			}
+			for name, out := range map[string]string{"stdout": stdout, "stderr": stderr} {
+				for _, r := range out {
+					if r != '\n' && r != '\r' && r != '\t' && unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+						t.Errorf("%s holds the control character %U: %q", name, r, out)
+						break
+					}
+				}
+			}
+			if !strings.Contains(stdout+stderr, `\x1b`) || c.code == 0 && !strings.Contains(stderr, `\u202e\x9b31m`) {
+				t.Errorf("the server's controls are not written out:\nstdout %q\nstderr %q", stdout, stderr)
+			}
+		})
 	}
 }
