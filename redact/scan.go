@@ -183,7 +183,8 @@ var authSchemes = [...]string{"bearer", "basic", "token", "digest", "negotiate"}
 func redactSchemes(s string) string {
 	r := redactor{s: s}
 	for i := 0; i < len(s); i++ {
-		if s[i] != ' ' || i == 0 {
+		// A scheme's name ends in a letter.
+		if s[i] != ' ' || i == 0 || s[i-1]|0x20 < 'a' || s[i-1]|0x20 > 'z' {
 			continue
 		}
 		word := wordBefore(s, i, authSchemes[:])
