@@ -25,7 +25,8 @@ import (
 // admitted, handled under retry.WithInboundAttempt(ctx, k+1), so that the
 // interceptors and calls of package retry inside the handler make one
 // attempt. A malformed value counts as absent (see shed.ParseAttempt).
-// The quota's key is the host part of the peer's address.
+// The client, for the quota and the client's share of the permits
+// (shed.Options.ClientShare), is the host part of the peer's address.
 //
 // A shed RPC ends with UNAVAILABLE (overload) or RESOURCE_EXHAUSTED (a
 // client over its quota), the message of the shed.Refusal, and the
@@ -37,7 +38,7 @@ import (
 func UnaryServerInterceptor(s *shed.Shedder) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		n := inboundAttempt(ctx)
-		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: quotaKey(ctx, s)})
+		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: clientKey(ctx, s)})
 		if no != nil {
 			return nil, refused(ctx, no, func(md metadata.MD) { grpc.SetTrailer(ctx, md) })
 		}
@@ -54,7 +55,7 @@ func StreamServerInterceptor(s *shed.Shedder) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
 		n := inboundAttempt(ctx)
-		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: quotaKey(ctx, s)})
+		t, no := s.Admit(ctx, shed.Request{Attempt: n, Key: clientKey(ctx, s)})
 		if no != nil {
 			return refused(ctx, no, ss.SetTrailer)
 		}
@@ -87,10 +88,11 @@ func inboundAttempt(ctx context.Context) int {
 	return 0
 }
 
-// quotaKey returns the RPC's key for s's quota, the host part of the
-// peer's address: "" when s has no quota, which needs no key.
-func quotaKey(ctx context.Context, s *shed.Shedder) string {
-	if s.Options().Quota.Limit == 0 {
+// clientKey returns the RPC's client for s, the host part of the peer's
+// address: "" when s has neither a quota nor a client share, which need
+// none (a nil or zero Shedder's Options have a ClientShare of 0).
+func clientKey(ctx context.Context, s *shed.Shedder) string {
+	if o := s.Options(); o.Quota.Limit == 0 && (o.ClientShare == 0 || o.ClientShare >= 1) {
 		return ""
 	}
 	return peerHost(ctx)

@@ -422,7 +422,8 @@ func TestLongStreamsTakePermits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := shed.Options{Initial: 2, Min: 2, Max: 2}
+			// One client holds both permits: no share bounds it.
+			opts := shed.Options{Initial: 2, Min: 2, Max: 2, ClientShare: 1}
 			unary, err := shed.New(opts)
 			if err != nil {
 				t.Fatal(err)
@@ -466,5 +467,51 @@ func TestLongStreamsTakePermits(t *testing.T) {
 				t.Errorf("a Check with two watches open: %v, want %v", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestClientShareGRPC: one peer's RPCs hold at most its share of the
+// permits (three quarters of 4: 3); its next is shed with UNAVAILABLE and
+// a pushback, while the fourth permit stays free.
+func TestClientShareGRPC(t *testing.T) {
+	sh, err := shed.New(shed.Options{Initial: 4, Min: 4, Max: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, watching := make(chan struct{}), make(chan struct{}, 3)
+	defer close(release)
+	srv := &server{watch: func(stream grpc_health_v1.Health_WatchServer, _ int) error {
+		if err := sendN(stream, 1); err != nil {
+			return err
+		}
+		watching <- struct{}{}
+		select {
+		case <-release:
+		case <-stream.Context().Done():
+		}
+		return nil
+	}}
+	addr := listen(t, srv, grpc.UnaryInterceptor(retrygrpc.UnaryServerInterceptor(sh)),
+		grpc.StreamInterceptor(retrygrpc.StreamServerInterceptor(sh)))
+	c := plain(t, addr)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for range 3 {
+		w, err := c.Watch(ctx, check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		<-watching
+	}
+	var trailer metadata.MD
+	_, err = c.Check(t.Context(), check, grpc.Trailer(&trailer))
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "client share") || len(trailer[retrygrpc.PushbackKey]) != 1 {
+		t.Errorf("a fourth RPC of the peer: %v, pushback %v; want UNAVAILABLE for its share, with a pushback", err, trailer[retrygrpc.PushbackKey])
+	}
+	if st := sh.Stats(); st.InFlight != 3 || st.Shed[shed.ReasonClient] != 1 {
+		t.Errorf("Stats() = %+v, want 3 in flight, 1 shed for the client's share", st)
 	}
 }

@@ -15,8 +15,10 @@ type Request struct {
 	// Attempt is the caller's attempt number, one-based: 2 or more marks
 	// a retry; 0 and 1 a first attempt.
 	Attempt int
-	// Key names the client for the Quota; "" leaves the request out of
-	// the quota. Without a Quota it is ignored.
+	// Key names the client, for its Quota and its ClientShare (see
+	// Options.Client): an IP address names its client by its prefix
+	// (Options.IPv6Prefix), any other key is kept as a hash. "" leaves the
+	// request out of both.
 	Key string
 }
 
@@ -27,6 +29,7 @@ type Ticket struct {
 	timed bool      // the limit learns this request's latency
 	held  bool      // a permit is held
 	quota quotaNote // the quota's state, when one counted the request
+	slot  int32     // the client's share counter, one-based; 0 for none
 }
 
 // Reason says why a request was shed.
@@ -46,13 +49,16 @@ const (
 	// RESOURCE_EXHAUSTED). Every other reason is overload (HTTP 503; gRPC
 	// UNAVAILABLE).
 	ReasonQuota
+	// ReasonClient: the client's requests hold its share of the permits
+	// (Options.ClientShare).
+	ReasonClient
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"queue full", "queue timeout", "low priority", "canceled", "quota"}
+var reasonNames = [numReasons]string{"queue full", "queue timeout", "low priority", "canceled", "quota", "client share"}
 
 // String returns the reason's name: "queue full", "queue timeout", "low
-// priority", "canceled" or "quota".
+// priority", "canceled", "quota" or "client share".
 func (r Reason) String() string {
 	if r < 0 || r >= numReasons {
 		return "unknown"
@@ -106,11 +112,13 @@ type waiter struct {
 
 // Admit admits a request or sheds it: it returns a Ticket to give back
 // with Done, or a Refusal. A request the Quota applies to is counted
-// first, and shed if over quota. Then a free permit admits it, unless
-// others wait for one; otherwise a Normal first attempt waits in the FIFO
-// queue (if it is not full) until a permit is handed to it, QueueWait
-// passes, or ctx ends; a retry or Low request is shed at once. A request
-// shed for overload does not use its client's quota.
+// first, and shed if over quota; then a request whose client holds its
+// share of the permits (Options.ClientShare) is shed. Then a free permit
+// admits it, unless others wait for one; otherwise a Normal first attempt
+// waits in the FIFO queue (if it is not full) until a permit is handed to
+// it, QueueWait passes, or ctx ends; a retry or Low request is shed at
+// once. A request shed for any reason but its quota does not use its
+// client's quota. A nil ctx is taken as context.Background().
 //
 // The admitted path of a first attempt without a quota does not allocate
 // and reads the clock only when the limit times the request.
@@ -118,16 +126,38 @@ func (s *Shedder) Admit(ctx context.Context, req Request) (Ticket, *Refusal) {
 	if s == nil || s.lim == nil {
 		return Ticket{}, nil
 	}
+	c := noClient
+	if s.quota != nil || s.share != nil {
+		c = s.clientOf(req.Key)
+	}
+	return s.admit(ctx, req, c)
+}
+
+// admit is Admit for the request of client c.
+func (s *Shedder) admit(ctx context.Context, req Request, c client) (Ticket, *Refusal) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var q quotaNote
-	if s.quota != nil && req.Key != "" {
-		q = s.quota.take(req.Key, s.now())
+	if s.quota != nil && c != noClient {
+		q = s.quota.take(c, s.now())
 		if q.over {
 			return Ticket{}, s.refuse(ReasonQuota, q)
 		}
 	}
+	var slot int32
+	if s.share != nil && c != noClient {
+		// A share of the whole limit (a limit of 1) bounds nothing.
+		limit := s.lim.Limit()
+		if most := max(int(float64(limit)*s.opts.ClientShare), 1); most < limit {
+			if slot = s.share.take(c, most); slot == 0 {
+				return Ticket{}, s.overload(ReasonClient, q)
+			}
+		}
+	}
 	if s.waiting.Load() == 0 {
 		if timed, ok := s.lim.Acquire(); ok {
-			return s.ticket(timed, q), nil
+			return s.ticket(timed, q, slot), nil
 		}
 	}
 	if req.Priority == Low || req.Attempt >= 2 {
@@ -135,9 +165,17 @@ func (s *Shedder) Admit(ctx context.Context, req Request) (Ticket, *Refusal) {
 		// permit before it checks the limit, so a failed fast path can
 		// have made a Done's dispatch find none. Hand it on.
 		s.handOff()
-		return Ticket{}, s.overload(ReasonLow, req.Key, q)
+		s.giveShare(slot)
+		return Ticket{}, s.overload(ReasonLow, q)
 	}
-	return s.wait(ctx, req.Key, q)
+	return s.wait(ctx, q, slot)
+}
+
+// giveShare gives back the share counted in slot.
+func (s *Shedder) giveShare(slot int32) {
+	if s.share != nil {
+		s.share.give(slot)
+	}
 }
 
 // handOff hands free permits to the queue, if requests wait.
@@ -150,8 +188,8 @@ func (s *Shedder) handOff() {
 }
 
 // ticket returns a held permit's ticket, timed from now if timed.
-func (s *Shedder) ticket(timed bool, q quotaNote) Ticket {
-	t := Ticket{timed: timed, held: true, quota: q}
+func (s *Shedder) ticket(timed bool, q quotaNote, slot int32) Ticket {
+	t := Ticket{timed: timed, held: true, quota: q, slot: slot}
 	if timed {
 		t.start = s.now()
 	}
@@ -159,7 +197,7 @@ func (s *Shedder) ticket(timed bool, q quotaNote) Ticket {
 }
 
 // wait queues the request for a permit.
-func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *Refusal) {
+func (s *Shedder) wait(ctx context.Context, q quotaNote, slot int32) (Ticket, *Refusal) {
 	w := &waiter{ch: make(chan Ticket, 1)}
 	wctx := ctx
 	if s.clock != nil {
@@ -177,7 +215,8 @@ func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *R
 	if len(s.queue) >= limit {
 		s.waiting.Add(-1)
 		s.mu.Unlock()
-		return Ticket{}, s.overload(ReasonQueueFull, key, q)
+		s.giveShare(slot)
+		return Ticket{}, s.overload(ReasonQueueFull, q)
 	}
 	s.queue = append(s.queue, w)
 	s.dispatch() // a permit may be free
@@ -185,7 +224,7 @@ func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *R
 
 	t, ok, why := s.await(ctx, wctx, w)
 	if ok {
-		t.quota = q
+		t.quota, t.slot = q, slot
 		return t, nil
 	}
 	s.mu.Lock()
@@ -197,13 +236,15 @@ func (s *Shedder) wait(ctx context.Context, key string, q quotaNote) (Ticket, *R
 	s.mu.Unlock()
 	if i < 0 { // handed a permit meanwhile
 		t := <-w.ch
+		t.quota, t.slot = q, slot
 		if why != ReasonCanceled {
-			t.quota = q
 			return t, nil
 		}
 		s.release(t, false)
+	} else {
+		s.giveShare(slot)
 	}
-	return Ticket{}, s.overload(why, key, q)
+	return Ticket{}, s.overload(why, q)
 }
 
 // await waits for w's permit, up to queueWait: on the real clock with a
@@ -257,7 +298,7 @@ func (s *Shedder) dispatch() {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.waiting.Add(-1)
-		w.ch <- s.ticket(timed, quotaNote{})
+		w.ch <- s.ticket(timed, quotaNote{}, 0)
 		if w.wake != nil {
 			w.wake()
 		}
@@ -276,6 +317,7 @@ func (s *Shedder) release(t Ticket, done bool) {
 	if !t.held || s == nil || s.lim == nil {
 		return
 	}
+	s.giveShare(t.slot)
 	if done {
 		s.completed.Add(1)
 	}
@@ -289,11 +331,12 @@ func (s *Shedder) release(t Ticket, done bool) {
 	s.handOff()
 }
 
-// overload sheds a request for overload: the quota it used is given
-// back, and its come-back delay follows the drain rate.
-func (s *Shedder) overload(why Reason, key string, q quotaNote) *Refusal {
+// overload sheds a request for overload, or for its client's share: the
+// quota it used is given back, and its come-back delay follows the drain
+// rate.
+func (s *Shedder) overload(why Reason, q quotaNote) *Refusal {
 	if q.on {
-		q = s.quota.refund(key, q)
+		q = s.quota.refund(q)
 	}
 	return s.refuse(why, q)
 }

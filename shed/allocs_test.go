@@ -48,7 +48,7 @@ func TestAdmittedAllocsOthers(t *testing.T) {
 		want   float64
 	}{
 		{name: "retry", header: "2", want: 2},
-		{name: "quota", opts: shed.Options{Quota: shed.Quota{Limit: 1 << 40, Key: func(*http.Request) string { return "k" }}}, want: 6},
+		{name: "quota", opts: shed.Options{Quota: shed.Quota{Limit: 1 << 40}, Client: func(*http.Request) string { return "k" }}, want: 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,8 +19,8 @@ const maxAttempt = 1_000_000
 // Handler returns next behind the Shedder: each request is admitted or
 // shed as Admit says, its priority from Options.Priority, its attempt
 // from the Retry-Attempt (retry.AttemptHeader) or x-envoy-attempt-count
-// field (the higher of the two; see ParseAttempt), its quota key from
-// Options.Quota.Key.
+// field (the higher of the two; see ParseAttempt), its client from
+// Options.Client.
 //
 // An admitted request that is attempt n >= 2 of its caller is served
 // under retry.WithInboundAttempt(ctx, n); others get the request as it
@@ -66,10 +66,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Priority != nil {
 		req.Priority = s.opts.Priority(r)
 	}
-	if s.quota != nil {
-		req.Key = s.opts.Quota.Key(r)
+	c := noClient
+	if s.quota != nil || s.share != nil {
+		c = s.clientOfRequest(r)
 	}
-	t, no := s.Admit(r.Context(), req)
+	t, no := s.admit(r.Context(), req, c)
 	if no != nil {
 		s.writeRefusal(w, r, no)
 		return
@@ -97,8 +98,11 @@ func (s *Shedder) writeRefusal(w http.ResponseWriter, r *http.Request, no *Refus
 		no.quota.setFields(h)
 	}
 	code, what := http.StatusServiceUnavailable, "server overloaded"
-	if no.Reason == ReasonQuota {
+	switch no.Reason {
+	case ReasonQuota:
 		code, what = http.StatusTooManyRequests, "quota exceeded"
+	case ReasonClient:
+		what = "too many requests of this client in progress"
 	}
 	var n int64
 	if no.Reason == ReasonQuota {

@@ -3,6 +3,7 @@ package shed_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"math"
@@ -217,8 +218,13 @@ func TestOptionsEdges(t *testing.T) {
 				var wg sync.WaitGroup
 				defer wg.Wait()
 				defer close(release)
-				for range 20 {
-					wg.Go(func() { get(t, srv.URL+"/hold") })
+				for i := range 20 { // 20 clients, each within its share
+					ip := fmt.Sprintf("127.0.0.%d", i+2)
+					wg.Go(func() {
+						if resp, err := clientFrom(t, ip).Get(srv.URL + "/hold"); err == nil {
+							resp.Body.Close()
+						}
+					})
 				}
 				eventually(t, "20 in flight", func() bool { return s.Stats().InFlight == 20 })
 				code, ra, _ := get(t, srv.URL, "Retry-Attempt", "2")

@@ -2,18 +2,17 @@ package shed
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 )
 
-// Quota is a per-client quota over fixed windows: each client (each key)
-// may send Limit requests in a window of Window that starts at its first
-// request; a request over it is shed with ReasonQuota (HTTP 429, with
-// Retry-After the time until the window resets). Every HTTP response to a
-// request the quota counts carries the fields of
+// Quota is a per-client quota over fixed windows: each client (see
+// Options.Client) may send Limit requests in a window of Window that
+// starts at its first request; a request over it is shed with ReasonQuota
+// (HTTP 429, with Retry-After the time until the window resets). Every
+// HTTP response to a request the quota counts carries the fields of
 // draft-ietf-httpapi-ratelimit-headers-11 (RateLimit header fields for
 // HTTP, https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/),
 // Structured Fields lists of one item, the policy named "default":
@@ -25,9 +24,14 @@ import (
 // client's window after this one, t the seconds until it resets, rounded
 // up. A request shed for overload is given back to the quota.
 //
-// At most 10,000 clients are kept; when that many have live windows, the
-// clients past them share one window (a flood of new keys cannot escape
-// the quota, nor grow the memory).
+// The windows of at most 10,000 clients are kept, each in about 80 bytes
+// whatever its key's length (a client is kept as a hash of its key): under
+// 1 MB in all. A new client past them takes the place of the client seen
+// least recently, whose window starts again on its next request. A flood
+// of new keys thus costs the clients it evicts a fresh window, never a
+// newcomer its own, and never more memory; a client that can choose among
+// more than 10,000 keys is not bounded by a quota, only by the limit and
+// its share of it (ClientShare).
 //
 // The zero Quota counts nothing.
 type Quota struct {
@@ -37,16 +41,11 @@ type Quota struct {
 	// Window is the length of a window, a whole number of seconds:
 	// default 1 min.
 	Window time.Duration
-	// Key names the client of an HTTP request; "" leaves the request out
-	// of the quota. Default: the host part of the request's RemoteAddr.
-	// gRPC: the peer's address, host part.
-	Key func(*http.Request) string
 }
 
 const (
 	defaultQuotaWindow = time.Minute
 	maxQuotaKeys       = 10_000
-	overflowKey        = "" // the window the clients past maxQuotaKeys share; "" is never a client's key
 )
 
 // maxQuota is the largest Limit: the RateLimit fields carry it and what
@@ -67,24 +66,13 @@ func (q Quota) resolve() (Quota, error) {
 	if q.Window == 0 {
 		q.Window = defaultQuotaWindow
 	}
-	if q.Key == nil {
-		q.Key = remoteHost
-	}
 	return q, nil
-}
-
-// remoteHost returns the host part of r.RemoteAddr.
-func remoteHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }
 
 // quotaNote is a client's quota as one request left it.
 type quotaNote struct {
 	on, over  bool
-	shared    bool // counted in the window the clients past maxQuotaKeys share
+	client    client
 	limit     int
 	remaining int
 	window    time.Duration
@@ -98,75 +86,108 @@ type window struct {
 	n     int
 }
 
-// quotas holds the windows of the clients. It is safe for concurrent use.
+// quotas holds the windows of at most maxQuotaKeys clients, in a list
+// from the most recently seen (head) to the least (tail), which is
+// evicted for a new client once the list is full. It is safe for
+// concurrent use.
 type quotas struct {
-	q     Quota
-	mu    sync.Mutex
-	m     map[string]window
-	swept time.Time // the last sweep of expired windows
+	q          Quota
+	mu         sync.Mutex
+	index      map[client]int32 // a client's place in entries
+	entries    []quotaEntry     // at most maxQuotaKeys
+	head, tail int32            // -1 for none
 }
 
-func newQuotas(q Quota) *quotas { return &quotas{q: q, m: make(map[string]window)} }
+// quotaEntry is a client's window and its neighbours in the list.
+type quotaEntry struct {
+	c          client
+	w          window
+	prev, next int32 // -1 for none
+}
 
-// take counts a request of key at now, unless its window is used up.
-func (qs *quotas) take(key string, now time.Time) quotaNote {
+func newQuotas(q Quota) *quotas {
+	return &quotas{q: q, index: make(map[client]int32), head: -1, tail: -1}
+}
+
+// take counts a request of c at now, unless its window is used up.
+func (qs *quotas) take(c client, now time.Time) quotaNote {
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
-	w, ok := qs.m[key]
-	if !ok && len(qs.m) >= maxQuotaKeys {
-		if now.Sub(qs.swept) >= qs.q.Window/8 {
-			qs.sweep(now)
-		}
-		if len(qs.m) >= maxQuotaKeys {
-			key = overflowKey
-			w = qs.m[key]
-		}
+	i, ok := qs.index[c]
+	switch {
+	case ok:
+		qs.unlink(i)
+	case len(qs.entries) < maxQuotaKeys:
+		i = int32(len(qs.entries))
+		qs.entries = append(qs.entries, quotaEntry{})
+	default: // evict the client seen least recently
+		i = qs.tail
+		qs.unlink(i)
+		delete(qs.index, qs.entries[i].c)
 	}
+	if !ok {
+		qs.entries[i] = quotaEntry{c: c}
+		qs.index[c] = i
+	}
+	qs.pushFront(i)
+	w := &qs.entries[i].w
 	if w.start.IsZero() || now.Sub(w.start) >= qs.q.Window {
-		w = window{start: now}
+		*w = window{start: now}
 	}
 	over := w.n >= qs.q.Limit
 	if !over {
 		w.n++
 	}
-	qs.m[key] = w
-	n := qs.note(w, now, over)
-	n.shared = key == overflowKey
-	return n
-}
-
-// refund gives back the request of key that left note n, if its window
-// is still the one that counted it.
-func (qs *quotas) refund(key string, n quotaNote) quotaNote {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	if n.shared {
-		key = overflowKey
-	}
-	w, ok := qs.m[key]
-	if !ok || !w.start.Equal(n.start) || w.n == 0 {
-		return n
-	}
-	w.n--
-	qs.m[key] = w
-	n.remaining = qs.q.Limit - w.n
-	return n
-}
-
-func (qs *quotas) note(w window, now time.Time, over bool) quotaNote {
 	return quotaNote{
-		on: true, over: over, limit: qs.q.Limit, remaining: qs.q.Limit - w.n,
+		on: true, over: over, client: c, limit: qs.q.Limit, remaining: qs.q.Limit - w.n,
 		window: qs.q.Window, reset: w.start.Add(qs.q.Window).Sub(now), start: w.start,
 	}
 }
 
-// sweep drops the windows that have ended.
-func (qs *quotas) sweep(now time.Time) {
-	qs.swept = now
-	for k, w := range qs.m {
-		if now.Sub(w.start) >= qs.q.Window {
-			delete(qs.m, k)
-		}
+// refund gives back the request that left note n, if its client's window
+// is still the one that counted it.
+func (qs *quotas) refund(n quotaNote) quotaNote {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	i, ok := qs.index[n.client]
+	if !ok {
+		return n
+	}
+	w := &qs.entries[i].w
+	if !w.start.Equal(n.start) || w.n == 0 {
+		return n
+	}
+	w.n--
+	n.remaining = qs.q.Limit - w.n
+	return n
+}
+
+// unlink takes entry i out of the list.
+func (qs *quotas) unlink(i int32) {
+	e := &qs.entries[i]
+	if e.prev >= 0 {
+		qs.entries[e.prev].next = e.next
+	} else {
+		qs.head = e.next
+	}
+	if e.next >= 0 {
+		qs.entries[e.next].prev = e.prev
+	} else {
+		qs.tail = e.prev
+	}
+	e.prev, e.next = -1, -1
+}
+
+// pushFront puts entry i at the head of the list.
+func (qs *quotas) pushFront(i int32) {
+	e := &qs.entries[i]
+	e.prev, e.next = -1, qs.head
+	if qs.head >= 0 {
+		qs.entries[qs.head].prev = i
+	}
+	qs.head = i
+	if qs.tail < 0 {
+		qs.tail = i
 	}
 }
 

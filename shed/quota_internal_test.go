@@ -7,56 +7,54 @@ import (
 	"time"
 )
 
-// TestQuotaPastTheBound: with maxQuotaKeys clients in live windows, new
-// clients share one window; the map grows no further; a request of such a
-// client shed for overload is given back to the shared window, as any
-// other client's is; once the windows end, new clients get their own.
-func TestQuotaPastTheBound(t *testing.T) {
-	s, err := New(Options{Initial: 1, Min: 1, Max: 1, Quota: Quota{Limit: 1, Window: 8 * time.Second}})
+// TestQuotaEvictsLeastRecent: with maxQuotaKeys clients in live windows,
+// a new client gets a window of its own, in place of the client seen least
+// recently, and no more windows are kept; a client seen since keeps its
+// window, used up or not; the evicted client starts a new window.
+func TestQuotaEvictsLeastRecent(t *testing.T) {
+	s, err := New(Options{Quota: Quota{Limit: 1, Window: 8 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return clock }
 	ctx := context.Background()
-	hold, no := s.Admit(ctx, Request{})
-	if no != nil {
-		t.Fatal(no)
+	admit := func(key string) *Refusal {
+		t.Helper()
+		tk, no := s.Admit(ctx, Request{Key: key})
+		s.Done(tk)
+		return no
 	}
 	for i := range maxQuotaKeys {
-		if _, no := s.Admit(ctx, Request{Key: strconv.Itoa(i), Attempt: 2}); no == nil || no.Reason != ReasonLow {
-			t.Fatalf("client %d: %v, want %v", i, no, ReasonLow)
+		if no := admit(strconv.Itoa(i)); no != nil {
+			t.Fatalf("client %d: %v, want admitted", i, no)
 		}
 	}
-	// New clients share the overflow window; each is shed for overload
-	// and given back, so none is over the quota; so is a client of its own.
-	for i, key := range []string{"new-1", "new-2", "new-3", "0", "new-4", "new-5"} {
-		if _, no := s.Admit(ctx, Request{Key: key, Attempt: 2}); no == nil || no.Reason != ReasonLow {
-			t.Errorf("step %d, client %q: %v, want %v", i, key, no, ReasonLow)
+	// Client 0 comes back over its quota, and is now the most recent.
+	if no := admit("0"); no == nil || no.Reason != ReasonQuota {
+		t.Fatalf("client 0 again: %v, want %v", no, ReasonQuota)
+	}
+	// Newcomers each get their own window, evicting 1 and 2, the least
+	// recently seen.
+	for _, key := range []string{"new-1", "new-2"} {
+		if no := admit(key); no != nil {
+			t.Errorf("%s: %v, want admitted with a window of its own", key, no)
+		}
+		if no := admit(key); no == nil || no.Reason != ReasonQuota {
+			t.Errorf("%s again: %v, want %v: its own window, used up", key, no, ReasonQuota)
 		}
 	}
-	s.Done(hold)
-	// The shared window's one request, then the next new client is over.
-	if tk, no := s.Admit(ctx, Request{Key: "new-11"}); no != nil {
-		t.Errorf("new-11: %v, want admitted", no)
-	} else {
-		s.Done(tk)
+	if n := len(s.quota.index); n != maxQuotaKeys || len(s.quota.entries) != maxQuotaKeys {
+		t.Errorf("%d windows kept, want %d", n, maxQuotaKeys)
 	}
-	if _, no := s.Admit(ctx, Request{Key: "new-12", Attempt: 2}); no == nil || no.Reason != ReasonQuota {
-		t.Errorf("new-12: %v, want %v", no, ReasonQuota)
+	if no := admit("0"); no == nil || no.Reason != ReasonQuota {
+		t.Errorf("client 0, seen recently: %v, want %v: its window kept", no, ReasonQuota)
 	}
-	if n := len(s.quota.m); n > maxQuotaKeys+1 {
-		t.Errorf("%d windows kept, want at most %d", n, maxQuotaKeys+1)
+	if no := admit("1"); no != nil {
+		t.Errorf("client 1, evicted: %v, want admitted in a new window", no)
 	}
-	// After the windows end, a new client has a window of its own again,
-	// and the old ones are swept.
-	clock = clock.Add(8 * time.Second)
-	if tk, no := s.Admit(ctx, Request{Key: "later"}); no != nil {
-		t.Errorf("later: %v, want admitted", no)
-	} else {
-		s.Done(tk)
-	}
-	if n := len(s.quota.m); n != 1 {
-		t.Errorf("%d windows kept after they all ended, want 1", n)
+	// Client 1's return evicted client 3; client 4 keeps its window.
+	if no := admit("4"); no == nil || no.Reason != ReasonQuota {
+		t.Errorf("client 4, not evicted: %v, want %v", no, ReasonQuota)
 	}
 }

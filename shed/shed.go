@@ -22,11 +22,52 @@
 // Handler is the net/http middleware; Admit and Done are the same core
 // for other transports (the gRPC server interceptors of
 // github.com/steadyhq/retry/grpc).
+//
+// # Clients, and what a flood of them costs
+//
+// A client is what Options.Client names: by default the host of the
+// request's RemoteAddr (for gRPC, of the peer's address), an IPv6 address
+// by its /64 (Options.IPv6Prefix), since whoever holds a /64 can send from
+// any of its addresses. A client's requests, admitted or waiting, hold at
+// most ClientShare of the limit (three quarters): one client that keeps
+// its requests open as long as it likes, such as bodies uploaded a byte at
+// a time, leaves the rest of the permits to the others, who are served.
+// Whatever its clients send, a Shedder keeps these bounds:
+//
+//   - memory: the Quota's windows of at most 10,000 clients, under 1 MB
+//     whatever the length of their keys (a key is kept as a 64-bit hash);
+//     4,096 counters of the clients' shares (16 KiB); a queue of at most
+//     Queue requests;
+//   - keys: past 10,000 clients, a new one evicts the client seen least
+//     recently, so a flood of new keys never locks newcomers out of a
+//     window of their own;
+//   - time: the attempt fields (ParseAttempt) and a client's key are read
+//     in time linear in their length; no request waits for a permit longer
+//     than QueueWait.
+//
+// What it cannot bound is how long a request it admitted takes to arrive
+// or to be read: a body sent slowly holds its permit until the handler has
+// read it, a response read slowly until the handler has written it, and
+// several clients together can hold every permit. http.Server's timeouts
+// bound them, and should be set on any server that faces clients it does
+// not trust:
+//
+//	srv := &http.Server{
+//		Handler:           s.Handler(mux),
+//		ReadHeaderTimeout: 5 * time.Second,  // the request's head, read before Handler runs
+//		ReadTimeout:       30 * time.Second, // the whole request, body included
+//		WriteTimeout:      60 * time.Second, // the response, for clients that read slowly
+//		IdleTimeout:       2 * time.Minute,  // a kept-alive connection between requests
+//	}
+//
+// With ReadTimeout, a handler's read of a body that has not arrived in
+// time fails, the handler returns, and the permit comes back.
 package shed
 
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -85,9 +126,33 @@ type Options struct {
 	// Priority, when set, gives each HTTP request its priority; nil makes
 	// every request Normal. It runs on every request: keep it cheap. It
 	// runs before any permit or quota is taken, so a panic in it (as in
-	// Quota.Key) goes on to net/http as a panic of the handler would,
+	// Client) goes on to net/http as a panic of the handler would,
 	// holding nothing.
 	Priority func(*http.Request) Priority
+	// Client names the client of an HTTP request, for its Quota and its
+	// ClientShare; "" leaves the request out of both. Default: the host of
+	// the request's RemoteAddr. Behind a proxy or a load balancer every
+	// request comes from its address, and all would be one client: name
+	// the client from what the proxy forwards (the address it appended to
+	// X-Forwarded-For), or set ClientShare to 1. A key that is an IP
+	// address names its client by its prefix (IPv6Prefix); any other key
+	// is kept as a hash, so its length costs nothing. gRPC: the host of
+	// the peer's address.
+	Client func(*http.Request) string
+	// ClientShare is the most of the limit that one client's requests may
+	// hold, admitted or waiting, as a fraction in (0, 1]: default 0.75,
+	// and at least one permit. A request past its client's share is shed
+	// at once (ReasonClient), so that one client's slow requests (a body
+	// uploaded a byte at a time holds its permit as long as the client
+	// likes) leave a quarter of the permits to the others; http.Server's
+	// ReadTimeout bounds how long (see the package doc). 1 lets one client
+	// hold every permit.
+	ClientShare float64
+	// IPv6Prefix is how many leading bits of an IPv6 address name one
+	// client: default 64, as one subscriber's network is a /64 whose 2^64
+	// addresses it may use at will; 128 counts each address apart. In
+	// [0, 128]. IPv4 addresses count whole.
+	IPv6Prefix int
 	// Quota is an optional per-client quota; its zero value counts
 	// nothing.
 	Quota Quota
@@ -124,6 +189,8 @@ const (
 	queueShare           = 4
 	defaultMaxRetryAfter = 60 * time.Second
 	maxLimit             = 1_000_000
+	defaultClientShare   = 0.75
+	defaultIPv6Prefix    = 64
 )
 
 // resolve returns o with its defaults, or an error naming the field that
@@ -149,6 +216,10 @@ func (o Options) resolve() (Options, error) {
 		return bad("MaxRetryAfter", o.MaxRetryAfter, "must be 0 or >= 1s")
 	case o.Clock != nil && typednil.Is(o.Clock):
 		return bad("Clock", "nil", fmt.Sprintf("a nil %T: leave Clock nil for the real clock", o.Clock))
+	case !(o.ClientShare >= 0 && o.ClientShare <= 1): // NaN included
+		return bad("ClientShare", o.ClientShare, "must be in [0, 1] (0 means 0.75)")
+	case o.IPv6Prefix < 0 || o.IPv6Prefix > 128:
+		return bad("IPv6Prefix", o.IPv6Prefix, "must be in [0, 128] (0 means 64)")
 	}
 	r := o
 	r.Min = cmp.Or(o.Min, defaultMin)
@@ -156,6 +227,8 @@ func (o Options) resolve() (Options, error) {
 	r.Initial = cmp.Or(o.Initial, min(max(defaultInitial, r.Min), r.Max))
 	r.MaxLatency = cmp.Or(o.MaxLatency, defaultMaxLatency)
 	r.MaxRetryAfter = cmp.Or(o.MaxRetryAfter, defaultMaxRetryAfter)
+	r.ClientShare = cmp.Or(o.ClientShare, defaultClientShare)
+	r.IPv6Prefix = cmp.Or(o.IPv6Prefix, defaultIPv6Prefix)
 	switch {
 	case r.Min > r.Max:
 		return bad("Min", o.Min, fmt.Sprintf("must be <= Max (%d)", r.Max))
@@ -177,7 +250,12 @@ func (o Options) resolve() (Options, error) {
 type Shedder struct {
 	opts  Options
 	lim   *adaptive.Limit
-	quota *quotas // nil without a quota
+	quota *quotas         // nil without a quota
+	seeds [2]maphash.Seed // of the clients' IPv6 addresses, and of their other keys
+	keys  [2]uint64       // of mix, for IPv6 prefixes
+	// share counts the permits each client holds or waits for, when
+	// ClientShare is under 1.
+	share *shares
 
 	// waiting counts the requests in the slow path (queued, or about to
 	// be): while it is above zero, no request takes a permit without
@@ -225,6 +303,8 @@ func New(o Options) (*Shedder, error) {
 		now:   time.Now,
 		rand:  rand.Float64,
 		clock: r.Clock,
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		keys:  [2]uint64{rand.Uint64(), rand.Uint64() | 1},
 	}
 	if r.Clock != nil {
 		s.now = r.Clock.Now
@@ -234,6 +314,9 @@ func New(o Options) (*Shedder, error) {
 	}
 	if r.Quota.Limit > 0 {
 		s.quota = newQuotas(r.Quota)
+	}
+	if r.ClientShare < 1 {
+		s.share = new(shares)
 	}
 	return s, nil
 }
@@ -262,7 +345,7 @@ type Counts [numReasons]int64
 
 // String names each count by its Reason, in the order of the reasons:
 // "{queue full: 116, queue timeout: 14, low priority: 0, canceled: 0,
-// quota: 0}".
+// quota: 0, client share: 0}".
 func (c Counts) String() string {
 	b := []byte{'{'}
 	for r, n := range c {

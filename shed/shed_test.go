@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -38,6 +39,10 @@ func TestNewInvalid(t *testing.T) {
 		{name: "quota limit", opts: shed.Options{Quota: shed.Quota{Limit: -1}}, want: "shed: Options.Quota.Limit = -1: must be in [0, 999999999999999], the integers a Structured Field can carry (RFC 9651)"},
 		{name: "quota limit past 15 digits", opts: shed.Options{Quota: shed.Quota{Limit: 1_000_000_000_000_000}}, want: "shed: Options.Quota.Limit = 1000000000000000: must be in [0, 999999999999999], the integers a Structured Field can carry (RFC 9651)"},
 		{name: "quota window", opts: shed.Options{Quota: shed.Quota{Limit: 1, Window: 1500 * time.Millisecond}}, want: "shed: Options.Quota.Window = 1.5s: must be a whole number of seconds >= 0"},
+		{name: "client share over 1", opts: shed.Options{ClientShare: 1.5}, want: "shed: Options.ClientShare = 1.5: must be in [0, 1] (0 means 0.75)"},
+		{name: "client share negative", opts: shed.Options{ClientShare: -0.5}, want: "shed: Options.ClientShare = -0.5: must be in [0, 1] (0 means 0.75)"},
+		{name: "client share NaN", opts: shed.Options{ClientShare: math.NaN()}, want: "shed: Options.ClientShare = NaN: must be in [0, 1] (0 means 0.75)"},
+		{name: "IPv6 prefix", opts: shed.Options{IPv6Prefix: 129}, want: "shed: Options.IPv6Prefix = 129: must be in [0, 128] (0 means 64)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,11 +261,11 @@ func TestNilHandlerAndShedder(t *testing.T) {
 }
 
 // TestQuota: the RateLimit fields on every counted response, 429 with the
-// window's reset past the quota, and a Key of "" leaves a request out.
+// window's reset past the quota, and a client of "" leaves a request out.
 func TestQuota(t *testing.T) {
-	s, err := shed.New(shed.Options{Quota: shed.Quota{Limit: 2, Window: 30 * time.Second, Key: func(r *http.Request) string {
+	s, err := shed.New(shed.Options{Quota: shed.Quota{Limit: 2, Window: 30 * time.Second}, Client: func(r *http.Request) string {
 		return r.Header.Get("Client")
-	}}})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +363,7 @@ func TestRefusalError(t *testing.T) {
 func TestStatsShedNamed(t *testing.T) {
 	st := shed.Stats{Limit: 4, Admitted: 130}
 	st.Shed[shed.ReasonQueueFull], st.Shed[shed.ReasonQueueTimeout] = 116, 14
-	const want = "{queue full: 116, queue timeout: 14, low priority: 0, canceled: 0, quota: 0}"
+	const want = "{queue full: 116, queue timeout: 14, low priority: 0, canceled: 0, quota: 0, client share: 0}"
 	if got := fmt.Sprint(st.Shed); got != want {
 		t.Errorf("fmt.Sprint(Shed) = %q, want %q", got, want)
 	}
