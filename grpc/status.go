@@ -171,15 +171,20 @@ func pushback(trailer metadata.MD) (wait time.Duration, pushed, ok bool) {
 	}
 	const maxMillis = math.MaxInt64 / int64(time.Millisecond)
 	var ms int64
+	saturated := false
 	for i := 0; i < len(v); i++ {
 		d := v[i]
 		if d < '0' || d > '9' {
-			return 0, true, false
+			return 0, true, false // malformed, however many digits came first
 		}
-		if ms > (maxMillis-int64(d-'0'))/10 {
-			return math.MaxInt64, true, true
+		if saturated || ms > (maxMillis-int64(d-'0'))/10 {
+			saturated = true
+			continue
 		}
 		ms = ms*10 + int64(d-'0')
+	}
+	if saturated {
+		return math.MaxInt64, true, true
 	}
 	return time.Duration(ms) * time.Millisecond, true, true
 }
