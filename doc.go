@@ -81,7 +81,11 @@
 // (OnRetry, OnFailure, OnGiveUp, and the dead-letter alert) receive an Event
 // whose Message is sanitized; WithLogger logs through log/slog from the same events. The
 // dead-letter sink (WithDeadLetter) receives every record routed to it, and
-// its failure is never silent. WithClock runs the engine on another clock,
+// its failure is never silent. What a peer sends is read in time linear in
+// its length: each event's message is sanitized once (redact.Sanitize reads
+// at most 64 KiB and keeps at most 1 KiB), and Retry-After and the RateLimit
+// fields are parsed in one pass, so no answer can hold a call past its
+// deadline by its size or shape. WithClock runs the engine on another clock,
 // such as the virtual one of the simulator (package
 // github.com/steadyhq/retry/sim).
 //
