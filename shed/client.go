@@ -11,9 +11,10 @@ import (
 
 // A client is what Options.Client or Request.Key names: the quota counts
 // its requests, and ClientShare bounds the permits they hold. It is kept
-// as a 64-bit hash of its key under seeds drawn for each Shedder, so that
-// a key of any length costs the same, and a client cannot choose a key
-// that collides with another's.
+// as a 64-bit hash of its key under a seed and keys drawn for each
+// Shedder (fixed ones with Options.Random, for a simulation), so that a
+// key of any length costs the same, and a client cannot choose a key that
+// collides with another's.
 type client uint64
 
 // noClient is the client of a request that names none ("").
@@ -32,7 +33,20 @@ func (s *Shedder) clientOf(key string) client {
 			return s.clientOfAddr(a)
 		}
 	}
-	return nonZero(maphash.String(s.seeds[1], key))
+	if s.fixed {
+		return nonZero(mix(fnv(key), s.keys[0], s.keys[1]))
+	}
+	return nonZero(maphash.String(s.seed, key))
+}
+
+// fnv is the 64-bit FNV-1a hash of key, for a Shedder with Options.Random,
+// whose hashes must repeat from run to run.
+func fnv(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	return h
 }
 
 // maybeAddr reports whether key may be an IP address without a zone: hex
@@ -51,21 +65,22 @@ func maybeAddr(key string) bool {
 }
 
 // clientOfAddr returns the client of an IPv6 address: its prefix of at
-// most 64 bits through a mixing function keyed by the Shedder's seeds
-// (one-to-one: no two prefixes share a hash), a longer one through
-// maphash. An IPv4 address mapped into IPv6 is the IPv4 address, hashed
-// as its text is.
+// most 64 bits through a mixing function keyed by the Shedder's keys
+// (one-to-one: no two prefixes share a hash), a longer one through the
+// same function twice. An IPv4 address mapped into IPv6 is the IPv4
+// address, hashed as its text is.
 func (s *Shedder) clientOfAddr(a netip.Addr) client {
 	if a = a.Unmap(); a.Is4() {
 		var buf [len("255.255.255.255")]byte
-		return nonZero(maphash.Bytes(s.seeds[1], a.AppendTo(buf[:0])))
+		return s.clientOf(string(a.AppendTo(buf[:0])))
 	}
 	p, _ := a.WithZone("").Prefix(s.opts.IPv6Prefix) // within [0, 128]: no error
 	b := p.Addr().As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 	if s.opts.IPv6Prefix <= 64 {
-		return nonZero(mix(binary.BigEndian.Uint64(b[:8]), s.keys[0], s.keys[1]))
+		return nonZero(mix(hi, s.keys[2], s.keys[3]))
 	}
-	return nonZero(maphash.Bytes(s.seeds[0], b[:]))
+	return nonZero(mix(mix(hi, s.keys[2], s.keys[3])^lo, s.keys[2], s.keys[3]))
 }
 
 // mix maps x one-to-one onto a 64-bit hash under the keys k0 and k1 (k1

@@ -173,7 +173,9 @@ type Options struct {
 	Clock retry.Clock
 	// Random returns the uniform draws in [0, 1) that spread Retry-After;
 	// nil is math/rand/v2's Float64. It must be safe for concurrent use
-	// when requests are.
+	// when requests are. With Random set, clients are also hashed with
+	// fixed keys instead of secret ones, so that a simulation's runs
+	// repeat: leave it nil on a server that faces clients.
 	Random func() float64
 }
 
@@ -250,9 +252,13 @@ func (o Options) resolve() (Options, error) {
 type Shedder struct {
 	opts  Options
 	lim   *adaptive.Limit
-	quota *quotas         // nil without a quota
-	seeds [2]maphash.Seed // of the clients' IPv6 addresses, and of their other keys
-	keys  [2]uint64       // of mix, for IPv6 prefixes
+	quota *quotas // nil without a quota
+	// How clients are hashed (see client.go): under a seed of maphash and
+	// keys of mix drawn at random, or, with Options.Random (a simulation,
+	// whose runs must repeat), by FNV-1a and fixed keys.
+	seed  maphash.Seed
+	keys  [4]uint64
+	fixed bool
 	// share counts the permits each client holds or waits for, when
 	// ClientShare is under 1.
 	share *shares
@@ -303,14 +309,16 @@ func New(o Options) (*Shedder, error) {
 		now:   time.Now,
 		rand:  rand.Float64,
 		clock: r.Clock,
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		keys:  [2]uint64{rand.Uint64(), rand.Uint64() | 1},
+		seed:  maphash.MakeSeed(),
+		keys:  [4]uint64{rand.Uint64(), rand.Uint64() | 1, rand.Uint64(), rand.Uint64() | 1},
 	}
 	if r.Clock != nil {
 		s.now = r.Clock.Now
 	}
 	if r.Random != nil {
 		s.rand = r.Random
+		s.fixed = true
+		s.keys = [4]uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0xd6e8feb86659fd93}
 	}
 	if r.Quota.Limit > 0 {
 		s.quota = newQuotas(r.Quota)
