@@ -139,7 +139,7 @@ func TestTargetKeyHasNoCredentials(t *testing.T) {
 					t.Errorf("%s hold the secret %q:\n%s", what, tt.secret, text)
 				}
 			}
-			if _, ok := r.Stats().Breakers[tt.want]; !ok || !strings.Contains(shown, `"Key":"`+tt.want+`"`) {
+			if _, ok := r.Stats().Breakers[tt.want]; !ok || !strings.Contains(shown, `"key":"`+tt.want+`"`) {
 				t.Errorf("key %q not in Stats' breakers %v or in the events", tt.want, r.Stats().Breakers)
 			}
 		})

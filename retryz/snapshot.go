@@ -97,7 +97,7 @@ type Server struct {
 	Queued   int    `json:"queued"`
 	Admitted int64  `json:"admitted"`
 	// Shed counts the requests shed, by reason: queue_full,
-	// queue_timeout, low_priority, canceled, quota.
+	// queue_timeout, low_priority, canceled, quota, client_share.
 	Shed map[string]int64 `json:"shed"`
 	// DrainRate is the requests completed per second, as last measured.
 	DrainRate float64 `json:"drain_rate"`
