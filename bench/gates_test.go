@@ -9,13 +9,16 @@ import (
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/sony/gobreaker/v2"
 	"github.com/steadyhq/retry"
+	"golang.org/x/time/rate"
 )
 
 // The Gate cases measure one call that succeeds at once through each gate
-// alone (GateBreaker, GateThrottle, GateConcurrency) and through the three
-// together (GateAll). In each table a row named X-none is the same
+// alone (GateBreaker, GateRateLimit, GateThrottle, GateConcurrency) and
+// through the breaker, throttling and the concurrency limit together
+// (GateAll). In each table a row named X-none is the same
 // implementation with no gate, and every row X-… is compared with it, so
 // that the difference is what the gate costs; the bare calls of a peer's
 // policy (X-bare) and gobreaker's are compared with plain.
@@ -82,6 +85,16 @@ func throttleGate() gate {
 	}
 }
 
+func rateLimitGate() gate {
+	// 1e9 a second with a burst of 1e9: it never refuses.
+	l := ratelimiter.NewBursty[any](1e9, time.Second)
+	return gate{
+		ours:  []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e9})},
+		peers: []failsafe.Policy[any]{l},
+		bare:  l.TryAcquirePermit,
+	}
+}
+
 func concurrencyGate() gate {
 	// Limits 1 to 1000, starting at 20, as the zero retry.Concurrency;
 	// the rest of failsafe-go's defaults.
@@ -126,6 +139,7 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 	ctx := context.Background()
 	b.Run("plain", func(b *testing.B) {
 		fn := ok
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if fn(ctx) != nil {
 				b.Fatal()
@@ -134,6 +148,7 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 	})
 	b.Run("retry-none", func(b *testing.B) {
 		r := retry.New()
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if err := r.Run(ctx, ok); err != nil {
 				b.Fatal(err)
@@ -142,6 +157,7 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 	})
 	b.Run("retry-"+ourName, func(b *testing.B) {
 		r := retry.New(newGate().ours...)
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if err := r.Run(ctx, ok); err != nil {
 				b.Fatal(err)
@@ -150,6 +166,7 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 	})
 	b.Run("failsafe-go-executor-none", func(b *testing.B) {
 		ex := failsafe.With[any]()
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if err := ex.Run(func() error { return nil }); err != nil {
 				b.Fatal(err)
@@ -158,6 +175,7 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 	})
 	b.Run("failsafe-go-executor-"+peerName, func(b *testing.B) {
 		ex := failsafe.With(newGate().peers...)
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if err := ex.Run(func() error { return nil }); err != nil {
 				b.Fatal(err)
@@ -166,6 +184,7 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 	})
 	b.Run("failsafe-go-"+peerName+"-bare", func(b *testing.B) {
 		bare := newGate().bare
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if !bare() {
 				b.Fatal("no permit")
@@ -179,15 +198,9 @@ func benchGate(b *testing.B, ourName, peerName string, newGate func() gate) {
 // retry.Breaker, are references beside failsafe-go's breaker.
 func BenchmarkGateBreaker(b *testing.B) {
 	benchGate(b, "breaker", "circuitbreaker", breakerGate)
-	settings := gobreaker.Settings{
-		Name:         "bench",
-		MaxRequests:  1,
-		Interval:     10 * time.Second,
-		BucketPeriod: time.Second,
-		Timeout:      30 * time.Second,
-	}
 	b.Run("gobreaker-execute", func(b *testing.B) {
-		cb := gobreaker.NewCircuitBreaker[struct{}](settings)
+		cb := gobreaker.NewCircuitBreaker[struct{}](zeroBreakerSettings)
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if _, err := cb.Execute(func() (struct{}, error) { return struct{}{}, nil }); err != nil {
 				b.Fatal(err)
@@ -195,13 +208,31 @@ func BenchmarkGateBreaker(b *testing.B) {
 		}
 	})
 	b.Run("gobreaker-twostep", func(b *testing.B) {
-		cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](settings)
+		cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](zeroBreakerSettings)
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			done, err := cb.Allow()
 			if err != nil {
 				b.Fatal(err)
 			}
 			done(nil)
+		}
+	})
+}
+
+// Case: the success path through a rate limiter that never refuses (1e9
+// a second, a burst of 1e9): ours, on golang.org/x/time/rate, beside
+// failsafe-go's bursty rate limiter, and x/time/rate's own Allow called
+// bare.
+func BenchmarkGateRateLimit(b *testing.B) {
+	benchGate(b, "ratelimit", "ratelimiter", rateLimitGate)
+	b.Run("x-time-rate-allow", func(b *testing.B) {
+		lim := rate.NewLimiter(1e9, 1e9)
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			if !lim.Allow() {
+				b.Fatal("no token")
+			}
 		}
 	})
 }

@@ -69,6 +69,7 @@ func BenchmarkGRPC(b *testing.B) {
 			if _, err := client.Check(ctx, req); err != nil { // connect
 				b.Fatal(err)
 			}
+			defer cpuPerOp(b)()
 			for b.Loop() {
 				if _, err := client.Check(ctx, req); err != nil {
 					b.Fatal(err)
@@ -105,6 +106,7 @@ func BenchmarkGRPCOverhead(b *testing.B) {
 	for _, bc := range interceptors {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
+			defer cpuPerOp(b)()
 			for b.Loop() {
 				if err := bc.ic(ctx, method, req, reply, cc, invoker, opts...); err != nil {
 					b.Fatal(err)

@@ -18,6 +18,7 @@ func BenchmarkHedge(b *testing.B) {
 	ctx := context.Background()
 	b.Run("retry-retrier", func(b *testing.B) {
 		r := retry.New()
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if _, err := retry.Do(ctx, okValue, r); err != nil {
 				b.Fatal(err)
@@ -26,6 +27,7 @@ func BenchmarkHedge(b *testing.B) {
 	})
 	b.Run("retry-hedge", func(b *testing.B) {
 		r := retry.New(retry.WithHedge(retry.Hedge{Delay: time.Second}))
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if _, err := retry.Hedged(ctx, okValue, r); err != nil {
 				b.Fatal(err)
@@ -34,6 +36,7 @@ func BenchmarkHedge(b *testing.B) {
 	})
 	b.Run("retry-hedge-adaptive", func(b *testing.B) {
 		r := retry.New(retry.WithHedge(retry.Hedge{Floor: time.Second, Ceiling: time.Second}))
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if _, err := retry.Hedged(ctx, okValue, r); err != nil {
 				b.Fatal(err)
@@ -42,6 +45,7 @@ func BenchmarkHedge(b *testing.B) {
 	})
 	b.Run("failsafe-go-hedgepolicy", func(b *testing.B) {
 		ex := failsafe.With(hedgepolicy.NewWithDelay[any](time.Second))
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			if err := ex.Run(func() error { return nil }); err != nil {
 				b.Fatal(err)

@@ -60,6 +60,7 @@ func BenchmarkShed(b *testing.B) {
 	for _, im := range shedImpls(b) {
 		b.Run(im.name, func(b *testing.B) {
 			w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
+			defer cpuPerOp(b)()
 			for b.Loop() {
 				im.h.ServeHTTP(w, req)
 			}
@@ -72,6 +73,7 @@ func BenchmarkShed(b *testing.B) {
 func BenchmarkShedParallel(b *testing.B) {
 	for _, im := range shedImpls(b) {
 		b.Run(im.name, func(b *testing.B) {
+			defer cpuPerOp(b)()
 			b.RunParallel(func(pb *testing.PB) {
 				w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
 				for pb.Next() {

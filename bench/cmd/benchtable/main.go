@@ -29,8 +29,7 @@ var references = map[string]string{
 	"Success":      "plain",
 	"HTTPGet":      "plain",
 	"HTTPOverhead": "plain",
-	"Guarded":      "gobreaker-twostep+rate-allown",
-	"Parallel":     "",
+	"Guarded":      "sethvargo+gobreaker+rate",
 	"GRPC":         "plain",
 	"GRPCOverhead": "plain",
 	"Shed":         "plain",
@@ -38,14 +37,28 @@ var references = map[string]string{
 }
 
 type row struct {
-	impl                 string
-	ns, bytes, allocs    []float64
-	medNs, medB, medAllo float64
+	impl                         string
+	ns, cpu, bytes, allocs       []float64
+	medNs, medCPU, medB, medAllo float64
 }
 
 type table struct {
 	name string
 	rows []*row
+	// cpu says every row has its CPU time (cpu-ns/op, which the bench
+	// module reports): the ratios and differences are then of CPU time,
+	// which other processes on a shared machine move far less than wall
+	// time.
+	cpu bool
+}
+
+// cost is what the table compares: r's median CPU time per operation, or
+// its median wall time in a table without CPU times.
+func (t *table) cost(r *row) float64 {
+	if t.cpu {
+		return r.medCPU
+	}
+	return r.medNs
 }
 
 func main() {
@@ -70,16 +83,12 @@ func run(in io.Reader, out io.Writer) error {
 			fmt.Fprintf(w, "%s: %s  \n", k, v)
 		}
 	}
-	serial := map[string]float64{}
+	byName := map[string]*table{}
 	for _, t := range tables {
-		if t.name == "Success" {
-			for _, r := range t.rows {
-				serial[r.impl] = r.medNs
-			}
-		}
+		byName[t.name] = t
 	}
 	for _, t := range tables {
-		write(w, t, serial)
+		write(w, t, serialOf(t, byName))
 	}
 	return nil
 }
@@ -126,6 +135,8 @@ func read(in io.Reader) ([]*table, map[string]string, error) {
 			switch f[i+1] {
 			case "ns/op":
 				r.ns = append(r.ns, v)
+			case "cpu-ns/op":
+				r.cpu = append(r.cpu, v)
 			case "B/op":
 				r.bytes = append(r.bytes, v)
 			case "allocs/op":
@@ -137,8 +148,10 @@ func read(in io.Reader) ([]*table, map[string]string, error) {
 		return nil, nil, err
 	}
 	for _, t := range tables {
+		t.cpu = true
 		for _, r := range t.rows {
-			r.medNs, r.medB, r.medAllo = median(r.ns), median(r.bytes), median(r.allocs)
+			r.medNs, r.medCPU, r.medB, r.medAllo = median(r.ns), median(r.cpu), median(r.bytes), median(r.allocs)
+			t.cpu = t.cpu && len(r.cpu) > 0
 		}
 	}
 	return tables, meta, nil
@@ -193,12 +206,26 @@ func bases(t *table) map[*row]*row {
 	return m
 }
 
-func write(w io.Writer, t *table, serial map[string]float64) {
+// serialOf returns, for a case ParallelX run from every core at once, the
+// case it is compared with: X run on one goroutine, Success for Parallel;
+// nil for other cases.
+func serialOf(t *table, byName map[string]*table) *table {
+	x, ok := strings.CutPrefix(t.name, "Parallel")
+	if !ok {
+		return nil
+	}
+	if x == "" {
+		x = "Success"
+	}
+	return byName[x]
+}
+
+func write(w io.Writer, t *table, serial *table) {
 	ref := references[t.name]
 	own := bases(t)
 	var best *row
 	for _, r := range t.rows {
-		if !ours(r.impl) && r.impl != ref && r.impl != "plain" && !strings.HasPrefix(r.impl, "gobreaker") && !strings.HasSuffix(r.impl, "-none") && (best == nil || r.medNs < best.medNs) {
+		if !ours(r.impl) && r.impl != ref && r.impl != "plain" && !strings.HasPrefix(r.impl, "gobreaker") && !strings.HasSuffix(r.impl, "-none") && (best == nil || t.cost(r) < t.cost(best)) {
 			best = r
 		}
 	}
@@ -209,58 +236,74 @@ func write(w io.Writer, t *table, serial map[string]float64) {
 		}
 	}
 	fmt.Fprintf(w, "\n### %s\n\n", t.name)
-	head := "| implementation | ns/op | B/op | allocs/op | × best peer |"
-	sep := "|---|---:|---:|---:|---:|"
+	head := "| implementation | ns/op |"
+	sep := "|---|---:|"
+	if t.cpu {
+		head += " CPU ns/op |"
+		sep += "---:|"
+	}
+	head += " B/op | allocs/op | × best peer |"
+	sep += "---:|---:|---:|"
 	switch {
 	case own != nil:
 		head += " − base (ns) | extra allocs | base |"
 		sep += "---:|---:|---|"
-	case refRow != nil && t.name == "Guarded":
-		head += " − " + ref + " (ns) |"
-		sep += "---:|"
 	case refRow != nil && (t.name == "HTTPOverhead" || strings.HasPrefix(t.name, "GRPC")):
 		head += " − " + ref + " (ns) | extra allocs |"
 		sep += "---:|---:|"
 	case refRow != nil:
 		head += " × " + ref + " | extra allocs |"
 		sep += "---:|---:|"
-	case t.name == "Parallel":
-		head += " × serial (Success) |"
+	case serial != nil:
+		head += " × serial (" + serial.name + ") |"
 		sep += "---:|"
 	}
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, sep)
 	for _, r := range t.rows {
-		line := fmt.Sprintf("| %s | %s | %.0f | %.0f | %s |", r.impl, num(r.medNs), r.medB, r.medAllo, ratio(r, best))
+		line := fmt.Sprintf("| %s | %s |", r.impl, num(r.medNs))
+		if t.cpu {
+			line += fmt.Sprintf(" %s |", num(r.medCPU))
+		}
+		line += fmt.Sprintf(" %.0f | %.0f | %s |", r.medB, r.medAllo, t.ratio(r, best))
 		switch {
 		case own != nil:
 			if base := own[r]; base != nil {
-				line += fmt.Sprintf(" %+.1f | %+.0f | %s |", r.medNs-base.medNs, r.medAllo-base.medAllo, base.impl)
+				line += fmt.Sprintf(" %+.1f | %+.0f | %s |", t.cost(r)-t.cost(base), r.medAllo-base.medAllo, base.impl)
 			} else {
 				line += " | | |"
 			}
-		case refRow != nil && t.name == "Guarded":
-			line += fmt.Sprintf(" %+.1f |", r.medNs-refRow.medNs)
 		case refRow != nil && (t.name == "HTTPOverhead" || strings.HasPrefix(t.name, "GRPC")):
-			line += fmt.Sprintf(" %+.0f | %+.0f |", r.medNs-refRow.medNs, r.medAllo-refRow.medAllo)
+			line += fmt.Sprintf(" %+.0f | %+.0f |", t.cost(r)-t.cost(refRow), r.medAllo-refRow.medAllo)
 		case refRow != nil:
-			line += fmt.Sprintf(" %.3f | %+.0f |", r.medNs/refRow.medNs, r.medAllo-refRow.medAllo)
-		case t.name == "Parallel":
-			if s, ok := serial[r.impl]; ok && s > 0 {
-				line += fmt.Sprintf(" %.2f |", r.medNs/s)
-			} else {
-				line += " |"
-			}
+			line += fmt.Sprintf(" %.3f | %+.0f |", t.cost(r)/t.cost(refRow), r.medAllo-refRow.medAllo)
+		case serial != nil:
+			line += " " + serialRatio(t, r, serial) + " |"
 		}
 		fmt.Fprintln(w, line)
 	}
 }
 
-func ratio(r, best *row) string {
-	if best == nil || r == best || best.medNs == 0 {
+// serialRatio is the cost of r, run from every core, over the cost of the
+// row of the same name in serial; empty when serial has none, or when
+// the two tables do not measure the same time.
+func serialRatio(t *table, r *row, serial *table) string {
+	if t.cpu != serial.cpu {
 		return ""
 	}
-	return fmt.Sprintf("%.3f", r.medNs/best.medNs)
+	for _, s := range serial.rows {
+		if s.impl == r.impl && serial.cost(s) > 0 {
+			return fmt.Sprintf("%.2f", t.cost(r)/serial.cost(s))
+		}
+	}
+	return ""
+}
+
+func (t *table) ratio(r, best *row) string {
+	if best == nil || r == best || t.cost(best) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.3f", t.cost(r)/t.cost(best))
 }
 
 func num(ns float64) string {
