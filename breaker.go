@@ -18,11 +18,15 @@ import (
 // The breaker trips when, within Window, at least MinRequests attempts
 // counted and FailureRatio of them failed. It then stays open for
 // OpenTimeout, lets Probes attempts through half-open, and closes when they
-// succeed. An attempt counts when its outcome arrives, in the slice of the
-// window it arrives in (gobreaker counts a request as it starts, so that
-// attempts in flight count toward MinRequests there, and an outcome in the
-// slice its request started in), and the breaker is half-open from the
-// instant OpenTimeout has passed (gobreaker: just after). While it is open, attempts are neither run nor counted: the call
+// succeed. An attempt counts when its outcome arrives (gobreaker counts a
+// request as it starts, so that attempts in flight count toward
+// MinRequests there): a failure in the slice of the window it arrives in,
+// and a success of a closed breaker, which is counted without a lock or a
+// reading of the clock, once the breaker next reads the clock (at a
+// failure, or after 64 successes of a goroutine), spread evenly over the
+// time since it read it before. The breaker is half-open from the
+// instant OpenTimeout has passed (gobreaker: just after). While it is
+// open, attempts are neither run nor counted: the call
 // waits for the breaker to let a probe through (Ratchet's "rescheduled
 // without consuming attempts") when that fits the caller's deadline and
 // MaxWait, and otherwise stops at once with Reason breaker_open. The
@@ -234,8 +238,17 @@ func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration,
 }
 
 // learn counts the outcome of an attempt the local circuit let through in
-// generation tag.
+// generation tag: the success of a closed circuit without reading the
+// clock.
 func (b *breaker) learn(cfg *config, tag int64, outcome, _ error) {
+	if outcome == nil {
+		if counted, due := b.c.succeeded(uint64(tag)); counted {
+			if due {
+				b.c.refresh(cfg.mono(), &b.bs.spec)
+			}
+			return
+		}
+	}
 	if outcome == errNotRun {
 		outcome = errBreakerExcluded // frees a half-open probe; counts neither way
 	}
@@ -289,16 +302,15 @@ func (bs *breakers) acts() (admits, enters uint8) { return onRetry, onAll }
 // admit raises a retry's wait to the end of an open breaker's open time,
 // when that fits MaxWait and the time left; otherwise it refuses, so that
 // the call stops with the outcome of the last attempt still in hand.
-func (bs *breakers) admit(_ context.Context, a ask) grant {
+func (bs *breakers) admit(ctx context.Context, a *ask, g *grant) {
 	if a.kind != kindRetry {
-		return grant{}
+		return
 	}
 	now := a.cfg.mono()
 	left := bs.get(a.key, now).openFor(now)
-	if left <= a.wait {
-		return grant{}
+	if left > a.wait {
+		*g = bs.hold(ctx, bs.spec.MaxWait, a, left, left-a.wait, &breakerError{wait: left})
 	}
-	return bs.hold(bs.spec.MaxWait, a, left, left-a.wait, &breakerError{wait: left})
 }
 
 // enter asks the breaker to let the attempt through (the first of the
@@ -306,10 +318,14 @@ func (bs *breakers) admit(_ context.Context, a ask) grant {
 // breaker is waited for, without consuming an attempt, when the wait fits
 // MaxWait and the time left; otherwise, or for a hedge, which starts now
 // or not at all, it refuses.
-func (bs *breakers) enter(ctx context.Context, a ask) grant {
-	now := a.cfg.mono()
-	b := bs.get(a.key, now)
-	var g grant
+func (bs *breakers) enter(ctx context.Context, a *ask, g *grant) {
+	b := bs.get(a.key, time.Time{})
+	if b.shared == nil {
+		if gen, ok := b.c.closed(); ok { // the common case: no lock, no clock
+			g.learner, g.tag = b, int64(gen)
+			return
+		}
+	}
 	var wait time.Duration
 	var busy bool
 	if b.shared != nil {
@@ -317,16 +333,15 @@ func (bs *breakers) enter(ctx context.Context, a ask) grant {
 		if done, wait, busy = b.allowShared(ctx, a.cfg); done != nil {
 			g.learner = doneFunc(done)
 		}
-	} else if gen, ok, w, bz := b.allow(now); ok {
+	} else if gen, ok, w, bz := b.allow(a.cfg.mono()); ok {
 		g.learner, g.tag = b, int64(gen)
 	} else {
 		wait, busy = w, bz
 	}
 	bs.flush() // a change made as the attempt was let through
-	if g.learner != nil {
-		return g
+	if g.learner == nil {
+		*g = bs.refuse(ctx, a, wait, refusalOf(wait, busy), bs.spec.MaxWait)
 	}
-	return bs.refuse(ctx, a, wait, refusalOf(wait, busy), bs.spec.MaxWait)
 }
 
 // recheck is how long a call waits before it looks again at a half-open

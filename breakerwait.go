@@ -18,8 +18,8 @@ type holds struct {
 // hold grants a wait for an open breaker, of which held is beyond the
 // policy's, when the call's waits for open breakers stay within maxWait
 // and the wait fits the time left; otherwise it refuses with no.
-func (h *holds) hold(maxWait time.Duration, a ask, wait, held time.Duration, no *breakerError) grant {
-	if maxWait < 0 || a.held+held > maxWait || wait > a.room {
+func (h *holds) hold(ctx context.Context, maxWait time.Duration, a *ask, wait, held time.Duration, no *breakerError) grant {
+	if maxWait < 0 || a.held+held > maxWait || wait > a.room(ctx) {
 		h.denied.Add(1)
 		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: no}}
 	}
@@ -50,14 +50,14 @@ func refusalOf(wait time.Duration, busy bool) *breakerError {
 // waits wait for it, without consuming an attempt, when that fits maxWait
 // and the time left, and otherwise stops with no; a hedge, which starts
 // now or not at all, is refused at once.
-func (h *holds) refuse(ctx context.Context, a ask, wait time.Duration, no *breakerError, maxWait time.Duration) grant {
+func (h *holds) refuse(ctx context.Context, a *ask, wait time.Duration, no *breakerError, maxWait time.Duration) grant {
 	switch {
 	case ctx.Err() != nil: // the caller's context ended while the breaker was consulted
 		return grant{no: &refusal{reason: ReasonCanceled}}
 	case a.kind == kindHedge:
 		return grant{no: &refusal{reason: ReasonBreakerOpen, typ: typeBreakerOpen, err: no}}
 	}
-	return h.hold(maxWait, a, wait, wait, no)
+	return h.hold(ctx, maxWait, a, wait, wait, no)
 }
 
 // breakerError is the failure of a call stopped by a breaker: open, or

@@ -179,7 +179,7 @@ func (bs *budgets) acts() (admits, enters uint8) {
 }
 
 // admit takes a token for a retry or a hedge; a first attempt needs none.
-func (bs *budgets) admit(ctx context.Context, a ask) grant {
+func (bs *budgets) admit(ctx context.Context, a *ask, g *grant) {
 	now := a.cfg.now()
 	var ok bool
 	if bs.shared != nil {
@@ -190,19 +190,17 @@ func (bs *budgets) admit(ctx context.Context, a ask) grant {
 	}
 	switch {
 	case ok:
-		return grant{}
 	case bs.shadow:
 		bs.shadowDenied.Add(1)
-		return grant{}
+	default:
+		bs.denied.Add(1)
+		g.no = &refusal{reason: ReasonBudget, typ: typeBudgetExhausted}
 	}
-	bs.denied.Add(1)
-	return grant{no: &refusal{reason: ReasonBudget, typ: typeBudgetExhausted}}
 }
 
 // enter counts a first attempt for a SharedBudget.
-func (bs *budgets) enter(_ context.Context, a ask) grant {
+func (bs *budgets) enter(_ context.Context, a *ask, _ *grant) {
 	bs.shared.First(a.key)
-	return grant{}
 }
 
 // win counts a call on key that succeeded: it earns Ratio retries. It is

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +15,11 @@ import (
 //
 // Closed, it counts successes and failures over Window, in ten slices,
 // and trips when at least MinRequests were counted and FailureRatio of
-// them failed. Open, it refuses until OpenTimeout has passed. Half-open,
+// them failed. While it is closed, allow and the count of a success take
+// neither the lock nor the clock (see closedRun): the successes are added
+// to the slices when the circuit next reads the clock, at a failure or an
+// outcome left out, or at every 64th success of a stripe, spread evenly
+// over the time since the reading before. Open, it refuses until OpenTimeout has passed. Half-open,
 // it lets Probes attempts through: one failure opens it again, Probes
 // successes close it, and an outcome it leaves out frees the probe for
 // another attempt. Every change of state starts a new generation with
@@ -27,6 +32,14 @@ type circuit struct {
 	ring  [circuitSlices]circuitSlice
 	sent  uint32 // half-open: probes let through and not left out
 	ok    uint32 // half-open: probes that succeeded
+	// run is the current generation while the circuit is closed, nil
+	// while it is open or half-open, or not yet read under mu; it is set
+	// under mu and read without it.
+	run atomic.Pointer[closedRun]
+	// read is when the successes of run were last added to the ring,
+	// and their count then.
+	readAt time.Time
+	read   int64
 	// onChange, when set, is told of each change of state under mu, so
 	// that the changes are recorded in the order they happen.
 	onChange func(change)
@@ -71,14 +84,60 @@ type change struct {
 
 func (c change) happened() bool { return c.from != c.to }
 
+// closedRun is a generation of a closed circuit, as calls see it without
+// the circuit's lock: they go through, and count their successes in wins,
+// which the circuit adds to its ring when it next reads the clock. A
+// success counted just as the generation ends is counted in the old one,
+// which no one reads again: it arrived before the change, as far as the
+// circuit knows.
+type closedRun struct {
+	gen  uint64
+	wins stripes
+}
+
+// closed returns the generation of a closed circuit, or false when it
+// is not closed or has not been read under its lock since it was made.
+func (c *circuit) closed() (gen uint64, ok bool) {
+	if r := c.run.Load(); r != nil {
+		return r.gen, true
+	}
+	return 0, false
+}
+
+// succeeded counts the success of an attempt of generation gen of a
+// closed circuit without the lock or the clock, and reports whether it
+// did; when it did not, the circuit is not closed in that generation and
+// the outcome is for done. due says the circuit should read the clock
+// (see refresh): the stripe has counted 64 more, so that the successes
+// of a busy circuit reach the ring close to when they happened.
+func (c *circuit) succeeded(gen uint64) (counted, due bool) {
+	r := c.run.Load()
+	if r == nil || r.gen != gen {
+		return false, false
+	}
+	return true, r.wins.add()%64 == 0
+}
+
+// refresh adds to the ring, at now, the successes that a closed circuit
+// counted without the lock.
+func (c *circuit) refresh(now time.Time, spec *Breaker) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.advance(now); c.state == circuitClosed && c.run.Load() != nil {
+		c.fold(now, spec)
+	}
+}
+
 // allow asks the circuit at now to let an attempt through. It returns the
 // attempt's generation when it does; otherwise wait is how long the
 // circuit stays open from now, or zero when it is half-open with its
-// probes in flight.
+// probes in flight. A closed circuit lets an attempt through at any time:
+// callers ask closed first, which needs no reading of the clock.
 func (c *circuit) allow(now time.Time, spec *Breaker) (gen uint64, ok bool, wait time.Duration, ch change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch = c.advance(now)
+	c.publish(now)
 	switch c.state {
 	case circuitOpen:
 		return c.gen, false, c.until.Sub(now), ch
@@ -102,6 +161,8 @@ func (c *circuit) done(gen uint64, outcome error, now time.Time, spec *Breaker) 
 	}
 	switch c.state {
 	case circuitClosed:
+		c.publish(now)
+		c.fold(now, spec)
 		if outcome == errBreakerExcluded {
 			return ch
 		}
@@ -169,16 +230,70 @@ func (c *circuit) set(s circuitState, now time.Time, spec *Breaker) change {
 	c.gen++
 	c.ring = [circuitSlices]circuitSlice{}
 	c.sent, c.ok = 0, 0
+	c.run.Store(nil)
 	if s == circuitOpen {
 		c.until = now.Add(spec.OpenTimeout)
 	}
+	c.publish(now)
 	return ch
+}
+
+// publish makes the generation of a closed circuit the one that calls
+// see without the lock, from now, if it is not yet. c.mu is held.
+func (c *circuit) publish(now time.Time) {
+	if c.state != circuitClosed || c.run.Load() != nil {
+		return
+	}
+	c.run.Store(&closedRun{gen: c.gen, wins: newStripes()})
+	c.readAt, c.read = now, 0
+}
+
+// fold adds to the ring the successes counted without the lock since the
+// last reading: spread evenly over the time from that reading to now, in
+// the slices of that time that the window still covers (all in now's
+// slice when no time has passed). c.mu is held, and the circuit is closed.
+func (c *circuit) fold(now time.Time, spec *Breaker) {
+	total := c.run.Load().wins.sum()
+	n, from := total-c.read, c.readAt.UnixNano()
+	c.read, c.readAt = total, now
+	to := now.UnixNano()
+	if n <= 0 {
+		return
+	}
+	if to <= from {
+		c.sliceAt(c.sliceOf(now, spec)).add(n)
+		return
+	}
+	// Walk back from now's slice; each gets the successes of the time
+	// from its start (or from) to now, rounded, less those given after it.
+	width := c.width(spec)
+	k, given := c.sliceOf(now, spec), int64(0)
+	for range circuitSlices { // the window's slices, now's first
+		lo := max(k*width, from)
+		upTo := int64(float64(n)*float64(to-lo)/float64(to-from) + 0.5)
+		c.sliceAt(k).add(upTo - given)
+		given = upTo
+		if lo <= from {
+			return
+		}
+		k--
+	}
+}
+
+// add counts n successes in the slice, saturating.
+func (s *circuitSlice) add(n int64) {
+	s.ok = uint32(min(int64(s.ok)+n, 1<<32-1))
 }
 
 // slice returns the slice of the window that now falls in, cleared when
 // it held an older slice's counts. c.mu is held.
 func (c *circuit) slice(now time.Time, spec *Breaker) *circuitSlice {
-	n := c.sliceOf(now, spec)
+	return c.sliceAt(c.sliceOf(now, spec))
+}
+
+// sliceAt returns slice n of the window, cleared when it held an older
+// slice's counts. c.mu is held.
+func (c *circuit) sliceAt(n int64) *circuitSlice {
 	s := &c.ring[(n%circuitSlices+circuitSlices)%circuitSlices] // n < 0 for a clock before 1970
 	if s.n != n+1 {
 		*s = circuitSlice{n: n + 1}
@@ -201,6 +316,10 @@ func (c *circuit) counts(now time.Time, spec *Breaker) (ok, failed int64) {
 
 // sliceOf numbers the slice of the window that now falls in.
 func (c *circuit) sliceOf(now time.Time, spec *Breaker) int64 {
-	width := max(int64(spec.Window)/circuitSlices, 1)
-	return now.UnixNano() / width
+	return now.UnixNano() / c.width(spec)
+}
+
+// width is the length of a slice of the window, in nanoseconds.
+func (c *circuit) width(spec *Breaker) int64 {
+	return max(int64(spec.Window)/circuitSlices, 1)
 }

@@ -105,3 +105,87 @@ func TestCircuit(t *testing.T) {
 		})
 	}
 }
+
+// TestCircuitClosedSuccesses: a closed circuit lets attempts through and
+// counts their successes without its lock or the clock; they reach the
+// window at the next reading of the clock, spread evenly over the time
+// since the reading before, those the window no longer covers left out.
+func TestCircuitClosedSuccesses(t *testing.T) {
+	spec := Breaker{FailureRatio: 0.5, MinRequests: 4, Window: 10 * time.Second, OpenTimeout: 30 * time.Second, Probes: 1}
+	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		successes int           // counted without the lock after a reading at t0
+		failAt    time.Duration // then one failure, the next reading
+		wantOK    int64         // successes in the window after it
+		wantState string
+	}{
+		{name: "all in the window", successes: 3, failAt: time.Second, wantOK: 3, wantState: BreakerClosed},
+		{name: "the same instant", successes: 3, failAt: 0, wantOK: 3, wantState: BreakerClosed},
+		{name: "half the spell is out of the window", successes: 10, failAt: 20500 * time.Millisecond, wantOK: 5, wantState: BreakerClosed}, // 9.5 s of 20.5 s in the window's slices
+		{name: "long ago: almost none left", successes: 100, failAt: 1000 * time.Second, wantOK: 1, wantState: BreakerClosed},               // 9 s of 1000 s
+		{name: "none left: the failure alone is below MinRequests", successes: 2, failAt: time.Hour, wantOK: 0, wantState: BreakerClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c circuit
+			if _, ok, _, _ := c.allow(t0, &spec); !ok { // read under the lock: closed, published
+				t.Fatal("a new circuit refused an attempt")
+			}
+			gen, ok := c.closed()
+			if !ok {
+				t.Fatal("a closed circuit read under its lock is not published")
+			}
+			for range tt.successes {
+				if counted, _ := c.succeeded(gen); !counted {
+					t.Fatal("a success of the closed generation was not counted")
+				}
+			}
+			now := t0.Add(tt.failAt)
+			c.done(gen, errBreakerFailure, now, &spec)
+			c.mu.Lock()
+			ok0, failed := c.counts(now, &spec)
+			c.mu.Unlock()
+			if ok0 != tt.wantOK || failed != 1 {
+				t.Errorf("counts %d ok, %d failed; want %d ok, 1 failed", ok0, failed, tt.wantOK)
+			}
+			if st, _ := c.current(now); st.String() != tt.wantState {
+				t.Errorf("state %v, want %v", st, tt.wantState)
+			}
+		})
+	}
+	t.Run("a late success of an old generation is dropped", func(t *testing.T) {
+		var c circuit
+		c.allow(t0, &spec)
+		gen, _ := c.closed()
+		for range 4 {
+			c.done(gen, errBreakerFailure, t0, &spec)
+		}
+		if _, ok := c.closed(); ok {
+			t.Fatal("a tripped circuit still lets attempts through without its lock")
+		}
+		if counted, _ := c.succeeded(gen); counted {
+			t.Error("a success of the closed generation was counted once the circuit opened")
+		}
+	})
+	t.Run("every 64th success of a stripe asks for a reading", func(t *testing.T) {
+		var c circuit
+		c.allow(t0, &spec)
+		gen, _ := c.closed()
+		for i := 1; i <= 128; i++ {
+			_, due := c.succeeded(gen) // one goroutine: one stripe
+			if want := i%64 == 0; due != want {
+				t.Fatalf("success %d: due %v, want %v", i, due, want)
+			}
+			if due {
+				c.refresh(t0.Add(time.Second), &spec)
+			}
+		}
+		c.mu.Lock()
+		ok, _ := c.counts(t0.Add(time.Second), &spec)
+		c.mu.Unlock()
+		if ok != 128 {
+			t.Errorf("%d successes in the window after two readings, want 128", ok)
+		}
+	})
+}

@@ -466,3 +466,55 @@ func TestClockTimers(t *testing.T) {
 		}
 	})
 }
+
+// readsClock counts its readings.
+type readsClock struct {
+	virtualClock
+	reads int
+}
+
+func (c *readsClock) Now() time.Time {
+	c.reads++
+	return c.virtualClock.Now()
+}
+
+// TestSuccessReadsNoClock: a call that succeeds reads no clock, through
+// the breaker, a rate limiter with tokens to spare and the retry budget,
+// whether or not its context has a deadline: the breaker reads it to
+// count the successes of a goroutine once every 64, the limiter once it
+// has handed out the tokens it found, and neither here.
+func TestSuccessReadsNoClock(t *testing.T) {
+	deadline, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		opts []retry.Option
+	}{
+		{name: "defaults", ctx: context.Background()},
+		{name: "guarded", ctx: context.Background(), opts: []retry.Option{
+			retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e6, Burst: 1e6})}},
+		{name: "guarded, with a deadline", ctx: deadline, opts: []retry.Option{
+			retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e6, Burst: 1e6})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &readsClock{virtualClock: virtualClock{now: time.Unix(1e9, 0)}}
+			r := retry.New(append(tt.opts, retry.WithClock(clk))...)
+			ok := func(context.Context) error { return nil }
+			if err := r.Run(tt.ctx, ok); err != nil { // the first reads the gates' state
+				t.Fatal(err)
+			}
+			before := clk.reads
+			const calls = 62 // with the first, one short of the breaker's 64th success
+			for range calls {
+				if err := r.Run(tt.ctx, ok); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := clk.reads - before; n != 0 {
+				t.Errorf("%d calls that succeeded read the clock %d times, want none", calls, n)
+			}
+		})
+	}
+}

@@ -174,26 +174,28 @@ func newConcurrency(c Concurrency) *concurrency {
 // acts: every attempt takes a permit as it is about to run, after every
 // other gate's wait, so that no attempt holds one while it waits; admit is
 // never asked.
-func (cs *concurrency) acts() (admits, enters uint8)     { return 0, onAll }
-func (cs *concurrency) admit(context.Context, ask) grant { return grant{} }
+func (cs *concurrency) acts() (admits, enters uint8)        { return 0, onAll }
+func (cs *concurrency) admit(context.Context, *ask, *grant) {}
 
 // enter takes a permit, whose outcome the limit learns; when there is none,
 // it asks for a wait if MaxWait and the time left allow one, or refuses.
-func (cs *concurrency) enter(_ context.Context, a ask) grant {
+func (cs *concurrency) enter(ctx context.Context, a *ask, g *grant) {
 	p := cs.get(a.key)
 	if tag, ok := p.acquire(a.cfg); ok {
-		return grant{learner: p, tag: tag}
+		g.learner, g.tag = p, tag
+		return
 	}
 	// Wait one recheck more while MaxWait allows and the caller's time
 	// outlasts it with a margin (two rechecks and waitMargin, for a
 	// timer's lateness); otherwise refuse now, so that the call ends as
 	// the limit's refusal, not at the caller's own deadline.
-	if w := min(p.recheck(), cs.spec.MaxWait-a.held); a.kind != kindHedge && w > 0 && 2*w+waitMargin < a.room {
+	if w := min(p.recheck(), cs.spec.MaxWait-a.held); a.kind != kindHedge && w > 0 && 2*w+waitMargin < a.room(ctx) {
 		cs.waits.Add(1)
-		return grant{wait: w, held: w}
+		g.wait, g.held = w, w
+		return
 	}
 	cs.denied.Add(1)
-	return grant{no: &refusal{reason: ReasonThrottled, typ: typeConcurrencyLimit, err: &concurrencyError{limit: int64(p.l.Limit())}}}
+	g.no = &refusal{reason: ReasonThrottled, typ: typeConcurrencyLimit, err: &concurrencyError{limit: int64(p.l.Limit())}}
 }
 
 // get returns the limit of key: the one, or key's own.

@@ -2,42 +2,49 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
-// nopGate is a gate that lets every attempt through and asks to learn its
-// outcome, and learns nothing: what the loop costs any gate that learns.
-type nopGate struct{}
+// recordGate is a gate of a type consult does not know: it is asked
+// through the interface. It lets every attempt through and records what
+// it learns.
+type recordGate struct {
+	entered int
+	learned []error
+}
 
-func (nopGate) acts() (uint8, uint8)                { return 0, onAll }
-func (nopGate) admit(context.Context, ask) grant    { return grant{} }
-func (g *nopGate) enter(context.Context, ask) grant { return grant{learner: g} }
-func (*nopGate) learn(*config, int64, error, error) {}
+func (*recordGate) acts() (uint8, uint8)                { return 0, onAll }
+func (*recordGate) admit(context.Context, *ask, *grant) {}
+func (g *recordGate) enter(_ context.Context, a *ask, gr *grant) {
+	g.entered++
+	gr.learner, gr.tag = g, int64(a.kind)
+}
+func (g *recordGate) learn(_ *config, _ int64, outcome, _ error) {
+	g.learned = append(g.learned, outcome)
+}
 
-// BenchmarkNopGate measures the success path with no gate and with a gate
-// that does nothing but ask for the outcome: the loop's share of every
-// learning gate's cost (the breaker, adaptive throttling, the concurrency
-// limit).
-func BenchmarkNopGate(b *testing.B) {
-	ctx := context.Background()
-	for _, on := range []bool{false, true} {
-		name := "none"
-		if on {
-			name = "nop"
+// TestUnknownGate: a gate of a type the loop does not call by its own is
+// asked through the interface all the same, and learns each outcome.
+func TestUnknownGate(t *testing.T) {
+	r := New(WithPolicy(Policy{MaxAttempts: 2, Backoff: Immediate}))
+	g := &recordGate{}
+	c := r.config()
+	for k := range c.gates.enters {
+		c.gates.enters[k] = append(c.gates.enters[k], g)
+	}
+	c.learns = true
+	n := 0
+	err := r.Run(context.Background(), func(context.Context) error {
+		if n++; n == 1 {
+			return errors.New("flaky")
 		}
-		b.Run(name, func(b *testing.B) {
-			r := New()
-			c := r.config()
-			if on {
-				g := &nopGate{}
-				c.gates.enters[kindFirst] = append(c.gates.enters[kindFirst], g)
-				c.learns = true
-			}
-			f := func(context.Context) error { return nil }
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = r.Run(ctx, f)
-			}
-		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.entered != 2 || len(g.learned) != 2 || g.learned[0] != errBreakerFailure || g.learned[1] != nil {
+		t.Errorf("entered %d times, learned %v; want 2 and [failure <nil>]", g.entered, g.learned)
 	}
 }

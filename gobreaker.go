@@ -169,31 +169,31 @@ func (g *goBreakers) acts() (admits, enters uint8) { return onRetry, onAll }
 
 // admit raises a retry's wait to the end of an open breaker's open time,
 // when that fits MaxWait and the time left; otherwise it refuses.
-func (g *goBreakers) admit(_ context.Context, a ask) grant {
+func (g *goBreakers) admit(ctx context.Context, a *ask, gr *grant) {
 	if a.kind != kindRetry {
-		return grant{}
+		return
 	}
 	left := g.openFor(g.get(a.key), time.Now())
-	if left <= a.wait {
-		return grant{}
+	if left > a.wait {
+		*gr = g.hold(ctx, g.maxWait, a, left, left-a.wait, &breakerError{wait: left, cause: gobreaker.ErrOpenState})
 	}
-	return g.hold(g.maxWait, a, left, left-a.wait, &breakerError{wait: left, cause: gobreaker.ErrOpenState})
 }
 
 // enter asks the key's breaker to let the attempt through; its done learns
 // the outcome. A refusal is waited for, or ends the call, as the built-in
 // breaker's.
-func (g *goBreakers) enter(ctx context.Context, a ask) grant {
+func (g *goBreakers) enter(ctx context.Context, a *ask, gr *grant) {
 	b := g.get(a.key)
 	if b.cb == nil {
-		return grant{}
+		return
 	}
 	done, err := b.cb.Allow()
 	if err == nil {
 		if b.until.Load() != 0 {
 			b.until.Store(0) // not open now: a later opening is a new one
 		}
-		return grant{learner: goDone(done)}
+		gr.learner = goDone(done)
+		return
 	}
 	wait := g.recheck
 	if !errors.Is(err, gobreaker.ErrTooManyRequests) {
@@ -201,7 +201,7 @@ func (g *goBreakers) enter(ctx context.Context, a ask) grant {
 			wait = left
 		}
 	}
-	return g.refuse(ctx, a, wait, &breakerError{wait: wait, cause: err}, g.maxWait)
+	*gr = g.refuse(ctx, a, wait, &breakerError{wait: wait, cause: err}, g.maxWait)
 }
 
 // goDone is a gobreaker breaker's done, as the learner of an attempt.

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,9 @@ func WithRateLimit(rl RateLimit) Option {
 			return
 		}
 		c.limiter = &limiter{l: l}
+		if rl, ok := l.(*rateLimiter); ok {
+			c.limiter.ahead = rl.ahead
+		}
 	})
 }
 
@@ -114,6 +118,7 @@ func newRateLimiter(rl RateLimit) (l Limiter, field string, value any, rule stri
 		b.keys = newKeyed[*rate.Limiter](maxKeys)
 	} else {
 		b.one = rate.NewLimiter(b.limit, b.burst)
+		b.ahead = &ahead{lim: b.one, s: make([]aheadStripe, len(newStripes().s))}
 	}
 	return b, "", nil, ""
 }
@@ -125,15 +130,27 @@ type rateLimiter struct {
 	keys  *keyed[*rate.Limiter]
 	limit rate.Limit
 	burst int
+	// ahead hands out the tokens of one, which no other code takes
+	// from; nil for a Limiter given in RateLimit.Limiter, which other
+	// code may share, and for buckets kept per key.
+	ahead *ahead
 }
 
 // Reserve implements Limiter. A token that is there at once is taken with
 // AllowN, which allocates nothing; otherwise a Reservation holds the token
 // for the wait, or is canceled at once when the wait would pass maxWait.
+// The tokens that ahead handed out are taken from the bucket first, and
+// what it holds afterwards is lent to ahead again.
 func (l *rateLimiter) Reserve(_ context.Context, key string, now time.Time, maxWait time.Duration) (time.Duration, func(time.Time), bool) {
 	lim := l.one
 	if l.keys != nil {
 		lim = l.keys.get(key, now, func() *rate.Limiter { return rate.NewLimiter(l.limit, l.burst) })
+	}
+	if a := l.ahead; a != nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.settle(now)
+		defer a.lend(now)
 	}
 	if lim.AllowN(now, 1) {
 		return 0, nil, true
@@ -153,6 +170,9 @@ func (l *rateLimiter) Reserve(_ context.Context, key string, now time.Time, maxW
 // tokens returns the tokens of each bucket at now, by key ("" for one).
 func (l *rateLimiter) tokens(now time.Time) map[string]float64 {
 	if l.keys == nil {
+		if a := l.ahead; a != nil {
+			return map[string]float64{"": a.tokensAt(now)}
+		}
 		return map[string]float64{"": l.one.TokensAt(now)}
 	}
 	m := make(map[string]float64)
@@ -160,9 +180,90 @@ func (l *rateLimiter) tokens(now time.Time) map[string]float64 {
 	return m
 }
 
+// ahead hands out the tokens of a bucket that no other code takes from
+// without reading the clock or taking the bucket's lock, one atomic add
+// an attempt. A bucket only gains tokens as time passes, so one that held
+// n whole tokens when it was last read holds at least n, less those taken
+// since, at any later time: ahead lends those n to its stripes (one per
+// goroutine's stack, see stripes), and an attempt takes one from its
+// stripe. The tokens taken so are taken from the bucket in one AllowN
+// when it is next read, as an attempt finds its stripe empty (Reserve);
+// taking them late can only leave the bucket fewer tokens than taking
+// them one by one would have, had it filled up meanwhile, never more.
+type ahead struct {
+	mu  sync.Mutex // held while the bucket is read and the stripes lent
+	lim *rate.Limiter
+	s   []aheadStripe
+}
+
+// aheadStripe is one stripe's tokens, alone on its cache line.
+type aheadStripe struct {
+	_    [64]byte
+	n    atomic.Int64 // tokens left; below zero once an attempt found none
+	lent int64        // tokens lent at the last reading; under ahead.mu
+	_    [48]byte
+}
+
+// take takes a lent token for an attempt, and reports whether there was
+// one.
+func (a *ahead) take() bool {
+	return a.s[stackHint()&uintptr(len(a.s)-1)].n.Add(-1) >= 0 // len(a.s) is a power of two
+}
+
+// settle takes from the bucket, at now, the tokens the stripes handed out
+// since they were lent, and leaves them none. a.mu is held.
+func (a *ahead) settle(now time.Time) {
+	var taken int64
+	for i := range a.s {
+		s := &a.s[i]
+		if s.lent == 0 {
+			continue
+		}
+		taken += s.lent - max(s.n.Swap(0), 0)
+		s.lent = 0
+	}
+	if taken > 0 {
+		a.lim.AllowN(now, int(taken)) // they are there: see ahead
+	}
+}
+
+// lend lends the stripes the whole tokens the bucket holds at now. a.mu
+// is held, and the stripes hold none.
+func (a *ahead) lend(now time.Time) {
+	tokens := a.lim.TokensAt(now)
+	if !(tokens >= 1) { // NaN for rate.Inf
+		return
+	}
+	n := int64(min(tokens, 1<<50))
+	per, rest := n/int64(len(a.s)), n%int64(len(a.s))
+	for i := range a.s {
+		s := &a.s[i]
+		s.lent = per
+		if int64(i) < rest {
+			s.lent++
+		}
+		s.n.Store(s.lent)
+	}
+}
+
+// tokensAt returns the tokens of the bucket at now, less those the
+// stripes handed out and the bucket has not yet been told of.
+func (a *ahead) tokensAt(now time.Time) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var taken int64
+	for i := range a.s {
+		if s := &a.s[i]; s.lent > 0 {
+			taken += s.lent - max(s.n.Load(), 0)
+		}
+	}
+	return a.lim.TokensAt(now) - float64(taken)
+}
+
 // limiter is the rate limit of a Retrier and its counters.
 type limiter struct {
 	l      Limiter
+	ahead  *ahead       // the tokens that l, a rateLimiter, hands out ahead
 	waits  atomic.Int64 // attempts that waited for a token
 	denied atomic.Int64 // calls stopped because the wait could not fit
 }
@@ -174,28 +275,30 @@ func (l *limiter) acts() (admits, enters uint8) { return onAll, 0 }
 // time; a hedge takes only a token that is there now. When the wait
 // cannot fit the time left it refuses, and the call stops with Reason
 // rate_limited. undo gives the token back if the attempt never runs.
-func (l *limiter) admit(ctx context.Context, a ask) grant {
-	room := max(a.room, 0)
-	if a.kind == kindHedge {
-		room = 0
+func (l *limiter) admit(ctx context.Context, a *ask, g *grant) {
+	if l.ahead != nil && l.ahead.take() {
+		return // a token that is there now: no clock, no lock
 	}
+	room := max(a.room(ctx), 0)
 	w, undo, ok := l.l.Reserve(ctx, a.key, a.cfg.mono(), room)
 	switch {
 	case ok:
 		if w > a.wait {
 			l.waits.Add(1)
 		}
-		return grant{wait: w, undo: undo}
+		g.wait, g.undo = w, undo
+		return
 	case ctx.Err() != nil:
-		return grant{no: &refusal{reason: ReasonCanceled}}
+		g.no = &refusal{reason: ReasonCanceled}
+		return
 	case a.kind != kindHedge:
 		l.denied.Add(1)
 	}
-	return grant{no: &refusal{reason: ReasonRateLimited, typ: typeRateLimited, err: rateLimitError{}}}
+	g.no = &refusal{reason: ReasonRateLimited, typ: typeRateLimited, err: rateLimitError{}}
 }
 
 // enter is never asked: the token was taken in admit.
-func (l *limiter) enter(context.Context, ask) grant { return grant{} }
+func (l *limiter) enter(context.Context, *ask, *grant) {}
 
 // rateLimitError is the failure of a call whose rate-limit wait cannot fit.
 type rateLimitError struct{}

@@ -33,6 +33,8 @@ func TestRateLimitNeverExceeded(t *testing.T) {
 		{name: "50/s burst 5, 8 callers", limit: 50, burst: 5, callers: 8, calls: 100, wantSeconds: (800 - 5) / 50.0},
 		{name: "200/s burst 1, 16 callers", limit: 200, burst: 1, callers: 16, calls: 50, wantSeconds: (800 - 1) / 200.0},
 		{name: "10/s burst 3, 4 callers, retries", limit: 10, burst: 3, callers: 4, calls: 20, failOneIn: 3},
+		// Most tokens are handed out ahead, without the clock (see ahead).
+		{name: "1000/s burst 500, 8 callers", limit: 1000, burst: 500, callers: 8, calls: 300, wantSeconds: (2400 - 500) / 1000.0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

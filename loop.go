@@ -116,19 +116,15 @@ func (c *call) admitFirst(ctx context.Context, drv *driver, p *pass) error {
 	if !c.cfg.admits(kindFirst) {
 		return nil
 	}
-	p.room = c.room(ctx)
+	p.start = c.start
 	return c.refused(ctx, drv, c.cfg.admit(ctx, p))
 }
 
 // enter lets the attempt through the gates, waiting where they ask.
 func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Timer) error {
-	p.room = c.room(ctx)
+	p.start = c.start
 	no, err := c.cfg.enter(ctx, p, func(d time.Duration) error {
-		if err := c.sleep(ctx, drv, timer, d); err != nil {
-			return err
-		}
-		p.room = c.room(ctx)
-		return nil
+		return c.sleep(ctx, drv, timer, d)
 	})
 	if err != nil {
 		return err
@@ -162,8 +158,11 @@ func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFun
 
 // verdict is what the attempt that has just run means to the gates.
 func (c *call) verdict(ctx context.Context, drv *driver, failure error, timedOut bool) error {
-	if drv != nil && drv.verdict != nil {
+	switch {
+	case drv != nil && drv.verdict != nil:
 		return drv.verdict()
+	case failure == nil:
+		return nil
 	}
 	return c.cfg.breakerOutcome(ctx, failure, timedOut)
 }
@@ -293,7 +292,7 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 	if how.sampled {
 		c.prev = dec.Delay
 	}
-	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, room: f.left, held: p.held}}
+	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, start: c.start, held: p.held}}
 	if cfg.admits(kindRetry) {
 		if no := cfg.admit(ctx, p); no != nil {
 			if no.reason == ReasonCanceled {
@@ -320,15 +319,6 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 func (c *call) hasDeadline(ctx context.Context) bool {
 	_, ok := ctx.Deadline()
 	return ok
-}
-
-// room returns the longest wait from now that fits the caller's deadline
-// and MaxElapsed, reading the clock only when there is one of them.
-func (c *call) room(ctx context.Context) time.Duration {
-	if c.cfg.maxElapsed <= 0 && !c.hasDeadline(ctx) {
-		return maxDuration
-	}
-	return c.left(ctx, c.cfg.now())
 }
 
 // left returns the longest wait from now that ends before the caller's

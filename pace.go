@@ -116,26 +116,23 @@ type paceGate struct {
 
 func (g *paceGate) acts() (admits, enters uint8) { return g.kinds, 0 }
 
-func (g *paceGate) admit(_ context.Context, a ask) grant {
+func (g *paceGate) admit(ctx context.Context, a *ask, gr *grant) {
 	if g.p.held.Load() == 0 {
-		return grant{}
+		return
 	}
 	w := g.p.wait(a.key, a.cfg.mono())
 	if w <= a.wait {
-		return grant{}
+		return
 	}
-	room := a.room
-	if a.kind == kindHedge {
-		room = 0
+	if w > a.room(ctx) || w > a.cfg.maxServerDelay {
+		gr.no = &refusal{reason: ReasonRateLimited, typ: typeRemoteRateLimited, err: &remoteRateLimitError{wait: w}}
+		return
 	}
-	if w > room || w > a.cfg.maxServerDelay {
-		return grant{no: &refusal{reason: ReasonRateLimited, typ: typeRemoteRateLimited, err: &remoteRateLimitError{wait: w}}}
-	}
-	return grant{wait: w}
+	gr.wait = w
 }
 
 // enter is never asked.
-func (g *paceGate) enter(context.Context, ask) grant { return grant{} }
+func (g *paceGate) enter(context.Context, *ask, *grant) {}
 
 // remoteRateLimitError is the failure of a request stopped because its
 // server's quota resets too late for it.

@@ -118,26 +118,26 @@ func newThrottles(t Throttle) *throttles {
 func (ts *throttles) acts() (admits, enters uint8) { return onRetry, onAll }
 
 // admit draws for a retry.
-func (ts *throttles) admit(_ context.Context, a ask) grant {
-	return grant{no: ts.draw(ts.get(a.key), a)}
+func (ts *throttles) admit(_ context.Context, a *ask, g *grant) {
+	g.no = ts.draw(ts.get(a.key), a)
 }
 
 // enter draws for a first attempt or a hedge, and lets the attempt's
 // outcome be learned.
-func (ts *throttles) enter(_ context.Context, a ask) grant {
+func (ts *throttles) enter(_ context.Context, a *ask, g *grant) {
 	t := ts.get(a.key)
 	if a.kind != kindRetry {
-		if no := ts.draw(t, a); no != nil {
-			return grant{no: no}
+		if g.no = ts.draw(t, a); g.no != nil {
+			return
 		}
 	}
-	return grant{learner: t}
+	g.learner = t
 }
 
 // draw sheds the attempt with the throttle's probability, or returns nil.
 // While the dependency accepts enough it reads neither the clock nor the
 // random source.
-func (ts *throttles) draw(t *throttle, a ask) *refusal {
+func (ts *throttles) draw(t *throttle, a *ask) *refusal {
 	if t.calm() {
 		return nil
 	}
