@@ -169,20 +169,19 @@ type doneFunc func(error)
 
 func (f doneFunc) learn(_ *config, _ int64, outcome, _ error) { f(outcome) }
 
-// maxGates is the most gates a call passes: every gate assemble knows (a
-// configuration has the built-in breaker or gobreaker's, never both), so
-// that no list of them outgrows a pass's arrays.
-const maxGates = 6
+// maxLearners is the most gates that learn the outcome of one attempt:
+// the breaker (the built-in one or gobreaker's, never both), adaptive
+// throttling and the concurrency limit, and room for one more.
+const maxLearners = 4
 
 // pass is one attempt's way through the gates: the ask, and what the gates
-// granted.
+// granted. Every call sets one up, gates or none: it is kept small.
 type pass struct {
 	ask
-	undo     [maxGates]func(time.Time) // what gates took, given back if the attempt never runs
-	learners [maxGates]learner         // what learns the attempt's outcome, with its tag
-	tags     [maxGates]int64
-	taken    bool  // some undo is set
-	heard    uint8 // the learners set are among the first heard
+	undo     func(time.Time)      // gives back what gates took, if the attempt never runs
+	learners [maxLearners]learner // what learns the attempt's outcome, in the order entered
+	tags     [maxLearners]int64   // with its tag
+	heard    uint8                // the learners set
 }
 
 // refusal is a gate's no: the reason the call stops, the type of its
@@ -262,7 +261,7 @@ func (c *config) enters(k kind) bool { return len(c.gates.enters[k]) > 0 }
 // admit asks every gate to let the attempt of p through (see gate.admit),
 // raising p.wait. On a refusal it gives back what the gates before took.
 func (c *config) admit(ctx context.Context, p *pass) *refusal {
-	for i, g := range c.gates.admits[p.kind] {
+	for _, g := range c.gates.admits[p.kind] {
 		var gr grant
 		consult(ctx, g, false, &p.ask, &gr)
 		if gr.no != nil {
@@ -271,7 +270,11 @@ func (c *config) admit(ctx context.Context, p *pass) *refusal {
 		}
 		p.wait, p.held = max(p.wait, gr.wait), p.held+gr.held
 		if gr.undo != nil {
-			p.undo[i], p.taken = gr.undo, true
+			if first := p.undo; first != nil { // a second gate took something
+				then := gr.undo
+				gr.undo = func(now time.Time) { first(now); then(now) }
+			}
+			p.undo = gr.undo
 		}
 	}
 	return nil
@@ -301,7 +304,8 @@ func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) e
 			return gr.no, nil
 		}
 		if gr.learner != nil {
-			p.learners[i], p.tags[i], p.heard = gr.learner, gr.tag, uint8(i+1)
+			p.learners[p.heard], p.tags[p.heard] = gr.learner, gr.tag
+			p.heard++
 		}
 		i++
 	}
@@ -338,23 +342,13 @@ func (p *pass) learn(outcome, cause error) {
 }
 
 // spend marks what the gates took as spent: the attempt runs.
-func (p *pass) spend() {
-	if p.taken {
-		p.undo, p.taken = [maxGates]func(time.Time){}, false
-	}
-}
+func (p *pass) spend() { p.undo = nil }
 
 // giveBack gives back what the gates took for an attempt that never runs.
 func (p *pass) giveBack(c *config) {
-	if !p.taken {
-		return
-	}
-	p.taken = false
-	for i, undo := range p.undo {
-		if undo != nil {
-			undo(c.mono())
-			p.undo[i] = nil
-		}
+	if undo := p.undo; undo != nil {
+		p.undo = nil
+		undo(c.mono())
 	}
 }
 

@@ -66,14 +66,16 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 	defer c.release(&p, &timer)
 	for {
 		// The caller's context, then the gates of a first attempt.
-		if p.kind == kindFirst {
+		if p.kind == kindFirst && (ctx.Err() != nil || c.cfg.maxElapsed > 0 || c.cfg.admits(kindFirst)) {
 			if err := c.admitFirst(ctx, drv, &p); err != nil {
 				return err
 			}
 		}
 		// The wait: the policy's, or what the gates asked for.
-		if err := c.sleep(ctx, drv, &timer, p.wait); err != nil {
-			return err
+		if p.wait > 0 {
+			if err := c.sleep(ctx, drv, &timer, p.wait); err != nil {
+				return err
+			}
 		}
 		// The gates let the attempt run now; an open breaker is waited
 		// for without consuming an attempt.
@@ -99,13 +101,20 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 func (c *call) won() {
 	if w := c.cfg.wins; w != nil {
 		w.Add(1)
-	} else if bs := c.cfg.budget; bs != nil && bs.keys != nil {
+	} else if c.cfg.budget != nil {
+		c.wonKey()
+	}
+}
+
+// wonKey counts the call's success for a budget kept per key.
+func (c *call) wonKey() {
+	if bs := c.cfg.budget; bs.keys != nil {
 		bs.win(c.key)
 	}
 }
 
 // admitFirst checks the caller's context and passes the first attempt
-// through the gates.
+// through the gates; run calls it only when one of them has work.
 func (c *call) admitFirst(ctx context.Context, drv *driver, p *pass) error {
 	if ctx.Err() != nil {
 		return c.canceled(ctx, drv)
@@ -171,7 +180,7 @@ func (c *call) verdict(ctx context.Context, drv *driver, failure error, timedOut
 func (c *call) started() {
 	c.attempt++
 	if c.attempt == 1 {
-		c.cfg.state.calls.Add(1)
+		c.cfg.state.calls.add()
 		return
 	}
 	c.cfg.state.retryAttempts.Add(1)
@@ -377,8 +386,15 @@ func (c *call) sleep(ctx context.Context, drv *driver, timer **time.Timer, d tim
 // release frees what the call holds: its timer, and what gates took for an
 // attempt that never ran.
 func (c *call) release(p *pass, timer **time.Timer) {
-	if *timer != nil {
-		(*timer).Stop()
+	if *timer != nil || p.undo != nil {
+		c.releaseHeld(p, *timer)
+	}
+}
+
+// releaseHeld is release for a call that holds something.
+func (c *call) releaseHeld(p *pass, timer *time.Timer) {
+	if timer != nil {
+		timer.Stop()
 	}
 	p.giveBack(c.cfg)
 }

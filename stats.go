@@ -139,7 +139,7 @@ func init() {
 
 func (c *config) stats() Stats {
 	st := c.state
-	calls := st.calls.Load()
+	calls := st.calls.sum()
 	s := Stats{
 		Calls:             calls + st.unstarted.Load(),
 		Attempts:          calls + st.retryAttempts.Load(),
@@ -187,7 +187,7 @@ func (c *config) stats() Stats {
 
 // state is what the calls of one Retrier share.
 type state struct {
-	calls             atomic.Int64 // calls that ran a first attempt
+	calls             stripes      // calls that ran a first attempt: every call adds one
 	unstarted         atomic.Int64 // calls stopped before their first attempt
 	retryAttempts     atomic.Int64
 	failed            atomic.Int64
@@ -208,4 +208,4 @@ type state struct {
 	owner *Retrier
 }
 
-func newState() *state { return &state{} }
+func newState() *state { return &state{calls: newStripes()} }
