@@ -222,6 +222,11 @@ func (bs *breakers) get(key string, now time.Time) *breaker {
 	if bs.single != nil {
 		return bs.single
 	}
+	return bs.keyed(key, now)
+}
+
+// keyed returns the breaker of key, made on first use.
+func (bs *breakers) keyed(key string, now time.Time) *breaker {
 	return bs.keys.get(key, now, func() *breaker { return bs.newBreaker(key) })
 }
 
@@ -249,6 +254,11 @@ func (b *breaker) learn(cfg *config, tag int64, outcome, _ error) {
 			return
 		}
 	}
+	b.count(cfg, tag, outcome)
+}
+
+// count counts an outcome under the circuit's lock.
+func (b *breaker) count(cfg *config, tag int64, outcome error) {
 	if outcome == errNotRun {
 		outcome = errBreakerExcluded // frees a half-open probe; counts neither way
 	}
@@ -356,6 +366,13 @@ func (b *Breaker) recheck() time.Duration {
 // it, which looks again before it lets go. No lock a caller waits on is
 // held while OnChange runs.
 func (bs *breakers) flush() {
+	if bs.pending.Load() != 0 {
+		bs.deliverChanges()
+	}
+}
+
+// deliverChanges is flush with changes pending.
+func (bs *breakers) deliverChanges() {
 	for bs.pending.Load() != 0 {
 		if !bs.deliver.TryLock() {
 			return

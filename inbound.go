@@ -88,5 +88,9 @@ func (c *config) inboundRetry(ctx context.Context) bool {
 // process retries as its policy says, and the two policies multiply, so
 // give the inner or the outer one attempt.
 func OutboundAttempt(ctx context.Context) int {
-	return max(AttemptFrom(ctx), enclosing(ctx), InboundAttempt(ctx))
+	n, ok := ctx.Value(attemptKey{}).(int)
+	if !ok { // nor an enclosing number, which withAttempt sets only beside it
+		return max(1, InboundAttempt(ctx))
+	}
+	return max(n, enclosing(ctx), InboundAttempt(ctx))
 }

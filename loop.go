@@ -135,7 +135,7 @@ func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Tim
 	no, err := c.cfg.enter(ctx, p, func(d time.Duration) error {
 		return c.sleep(ctx, drv, timer, d)
 	})
-	if err != nil {
+	if err != nil || no == nil {
 		return err
 	}
 	return c.refused(ctx, drv, no)
@@ -157,23 +157,28 @@ func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFun
 	}()
 	timedOut, failure = attempt(c.numbered(ctx))
 	finished = true
-	cause := failure
-	if drv != nil && drv.cause != nil {
-		cause = drv.cause()
+	if drv == nil && failure == nil {
+		p.learn(nil, nil) // a success of Do's fn
+	} else {
+		c.learn(ctx, drv, p, failure, timedOut)
 	}
-	p.learn(c.verdict(ctx, drv, failure, timedOut), cause)
 	return timedOut, failure
 }
 
-// verdict is what the attempt that has just run means to the gates.
-func (c *call) verdict(ctx context.Context, drv *driver, failure error, timedOut bool) error {
+// learn tells the gates what the attempt that has just run means to them
+// (see pass.learn), and its own error.
+func (c *call) learn(ctx context.Context, drv *driver, p *pass, failure error, timedOut bool) {
+	outcome, cause := error(nil), failure
+	if drv != nil && drv.cause != nil {
+		cause = drv.cause()
+	}
 	switch {
 	case drv != nil && drv.verdict != nil:
-		return drv.verdict()
-	case failure == nil:
-		return nil
+		outcome = drv.verdict()
+	case failure != nil:
+		outcome = c.cfg.breakerOutcome(ctx, failure, timedOut)
 	}
-	return c.cfg.breakerOutcome(ctx, failure, timedOut)
+	p.learn(outcome, cause)
 }
 
 // started counts the attempt about to run.

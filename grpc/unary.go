@@ -143,8 +143,6 @@ type unaryCall struct {
 // start prepares the call's attempts.
 func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) {
 	u.method, u.req, u.reply, u.cc, u.invoker = method, req, reply, cc, invoker
-	u.headerAt, u.trailerAt, u.peerAt = nil, nil, nil
-	u.call = callConfig{}
 	u.opts = append(u.opts[:0], opts...)
 	for _, o := range opts {
 		switch o := o.(type) {
@@ -173,13 +171,20 @@ func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc
 }
 
 // end drops what the call referenced, before the state goes back to the
-// pool.
+// pool, and leaves it as start expects it: no header or trailer, and the
+// zero callConfig. (Every store here and in start is one more that the
+// engine's first atomic add waits for: they are kept to what a call
+// changed.)
 func (u *unaryCall) end() {
 	u.req, u.reply, u.cc, u.invoker = nil, nil, nil, nil
-	clear(u.opts)
-	u.opts = u.opts[:0]
+	for i := range u.opts { // a few: cheaper than clear's call
+		u.opts[i] = nil
+	}
 	u.header, u.trailer, u.headerAt, u.trailerAt, u.peerAt = nil, nil, nil, nil, nil
-	u.call, u.codes = callConfig{}, nil
+	if u.call.set {
+		u.call = callConfig{}
+	}
+	u.codes = nil
 }
 
 // attempt runs one attempt of the call.
