@@ -142,21 +142,14 @@ func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Tim
 }
 
 // try runs one attempt and reports its outcome to the gates. A panic in
-// the attempt is reported as a failure and goes on.
+// the attempt goes on, and release reports it to them as a failure.
 func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (timedOut bool, failure error) {
 	p.spend()
 	c.started()
 	if p.heard == 0 { // no gate asked for the outcome
 		return attempt(c.numbered(ctx))
 	}
-	finished := false
-	defer func() {
-		if !finished {
-			p.learn(errBreakerFailure, errPanicked)
-		}
-	}()
 	timedOut, failure = attempt(c.numbered(ctx))
-	finished = true
 	if drv == nil && failure == nil {
 		p.learn(nil, nil) // a success of Do's fn
 	} else {
@@ -388,10 +381,12 @@ func (c *call) sleep(ctx context.Context, drv *driver, timer **time.Timer, d tim
 	}
 }
 
-// release frees what the call holds: its timer, and what gates took for an
-// attempt that never ran.
+// release frees what the call holds, as it returns or panics: its timer,
+// what gates took for an attempt that never ran, and the gates waiting
+// for the outcome of an attempt that panicked, which learn it as a
+// failure.
 func (c *call) release(p *pass, timer **time.Timer) {
-	if *timer != nil || p.undo != nil {
+	if *timer != nil || p.undo != nil || p.heard > 0 {
 		c.releaseHeld(p, *timer)
 	}
 }
@@ -400,6 +395,9 @@ func (c *call) release(p *pass, timer **time.Timer) {
 func (c *call) releaseHeld(p *pass, timer *time.Timer) {
 	if timer != nil {
 		timer.Stop()
+	}
+	if p.heard > 0 {
+		p.learn(errBreakerFailure, errPanicked)
 	}
 	p.giveBack(c.cfg)
 }
