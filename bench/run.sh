@@ -10,17 +10,38 @@
 #   ./run.sh                 # everything, about 13 minutes
 #   BENCH=Success ./run.sh   # one case
 #   COUNT=3 ./run.sh         # fewer rounds
+#   BASE=main ./run.sh       # also the library at git revision main
+#
+# With BASE, each round also runs this module's benchmarks against the
+# library as it was at that revision (the rest of the repository taken
+# from it, this bench directory from the working tree), and only its rows
+# of ours, named base:retry-…: a before and after in one interleaved run.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=${OUT:-results.txt}
-bin=$(mktemp -d)/bench.test
-trap 'rm -rf "$(dirname "$bin")"' EXIT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bin=$tmp/bench.test
 go test -c -o "$bin" .
+if [[ -n ${BASE:-} ]]; then
+	mkdir "$tmp/base"
+	git -C .. archive "$BASE" | tar -x -C "$tmp/base"
+	rm -rf "$tmp/base/bench"
+	cp -R . "$tmp/base/bench"
+	(cd "$tmp/base/bench" && go test -c -o "$tmp/base.test" .)
+	baseBench=${BENCH:-.}
+	[[ $baseBench == */* ]] || baseBench="$baseBench/^retry"
+fi
 : >"$out"
 for i in $(seq "${COUNT:-10}"); do
 	echo "round $i of ${COUNT:-10}" >&2
 	"$bin" -test.run '^$' -test.bench "${BENCH:-.}" -test.benchmem -test.count 1 | tee -a "$out" >&2
+	if [[ -n ${BASE:-} ]]; then
+		"$tmp/base.test" -test.run '^$' -test.bench "$baseBench" -test.benchmem -test.count 1 |
+			sed -E 's#^(Benchmark[^/ ]+/)(retry)#\1base:\2#' | tee -a "$out" >&2
+	fi
 done
 echo "date: $(date -u +%Y-%m-%d)  "
 echo "go: $(go env GOVERSION)  "
+[[ -n ${BASE:-} ]] && echo "base: $BASE ($(git -C .. rev-parse --short "$BASE"))  "
 go run ./cmd/benchtable <"$out"

@@ -1,12 +1,17 @@
 // Command benchtable reads `go test -bench` output and prints, for each
-// benchmark case, the median ns/op, B/op and allocs/op of every
-// implementation, its ratio to the best peer, and its difference from the
-// case's reference (the bare baseline where there is one).
+// benchmark case, the median ns/op, CPU ns/op (cpu-ns/op, which the bench
+// module reports), B/op and allocs/op of every implementation, its ratio
+// to the best peer, and its difference from the case's reference (the
+// bare baseline where there is one). Ratios and differences are of CPU
+// time when every row of the case has it, else of wall time.
 //
 //	go test -run '^$' -bench . -benchmem -count 10 . | go run ./cmd/benchtable
 //
-// Implementations whose names start with "retry" are this library's; "plain"
-// and those starting with "gobreaker" are references; the others are peers.
+// Implementations whose names start with "retry" (or "base:retry", ours at
+// an earlier revision: run.sh's BASE) are this library's; "plain" and
+// those starting with "gobreaker" are references; the others are peers. A
+// case named ParallelX is compared row by row with X (Parallel with
+// Success): the cost of a call from every core over its cost on one.
 //
 // In a case with rows named X-none (the Gate cases: an implementation with
 // no gate), every row X-… is compared with its X-none, and the others with
@@ -169,7 +174,10 @@ func trimProcs(name string) string {
 	return name[:i]
 }
 
-func ours(impl string) bool { return strings.HasPrefix(impl, "retry") }
+// ours reports whether impl is this library's: a row named retry-…, or
+// base:retry-…, the same row run against an earlier revision (run.sh's
+// BASE).
+func ours(impl string) bool { return strings.HasPrefix(strings.TrimPrefix(impl, "base:"), "retry") }
 
 // bases returns, for a case with rows named X-none, the row each row is
 // compared with: the X-none of the longest X that its name starts with

@@ -67,6 +67,19 @@ BenchmarkGateThrottle/gobreaker-twostep-2           	100	        200.0 ns/op	   
 			"| peer-throttler-bare | 70.00 | 0 | 0 |  | +20.0 | -1 | peer-none |",
 			"| gobreaker-twostep | 200.0 | 48 | 1 | 2.857 | +199.0 | +1 | plain |",
 		}},
+		{name: "CPU times: the table compares them; Parallel rows against the serial case's", in: `cpu: Test CPU
+BenchmarkGuarded/retry-retrier-2          	100	        50.00 ns/op	        20.00 cpu-ns/op	       0 B/op	       0 allocs/op
+BenchmarkGuarded/hand-2                   	100	        90.00 ns/op	        80.00 cpu-ns/op	     128 B/op	       4 allocs/op
+BenchmarkGuarded/base:retry-retrier-2     	100	        60.00 ns/op	        40.00 cpu-ns/op	       0 B/op	       0 allocs/op
+BenchmarkParallelGuarded/retry-retrier-2  	100	        30.00 ns/op	        22.00 cpu-ns/op	       0 B/op	       0 allocs/op
+BenchmarkParallelGuarded/hand-2           	100	        45.00 ns/op	        96.00 cpu-ns/op	     128 B/op	       4 allocs/op
+`, want: []string{
+			"| implementation | ns/op | CPU ns/op | B/op | allocs/op | × best peer |",
+			"| retry-retrier | 50.00 | 20.00 | 0 | 0 | 0.250 |",        // 20/80: of CPU time
+			"| base:retry-retrier | 60.00 | 40.00 | 0 | 0 | 0.500 |",   // ours at an earlier revision: no peer
+			"| retry-retrier | 30.00 | 22.00 | 0 | 0 | 0.229 | 1.10 |", // 22/20 against Guarded
+			"| hand | 45.00 | 96.00 | 128 | 4 |  | 1.20 |",
+		}},
 		{name: "a value that is no number", in: "BenchmarkSuccess/plain-2\t100\tfast ns/op\n", err: `value "fast" is not a number`},
 		{name: "empty input", in: "PASS\n", err: "no benchmark results"},
 	}
