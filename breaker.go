@@ -179,6 +179,9 @@ var (
 func (bs *breakers) newBreaker(key string) *breaker {
 	b := &breaker{bs: bs, key: key}
 	b.c.onChange = b.changed
+	if bs.keys != nil {
+		b.c.stripes = 16 // one of up to 1024
+	}
 	if bs.spec.Store != nil {
 		b.shared = newSharedBreaker(bs.spec.Store, bs, key)
 	}

@@ -43,6 +43,8 @@ type circuit struct {
 	// onChange, when set, is told of each change of state under mu, so
 	// that the changes are recorded in the order they happen.
 	onChange func(change)
+	// stripes bounds the stripes of run's count (see newStripes).
+	stripes int
 }
 
 // circuitState is a circuit's state; its name is the Breaker state's.
@@ -244,7 +246,7 @@ func (c *circuit) publish(now time.Time) {
 	if c.state != circuitClosed || c.run.Load() != nil {
 		return
 	}
-	c.run.Store(&closedRun{gen: c.gen, wins: newStripes()})
+	c.run.Store(&closedRun{gen: c.gen, wins: newStripes(c.stripes)})
 	c.readAt, c.read = now, 0
 }
 

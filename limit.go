@@ -118,7 +118,7 @@ func newRateLimiter(rl RateLimit) (l Limiter, field string, value any, rule stri
 		b.keys = newKeyed[*rate.Limiter](maxKeys)
 	} else {
 		b.one = rate.NewLimiter(b.limit, b.burst)
-		b.ahead = &ahead{lim: b.one, s: make([]aheadStripe, len(newStripes().s))}
+		b.ahead = &ahead{lim: b.one, s: make([]aheadStripe, stripeCount(0))}
 	}
 	return b, "", nil, ""
 }

@@ -208,4 +208,4 @@ type state struct {
 	owner *Retrier
 }
 
-func newState() *state { return &state{calls: newStripes()} }
+func newState() *state { return &state{calls: newStripes(0)} }

@@ -30,13 +30,25 @@ type stripe struct {
 	_ [56]byte
 }
 
-// newStripes returns a count of four stripes per core, at least 16.
-func newStripes() stripes {
+// newStripes returns a count of four stripes per core, at least 16 and
+// at most limit (1024 when limit is 0): a count kept per key is kept
+// small, as there may be a thousand keys.
+func newStripes(limit int) stripes {
+	n := stripeCount(limit)
+	return stripes{s: make([]stripe, n), mask: uintptr(n - 1)}
+}
+
+// stripeCount is the number of stripes of newStripes(limit): a power of
+// two.
+func stripeCount(limit int) int {
+	if limit <= 0 {
+		limit = 1024
+	}
 	n := 16
-	for n < 4*runtime.GOMAXPROCS(0) && n < 1024 {
+	for n < 4*runtime.GOMAXPROCS(0) && n < limit {
 		n *= 2
 	}
-	return stripes{s: make([]stripe, n), mask: uintptr(n - 1)}
+	return n
 }
 
 // add adds one to the calling goroutine's stripe and returns that

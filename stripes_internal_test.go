@@ -7,7 +7,7 @@ import (
 
 // TestStripes: adds from many goroutines at once are all in the sum.
 func TestStripes(t *testing.T) {
-	s := newStripes()
+	s := newStripes(0)
 	if len(s.s) < 16 || len(s.s)&(len(s.s)-1) != 0 {
 		t.Fatalf("%d stripes, want a power of two, at least 16", len(s.s))
 	}
