@@ -24,8 +24,9 @@ trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/bench.test
 go test -c -o "$bin" .
 if [[ -n ${BASE:-} ]]; then
+	base=$(git -C .. rev-parse --short "$BASE^{commit}") # the revision now: BASE may be a branch that moves
 	mkdir "$tmp/base"
-	git -C .. archive "$BASE" | tar -x -C "$tmp/base"
+	git -C .. archive "$base" | tar -x -C "$tmp/base"
 	rm -rf "$tmp/base/bench"
 	cp -R . "$tmp/base/bench"
 	(cd "$tmp/base/bench" && go test -c -o "$tmp/base.test" .)
@@ -43,5 +44,5 @@ for i in $(seq "${COUNT:-10}"); do
 done
 echo "date: $(date -u +%Y-%m-%d)  "
 echo "go: $(go env GOVERSION)  "
-[[ -n ${BASE:-} ]] && echo "base: $BASE ($(git -C .. rev-parse --short "$BASE"))  "
+[[ -n ${BASE:-} ]] && echo "base: $BASE ($base)  "
 go run ./cmd/benchtable <"$out"
