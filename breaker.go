@@ -22,9 +22,8 @@ import (
 // request as it starts, so that attempts in flight count toward
 // MinRequests there): a failure in the slice of the window it arrives in,
 // and a success of a closed breaker, which is counted without a lock or a
-// reading of the clock, once the breaker next reads the clock (at a
-// failure, or after 64 successes of a goroutine), spread evenly over the
-// time since it read it before. The breaker is half-open from the
+// reading of the clock, at the next failure, spread evenly over the time
+// since the failure before (the retry budget's rule). The breaker is half-open from the
 // instant OpenTimeout has passed (gobreaker: just after). While it is
 // open, attempts are neither run nor counted: the call
 // waits for the breaker to let a probe through (Ratchet's "rescheduled
@@ -249,13 +248,8 @@ func (b *breaker) allow(now time.Time) (gen uint64, ok bool, wait time.Duration,
 // generation tag: the success of a closed circuit without reading the
 // clock.
 func (b *breaker) learn(cfg *config, tag int64, outcome, _ error) {
-	if outcome == nil {
-		if counted, due := b.c.succeeded(uint64(tag)); counted {
-			if due {
-				b.c.refresh(cfg.mono(), &b.bs.spec)
-			}
-			return
-		}
+	if outcome == nil && b.c.succeeded(uint64(tag)) {
+		return
 	}
 	b.count(cfg, tag, outcome)
 }

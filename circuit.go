@@ -18,8 +18,7 @@ import (
 // them failed. While it is closed, allow and the count of a success take
 // neither the lock nor the clock (see closedRun): the successes are added
 // to the slices when the circuit next reads the clock, at a failure or an
-// outcome left out, or at every 64th success of a stripe, spread evenly
-// over the time since the reading before. Open, it refuses until OpenTimeout has passed. Half-open,
+// outcome left out, spread evenly over the time since it read it before. Open, it refuses until OpenTimeout has passed. Half-open,
 // it lets Probes attempts through: one failure opens it again, Probes
 // successes close it, and an outcome it leaves out frees the probe for
 // another attempt. Every change of state starts a new generation with
@@ -109,25 +108,16 @@ func (c *circuit) closed() (gen uint64, ok bool) {
 // succeeded counts the success of an attempt of generation gen of a
 // closed circuit without the lock or the clock, and reports whether it
 // did; when it did not, the circuit is not closed in that generation and
-// the outcome is for done. due says the circuit should read the clock
-// (see refresh): the stripe has counted 64 more, so that the successes
-// of a busy circuit reach the ring close to when they happened.
-func (c *circuit) succeeded(gen uint64) (counted, due bool) {
+// the outcome is for done. A stripe's count is never read alone, only
+// their sum at the next failure: which goroutine adds to which stripe
+// does not change what the circuit decides, so that a simulation repeats.
+func (c *circuit) succeeded(gen uint64) bool {
 	r := c.run.Load()
 	if r == nil || r.gen != gen {
-		return false, false
+		return false
 	}
-	return true, r.wins.add()%64 == 0
-}
-
-// refresh adds to the ring, at now, the successes that a closed circuit
-// counted without the lock.
-func (c *circuit) refresh(now time.Time, spec *Breaker) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.advance(now); c.state == circuitClosed && c.run.Load() != nil {
-		c.fold(now, spec)
-	}
+	r.wins.add()
+	return true
 }
 
 // allow asks the circuit at now to let an attempt through. It returns the

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -137,7 +138,7 @@ func TestCircuitClosedSuccesses(t *testing.T) {
 				t.Fatal("a closed circuit read under its lock is not published")
 			}
 			for range tt.successes {
-				if counted, _ := c.succeeded(gen); !counted {
+				if !c.succeeded(gen) {
 					t.Fatal("a success of the closed generation was not counted")
 				}
 			}
@@ -164,28 +165,29 @@ func TestCircuitClosedSuccesses(t *testing.T) {
 		if _, ok := c.closed(); ok {
 			t.Fatal("a tripped circuit still lets attempts through without its lock")
 		}
-		if counted, _ := c.succeeded(gen); counted {
+		if c.succeeded(gen) {
 			t.Error("a success of the closed generation was counted once the circuit opened")
 		}
 	})
-	t.Run("every 64th success of a stripe asks for a reading", func(t *testing.T) {
+	t.Run("successes from many goroutines are counted whichever stripe each took", func(t *testing.T) {
 		var c circuit
 		c.allow(t0, &spec)
 		gen, _ := c.closed()
-		for i := 1; i <= 128; i++ {
-			_, due := c.succeeded(gen) // one goroutine: one stripe
-			if want := i%64 == 0; due != want {
-				t.Fatalf("success %d: due %v, want %v", i, due, want)
-			}
-			if due {
-				c.refresh(t0.Add(time.Second), &spec)
-			}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 100 {
+					c.succeeded(gen)
+				}
+			})
 		}
+		wg.Wait()
+		c.done(gen, errBreakerFailure, t0.Add(time.Second), &spec)
 		c.mu.Lock()
 		ok, _ := c.counts(t0.Add(time.Second), &spec)
 		c.mu.Unlock()
-		if ok != 128 {
-			t.Errorf("%d successes in the window after two readings, want 128", ok)
+		if ok != 800 {
+			t.Errorf("%d successes in the window, want 800", ok)
 		}
 	})
 }

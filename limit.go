@@ -118,7 +118,9 @@ func newRateLimiter(rl RateLimit) (l Limiter, field string, value any, rule stri
 		b.keys = newKeyed[*rate.Limiter](maxKeys)
 	} else {
 		b.one = rate.NewLimiter(b.limit, b.burst)
-		b.ahead = &ahead{lim: b.one, s: make([]aheadStripe, stripeCount(0))}
+		if n := stripeCount(0); b.burst/8 >= n { // room for a token a stripe
+			b.ahead = &ahead{lim: b.one, s: make([]aheadStripe, n), most: int64(b.burst / 8)}
+		}
 	}
 	return b, "", nil, ""
 }
@@ -132,7 +134,8 @@ type rateLimiter struct {
 	burst int
 	// ahead hands out the tokens of one, which no other code takes
 	// from; nil for a Limiter given in RateLimit.Limiter, which other
-	// code may share, and for buckets kept per key.
+	// code may share, for buckets kept per key, and for a burst under
+	// eight tokens a stripe.
 	ahead *ahead
 }
 
@@ -189,11 +192,13 @@ func (l *rateLimiter) tokens(now time.Time) map[string]float64 {
 // stripe. The tokens taken so are taken from the bucket in one AllowN
 // when it is next read, as an attempt finds its stripe empty (Reserve);
 // taking them late can only leave the bucket fewer tokens than taking
-// them one by one would have, had it filled up meanwhile, never more.
+// them one by one would have, had it filled up meanwhile, never more: at
+// most the tokens lent, which are kept to an eighth of its burst.
 type ahead struct {
-	mu  sync.Mutex // held while the bucket is read and the stripes lent
-	lim *rate.Limiter
-	s   []aheadStripe
+	mu   sync.Mutex // held while the bucket is read and the stripes lent
+	lim  *rate.Limiter
+	s    []aheadStripe
+	most int64 // the most tokens lent at once
 }
 
 // aheadStripe is one stripe's tokens, alone on its cache line.
@@ -205,9 +210,16 @@ type aheadStripe struct {
 }
 
 // take takes a lent token for an attempt, and reports whether there was
-// one.
-func (a *ahead) take() bool {
-	return a.s[stackHint()&uintptr(len(a.s)-1)].n.Add(-1) >= 0 // len(a.s) is a power of two
+// one. With first, as on a Clock of the caller's (a simulation), every
+// goroutine takes from the first stripe, so that when it runs dry, and
+// with it what the bucket holds, does not depend on which goroutine took
+// which stripe and repeats from run to run.
+func (a *ahead) take(first bool) bool {
+	i := stackHint() & uintptr(len(a.s)-1) // len(a.s) is a power of two
+	if first {
+		i = 0
+	}
+	return a.s[i].n.Add(-1) >= 0
 }
 
 // settle takes from the bucket, at now, the tokens the stripes handed out
@@ -234,7 +246,7 @@ func (a *ahead) lend(now time.Time) {
 	if !(tokens >= 1) { // NaN for rate.Inf
 		return
 	}
-	n := int64(min(tokens, 1<<50))
+	n := min(int64(min(tokens, 1<<50)), a.most)
 	per, rest := n/int64(len(a.s)), n%int64(len(a.s))
 	for i := range a.s {
 		s := &a.s[i]
@@ -276,7 +288,7 @@ func (l *limiter) acts() (admits, enters uint8) { return onAll, 0 }
 // cannot fit the time left it refuses, and the call stops with Reason
 // rate_limited. undo gives the token back if the attempt never runs.
 func (l *limiter) admit(ctx context.Context, a *ask, g *grant) {
-	if l.ahead != nil && l.ahead.take() {
+	if l.ahead != nil && l.ahead.take(a.cfg.clock != nil) {
 		return // a token that is there now: no clock, no lock
 	}
 	room := max(a.room(ctx), 0)

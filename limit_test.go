@@ -35,6 +35,7 @@ func TestRateLimitNeverExceeded(t *testing.T) {
 		{name: "10/s burst 3, 4 callers, retries", limit: 10, burst: 3, callers: 4, calls: 20, failOneIn: 3},
 		// Most tokens are handed out ahead, without the clock (see ahead).
 		{name: "1000/s burst 500, 8 callers", limit: 1000, burst: 500, callers: 8, calls: 300, wantSeconds: (2400 - 500) / 1000.0},
+		{name: "1000/s burst 1000, 8 callers, retries", limit: 1000, burst: 1000, callers: 8, calls: 300, failOneIn: 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
