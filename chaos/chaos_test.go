@@ -38,12 +38,29 @@ const (
 	clients        = 32
 	attemptTimeout = 200 * time.Millisecond
 	maxReplay      = 16 << 10
-	// overrunLimit is how far past its deadline a call may return, beyond
-	// the scheduling lag a plain timer suffered meanwhile (a starved
-	// machine delays everything): 32 clients, the proxy and the server
-	// share two cores under the race detector. A call that ignored its
-	// deadline would overrun by the attempt timeout or more.
+	// A call must return once its deadline has reached it, that is once a
+	// goroutine waiting on the call's context has run (outcome.reached):
+	// on a starved machine, up to a second or more after the deadline.
+	// From there its way back is a few goroutine wake-ups (the
+	// transport's wait, net/http's read loop on the closed connection, the
+	// round trip's wait for that loop, the caller), microseconds each on
+	// an idle machine; on a loaded one each waits in a run queue, about as
+	// long as the stall probe's goroutines wait meanwhile (stallProbe). So
+	// every call must return within overrunLimit plus wakeups times the
+	// longest stall meanwhile; and, as most wake-ups do not wait behind
+	// the longest stall, at most slowShare of the calls past their
+	// deadline may take longer than overrunLimit plus one such stall
+	// (0.5% at most, none past the first bound, in runs under -race beside
+	// two to four busy loops on two cores shared with others' tests).
+	// A call that ignored its deadline would run on until its attempt
+	// ended, up to the attempt timeout (200 ms) or a Retry-After (1 s).
+	// With attempts whose context is cut from the call's, 22% of the calls
+	// past their deadline took longer than overrunLimit plus one stall,
+	// and 12 calls longer than overrunLimit plus four (beside two busy
+	// loops).
 	overrunLimit = 100 * time.Millisecond
+	wakeups      = 4
+	slowShare    = 0.02
 )
 
 // toxics are the network faults between the clients and the server. Each
@@ -76,10 +93,15 @@ type outcome struct {
 	class   string        // ok, status, body_error, error
 	detail  string        // status code, or error type and reason
 	overrun time.Duration // from the deadline to the return; negative when early
-	late    time.Duration // the overrun beyond the scheduling lag meanwhile
+	reached time.Time     // when a goroutine waiting on the deadline ran; set when overrun > 0
+	after   time.Duration // from reached to the return
+	stall   time.Duration // the longest stall of the process meanwhile
 	end     time.Time     // when the call returned
 	typed   bool
-	call    string // method, target and body kind, for the figures
+	// outOfTime: the call failed for its deadline, or with its last
+	// attempt cut by the attempt timeout.
+	outOfTime bool
+	call      string // method, target and body kind, for the figures
 }
 
 // TestChaos sends requests from concurrent clients through the retry
@@ -132,7 +154,7 @@ func TestChaos(t *testing.T) {
 
 	targets := []string{"http://" + proxy.Addr(), hs.URL}
 
-	probe := startLagProbe()
+	probe := startStallProbe(t)
 	start := time.Now()
 	results := make([][]outcome, clients)
 	var wg sync.WaitGroup
@@ -159,7 +181,7 @@ func TestChaos(t *testing.T) {
 
 	classes := map[string]int{}
 	details := map[string]int{}
-	var untyped, late int
+	var untyped, past, late, slow, outOfTime int
 	var all []outcome
 	for _, rs := range results {
 		for _, o := range rs {
@@ -170,16 +192,23 @@ func TestChaos(t *testing.T) {
 			if !o.typed {
 				untyped++
 			}
-			if o.overrun > 0 {
-				o.late = o.overrun - probe.maxLag(o.end.Add(-o.overrun), o.end)
+			if o.outOfTime {
+				outOfTime++
 			}
-			if o.late > overrunLimit {
+			if o.overrun > 0 {
+				past++
+				o.after, o.stall = o.end.Sub(o.reached), probe.longest(o.reached, o.end)
+			}
+			if o.after > overrunLimit+wakeups*o.stall {
 				late++
+			}
+			if o.after > overrunLimit+o.stall {
+				slow++
 			}
 			all = append(all, o)
 		}
 	}
-	t.Logf("%d requests from %d clients in %v: %v", n, clients, elapsed.Round(time.Millisecond), classes)
+	t.Logf("%d requests from %d clients in %v: %v; %d ran out of time", n, clients, elapsed.Round(time.Millisecond), classes, outOfTime)
 	for _, k := range slices.Sorted(maps.Keys(details)) {
 		t.Logf("  %-60s %6d", k, details[k])
 	}
@@ -189,14 +218,16 @@ func TestChaos(t *testing.T) {
 		stats.Attempts, stats.Retried, stats.FailedPermanently, stats.BreakerWaits, stats.BreakerDenied, stats.BudgetDenied)
 	t.Logf("failed attempts by type: %v", failures)
 	slices.SortFunc(all, func(a, b outcome) int { return cmp.Compare(b.overrun, a.overrun) })
-	t.Logf("untyped outcomes %d; returns relative to the deadline (negative: before it): p99 %v, max %v; largest timer lag %v",
-		untyped, all[len(all)/100].overrun.Round(time.Microsecond), all[0].overrun.Round(time.Microsecond),
-		probe.maxLag(start, start.Add(elapsed)).Round(time.Microsecond))
-	slices.SortFunc(all, func(a, b outcome) int { return cmp.Compare(b.late, a.late) })
-	t.Logf("calls past their deadline by more than %v beyond the timer lag: %d (largest %v)",
-		overrunLimit, late, all[0].late.Round(time.Microsecond))
-	for _, o := range all[:min(5, late)] {
-		t.Logf("  late by %v (%v beyond the lag): %s -> %s %s", o.overrun.Round(time.Microsecond), o.late.Round(time.Microsecond), o.call, o.class, o.detail)
+	t.Logf("untyped outcomes %d; returns relative to the deadline (negative: before it): p99 %v, max %v",
+		untyped, all[len(all)/100].overrun.Round(time.Microsecond), all[0].overrun.Round(time.Microsecond))
+	t.Logf("longest stall of the process %v; %d calls returned past their deadline: %d more than %v plus the longest stall meanwhile after their deadline reached them, %d more than %v plus %d times it",
+		probe.longest(start, start.Add(elapsed)).Round(time.Microsecond), past, slow, overrunLimit, late, overrunLimit, wakeups)
+	pastCalls := slices.DeleteFunc(slices.Clone(all), func(o outcome) bool { return o.overrun <= 0 })
+	excess := func(o outcome) time.Duration { return o.after - o.stall }
+	slices.SortFunc(pastCalls, func(a, b outcome) int { return cmp.Compare(excess(b), excess(a)) })
+	for _, o := range pastCalls[:min(5, past)] {
+		t.Logf("  %v after the deadline, %v after it reached the call, longest stall meanwhile %v: %s -> %s %s", o.overrun.Round(time.Microsecond),
+			o.after.Round(time.Microsecond), o.stall.Round(time.Microsecond), o.call, o.class, o.detail)
 	}
 	t.Logf("duplicate applications of unkeyed POSTs %d; body mismatches %d", ledger.Duplicates, ledger.BodyMismatches)
 
@@ -204,8 +235,12 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d calls ended without a response or a typed *retry.Error", untyped)
 	}
 	if late != 0 {
-		t.Errorf("%d calls ran past their deadline by more than %v beyond the timer lag; goroutines when the first call was %v late:\n%s",
-			late, overrunLimit, stackAfter, lateStacks.dump)
+		t.Errorf("%d calls returned more than %v plus %d times the longest stall meanwhile after their deadline reached them; goroutines when the first call was %v late:\n%s",
+			late, overrunLimit, wakeups, stackAfter, lateStacks.dump)
+	}
+	if float64(slow) > slowShare*float64(past) {
+		t.Errorf("%d of the %d calls past their deadline returned more than %v plus the longest stall meanwhile after their deadline reached them, want at most %.0f%%",
+			slow, past, overrunLimit, 100*slowShare)
 	}
 	if ledger.Duplicates != 0 {
 		t.Errorf("%d unkeyed POSTs were applied more than once", ledger.Duplicates)
@@ -222,8 +257,13 @@ func TestChaos(t *testing.T) {
 			t.Errorf("fault %s never struck", f)
 		}
 	}
-	if classes["ok"] < n/2 {
-		t.Errorf("only %d of %d calls succeeded", classes["ok"], n)
+	// Most calls succeed, the faults notwithstanding; the calls that ran
+	// out of time are left out, as a starved machine makes the 200 ms
+	// attempt timeout and the deadlines strike, whatever the faults (under
+	// three CPU hogs half the calls ran out of time, and 91% of the others
+	// succeeded; on an idle machine 1% ran out of time).
+	if ok, rest := classes["ok"], n-outOfTime; ok == 0 || 2*ok < rest {
+		t.Errorf("only %d of the %d calls that did not run out of time succeeded (%d did)", ok, rest, outOfTime)
 	}
 
 	checkFiles(t, fds)
@@ -300,6 +340,16 @@ func oneCall(client *http.Client, rng *rand.Rand, targets []string, id string) o
 	}
 
 	deadline, _ := ctx.Deadline()
+	// The deadline reaches the process when the runtime runs its timer,
+	// and a goroutine waiting on it when the runtime runs that goroutine:
+	// on a starved machine, a second or more after the deadline. reached
+	// is when a goroutine waiting on the call's context ran, as the
+	// transport's own waits would: from then on the call must return.
+	reached := make(chan time.Time, 1)
+	go func() {
+		<-ctx.Done()
+		reached <- time.Now()
+	}()
 	// A call still running past its deadline and the tolerance leaves the
 	// stacks of every goroutine for the failure report.
 	wd := time.AfterFunc(time.Until(deadline)+stackAfter, func() {
@@ -311,6 +361,7 @@ func oneCall(client *http.Client, rng *rand.Rand, targets []string, id string) o
 	defer wd.Stop()
 	resp, err := client.Do(req)
 	var o outcome
+	var rerr error // reading the body
 	if err != nil {
 		var re *retry.Error
 		o = outcome{class: "error", detail: retry.TypeOf(err)}
@@ -319,7 +370,8 @@ func oneCall(client *http.Client, rng *rand.Rand, targets []string, id string) o
 			o.typed = retry.TypeOf(err) != ""
 		}
 	} else {
-		data, rerr := io.ReadAll(resp.Body)
+		var data []byte
+		data, rerr = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		switch {
 		case rerr != nil:
@@ -333,7 +385,14 @@ func oneCall(client *http.Client, rng *rand.Rand, targets []string, id string) o
 		}
 	}
 	o.end = time.Now()
+	if failed := cmp.Or(err, rerr); failed != nil {
+		typ := retry.TypeOf(failed)
+		o.outOfTime = typ == "context.deadline_exceeded" || typ == retry.TypeAttemptTimeout
+	}
 	o.overrun = o.end.Sub(deadline)
+	if o.overrun > 0 {
+		o.reached = <-reached
+	}
 	o.call = fmt.Sprintf("%s %s body=%d getbody=%v", method, target, len(payload), req.GetBody != nil)
 	return o
 }
@@ -391,64 +450,4 @@ func checkFiles(t *testing.T, base int) {
 		}
 		t.Errorf("open files: %d before, %d after: %s", base, now, strings.Join(names, " "))
 	}
-}
-
-// lagProbe measures how late a plain 1 ms timer wakes, over time: the
-// scheduling lag that every goroutine of the process suffers meanwhile.
-type lagProbe struct {
-	mu      sync.Mutex
-	samples []lagSample
-	done    chan struct{}
-	wg      sync.WaitGroup
-}
-
-type lagSample struct {
-	woke time.Time
-	lag  time.Duration
-}
-
-func startLagProbe() *lagProbe {
-	p := &lagProbe{done: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		const tick = time.Millisecond
-		t := time.NewTimer(tick)
-		defer t.Stop()
-		for {
-			asleep := time.Now()
-			select {
-			case <-p.done:
-				return
-			case <-t.C:
-				woke := time.Now() // when this goroutine ran, not when the timer fired
-				p.mu.Lock()
-				p.samples = append(p.samples, lagSample{woke, woke.Sub(asleep) - tick})
-				p.mu.Unlock()
-				t.Reset(tick)
-			}
-		}
-	}()
-	return p
-}
-
-func (p *lagProbe) stop() {
-	close(p.done)
-	p.wg.Wait()
-}
-
-// maxLag returns the largest lag of the timer sleeps overlapping [from, to].
-func (p *lagProbe) maxLag(from, to time.Time) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(p.samples, from, func(s lagSample, t time.Time) int { return s.woke.Compare(t) })
-	var m time.Duration
-	for ; i < len(p.samples); i++ {
-		s := p.samples[i]
-		if s.woke.Add(-s.lag - time.Millisecond).After(to) {
-			break
-		}
-		m = max(m, s.lag)
-	}
-	return m
 }
