@@ -1,10 +1,10 @@
 // Command shedding puts package shed in front of a loopback server that
 // serves at most 200 requests a second (4 workers, 20 ms each), sends it
 // three times that for a second from clients of retry.Transport, and
-// prints what the server served, what it shed and what it told the
-// clients; then it shows retries kept at one layer: a handler serving a
-// request that is itself a retry calls a failing dependency once, not
-// three times.
+// prints what the server served of what its workers could, what it shed
+// and what it told the clients; then it shows retries kept at one layer:
+// a handler serving a request that is itself a retry calls a failing
+// dependency once, not three times.
 //
 //	go run ./examples/shedding
 package main
@@ -52,9 +52,15 @@ func overload(w io.Writer) error {
 		return err
 	}
 	pool := make(chan struct{}, workers)
+	// How long the workers took a request: on a busy machine a sleep of
+	// 20 ms takes longer, and the server serves fewer than 200 a second.
+	var held, handled atomic.Int64 // nanoseconds, requests
 	srv := httptest.NewServer(s.Handler(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		pool <- struct{}{} // a worker, or a wait for one
+		began := time.Now()
 		time.Sleep(service)
+		held.Add(int64(time.Since(began)))
+		handled.Add(1)
 		<-pool
 		io.WriteString(rw, "ok\n")
 	})))
@@ -69,10 +75,16 @@ func overload(w io.Writer) error {
 		retryAfter  = map[string]int{}
 		wg          sync.WaitGroup
 	)
+	// A ticker drops the ticks this loop misses: on a busy machine,
+	// where the clients share the server's CPU, they send fewer requests
+	// a second instead of a heap of overdue ones at once, which would
+	// starve the process and time out on the clients' side whatever the
+	// server did. The lines printed say the rate offered and what the
+	// workers could serve meanwhile.
 	tick := time.NewTicker(time.Second / offered)
 	defer tick.Stop()
 	start := time.Now()
-	for n := 0; n < offered; n++ {
+	for range offered {
 		<-tick.C
 		wg.Go(func() {
 			// A deadline shorter than any Retry-After: the client gives
@@ -96,12 +108,16 @@ func overload(w io.Writer) error {
 			mu.Unlock()
 		})
 	}
+	sent := time.Since(start)
 	wg.Wait()
 	took := time.Since(start)
-	capacity := float64(workers) / service.Seconds()
-	served := float64(ok.Load()) / took.Seconds()
-	fmt.Fprintf(w, "offered %d requests in %.1f s, three times the %.0f/s the server can serve\n", offered, took.Seconds(), capacity)
-	fmt.Fprintf(w, "served %d (%.0f%% of capacity), shed %d with 503\n", ok.Load(), 100*served/capacity, shedded.Load())
+	perRequest := time.Duration(held.Load() / max(handled.Load(), 1))
+	capacity := float64(workers) / perRequest.Seconds() // requests a second
+	rate := float64(offered) / sent.Seconds()
+	fmt.Fprintf(w, "offered %d requests in %.1f s, %.0f a second: %.1f times the %.0f/s its %d workers can serve at %.1f ms a request\n",
+		offered, sent.Seconds(), rate, rate/capacity, capacity, workers, float64(perRequest.Microseconds())/1000)
+	fmt.Fprintf(w, "served %d in %.1f s, %.0f%% of what the workers could; shed %d with 503\n",
+		ok.Load(), took.Seconds(), 100*float64(ok.Load())/took.Seconds()/capacity, shedded.Load())
 	var values []string
 	for v := range retryAfter {
 		values = append(values, v)
