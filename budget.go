@@ -8,59 +8,56 @@ import (
 	"time"
 )
 
-// Budget limits retries to a share of the calls that succeed, so that an
-// outage does not multiply the load on a struggling dependency. Over a
-// sliding Window, retries (and hedges) may reach Ratio times the calls that
-// succeeded in it, plus Reserve retries per second so that a quiet client
-// can still retry. A call that fails earns nothing, so a full outage drains
-// the budget to its reserve within one Window whatever the rate of
-// requests, while under independent failures the calls that succeed keep
-// earning. Successes refill the budget as in the AWS SDKs' retry quota; the
-// sliding window (Finagle's) makes what the budget carries into an outage a
-// share of its recent traffic, not a fixed stock that would dominate at low
-// rates. Every retry takes one token, whatever the failure: an outage of
-// timeouts earns nothing either, and independent timeouts, where a retry
-// helps most, cost no more than other failures (the AWS SDKs dropped their
-// surcharge on timeouts in 2026 too).
+// Budget limits retries to what the calls that succeed earn, so that an
+// outage does not multiply the load on a struggling dependency, whether one
+// client calls it or a fleet of a thousand. It is a bucket of tokens: a
+// retry (or a hedge) takes one, and a call that succeeds earns Ratio
+// tokens and gives back every token its retries took. The bucket starts
+// full and holds the larger of Tokens and what the calls that succeeded in
+// the last Window earned (Ratio each). Nothing refills it but successes:
+// no time-based reserve sums across a fleet into load that lasts, so a
+// full outage spends the bucket once and then sends the requests alone,
+// whatever the fleet's size, while under independent failures the calls
+// that succeed keep it full.
+//
+// Tokens are a quiet client's stock for brief failures that cost the
+// dependency little: a refused connection, an immediate 503 or 429, a
+// refusal with Retry-After. A retry after a timeout (types
+// timeout.attempt, timeout.deadline_exceeded, net.timeout,
+// grpc.deadline_exceeded, http.5xx.504), the signature of an overloaded
+// dependency, may spend only what the successes of the last Window earned,
+// never that stock: a fleet of quiet clients cannot keep an overload going
+// with its stocks, while a busy client under independent timeouts retries
+// them from its earnings.
 //
 // A retry the budget denies ends the call with Reason budget; its OnFailure
 // and OnGiveUp Event carries the key, the type of the failure whose retry
-// was denied and the budget's balance (Event.Balance), and Stats carries
-// the same for the last denial. With Shadow, the budget denies nothing but
-// counts what it would have denied (Stats.BudgetShadowDenied), for rolling
-// a budget out.
+// was denied and the budget's balance in tokens (Event.Balance), and Stats
+// carries the same for the last denial. With Shadow, the budget denies
+// nothing but counts what it would have denied (Stats.BudgetShadowDenied),
+// for rolling a budget out.
 //
-// The zero Budget, which every Retrier has, allows 0.15 retries per call
-// that succeeded plus 0.5 a second over 10 s. On the simulator's model with
-// the default policy (retry sim --budgets, seed 1), a full outage of 60 s
-// after 20 s of health loads the dependency with 1.073, 1.030 and 1.025
-// times the requests at 10, 100 and 1,000 requests a second (2.93 to 2.94
-// without a budget). An outage first spends what the window earned before
-// it, as fast as calls fail: at 100 requests a second the load peaks at
-// 187 hits a second in the outage's first seconds, then stays at the
-// requests' rate (retry sim --rate 100 --duration 2m --outage 30s:60s).
-// Calls still running earn nothing, so a burst of calls that fail at once
-// gets no more than the rule gives. Under 10% independent failures it
-// denies no retry: 100.00%, 99.90% and 99.88% of the calls succeed, as
-// without a budget. It starts denying between 12% and 15%: at 15% and 100
-// requests a second, 97.83% of the calls succeed instead of 99.72% (retry
-// sim --rate 100 --duration 1m --fail-rate 0.15, and with --budget off).
+// The zero Budget, which every Retrier has, holds 12 tokens, or 0.2 for
+// each call that succeeded in the last 10 s when that is more. FIGURES
 //
 // Zero fields take the defaults above, field by field, so Budget{Ratio: 0.5}
-// keeps the default Reserve and Window; a negative Ratio or Reserve means
-// none. A NaN, a Ratio over 1000, a Reserve over 1e9 or a negative Window is
-// an error. The budget a Retrier keeps is safe for concurrent use.
+// keeps the default Tokens and Window; -1 means none: Budget{Tokens: -1}
+// holds only what successes earned, Budget{Ratio: -1} only its Tokens,
+// given back but never earned. Any other negative value, a NaN, Tokens over
+// 1e9, a Ratio over 1000 or a negative Window is an error. The budget a
+// Retrier keeps is safe for concurrent use.
 type Budget struct {
-	Ratio   float64       // retries per call that succeeded; default 0.15, negative for none
-	Reserve float64       // retries per second always allowed; default 0.5, negative for none
-	Window  time.Duration // the sliding window; default 10 s
+	Tokens        float64       // the stock a quiet client holds; default 12, -1 for none
+	TimeoutTokens float64       // of the stock, what retries after timeouts may spend; default 1, -1 for none
+	Ratio         float64       // tokens a call that succeeds earns; default 0.2, -1 for none
+	Window        time.Duration // the window whose successes size the bucket; default 10 s
 	// PerKey keeps one budget per key (WithKey, or the Transport's request
 	// key, by default the host), so that one failing dependency cannot
 	// spend the retries of the others; at most 1024 keys are kept, the
 	// idlest dropped. A key dropped and met again starts afresh, its
-	// reserve in full: with more than 1024 keys failing at once, each one
-	// met again gets the reserve's retries anew, so the bound holds per
-	// key kept, not for the Retrier.
+	// bucket full: with more than 1024 keys failing at once, each one met
+	// again gets its Tokens anew, so the bound holds per key kept, not for
+	// the Retrier.
 	PerKey bool
 	// Shadow lets every retry through, counting those the budget would
 	// have denied in Stats.BudgetShadowDenied. The budget still charges
@@ -72,7 +69,7 @@ type Budget struct {
 	Off bool
 	// Shared, when set, keeps the budget outside the Retrier, such as one
 	// shared by a fleet (github.com/steadyhq/retry/redis has one on Redis),
-	// by its own rule: Ratio, Reserve, Window and PerKey are then not used.
+	// by its own rule: Tokens, Ratio, Window and PerKey are then not used.
 	// Stats report its balance as -1, and Event.Balance and
 	// Stats.BudgetDeniedBalance as 0: Shared keeps its own. Shadow applies
 	// to it too, counted in Stats only.
@@ -80,7 +77,7 @@ type Budget struct {
 }
 
 // defaultBudget is the budget every Retrier has unless told otherwise.
-var defaultBudget = Budget{Ratio: 0.15, Reserve: 0.5, Window: 10 * time.Second}
+var defaultBudget = Budget{Tokens: 12, TimeoutTokens: 1, Ratio: 0.2, Window: 10 * time.Second}
 
 // WithBudget sets the retry budget, in place of the one before it;
 // Budget{Off: true} disables it. An invalid b makes every call return an
@@ -92,11 +89,14 @@ func WithBudget(b Budget) Option {
 			c.invalid("WithBudget", "Shared", "nil", typedNil(b.Shared))
 			return
 		case b.Off, b.Shared != nil:
-		case b.Ratio != b.Ratio || b.Ratio > 1000:
-			c.invalid("WithBudget", "Ratio", b.Ratio, "must be at most 1000 (negative for none)")
+		case !noneOr(b.Tokens, 1e9):
+			c.invalid("WithBudget", "Tokens", b.Tokens, "must be in [0, 1e9], or -1 for none")
 			return
-		case b.Reserve != b.Reserve || b.Reserve > 1e9:
-			c.invalid("WithBudget", "Reserve", b.Reserve, "must be at most 1e9 (negative for none)")
+		case !noneOr(b.TimeoutTokens, 1e9):
+			c.invalid("WithBudget", "TimeoutTokens", b.TimeoutTokens, "must be in [0, 1e9], or -1 for none")
+			return
+		case !noneOr(b.Ratio, 1000):
+			c.invalid("WithBudget", "Ratio", b.Ratio, "must be in [0, 1000], or -1 for none")
 			return
 		case b.Window < 0:
 			c.invalid("WithBudget", "Window", b.Window, "must be >= 0")
@@ -105,6 +105,9 @@ func WithBudget(b Budget) Option {
 		c.budgetSpec = &b
 	})
 }
+
+// noneOr reports whether v is -1 (none) or in [0, most].
+func noneOr(v, most float64) bool { return v == -1 || v >= 0 && v <= most }
 
 // newBudgets resolves the Budget of a configuration into its gate: nil
 // when the budget is off.
@@ -186,7 +189,7 @@ func (bs *budgets) admit(ctx context.Context, a *ask, g *grant) {
 		ok = bs.shared.Retry(ctx, a.key, now)
 	} else {
 		b := bs.get(a.key)
-		ok = b.take(now, b.won(), bs.shadow)
+		ok = b.take(now, b.won(), a.slow, bs.shadow)
 	}
 	switch {
 	case ok:
@@ -198,12 +201,34 @@ func (bs *budgets) admit(ctx context.Context, a *ask, g *grant) {
 	}
 }
 
+// own reports whether bs is the Retrier's own budget, which gives back
+// what the retries of a call that succeeds took.
+func (bs *budgets) own() bool { return bs != nil && bs.shared == nil }
+
+// refund gives back n tokens to key's budget at now: a call that took
+// them for its retries has succeeded.
+func (bs *budgets) refund(key string, n float64, now time.Time) {
+	b := bs.get(key)
+	b.refund(now, b.won(), n)
+}
+
+// slowFailure reports whether a failure of type typ is a timeout, the
+// dependency not answering in time: its retry may spend only what
+// successes earned (see Budget).
+func slowFailure(typ string) bool {
+	switch typ {
+	case typeTimeout, TypeAttemptTimeout, typeNetTimeout, typeGRPCDeadline, typeHTTP504:
+		return true
+	}
+	return false
+}
+
 // enter counts a first attempt for a SharedBudget.
 func (bs *budgets) enter(_ context.Context, a *ask, _ *grant) {
 	bs.shared.First(a.key)
 }
 
-// win counts a call on key that succeeded: it earns Ratio retries. It is
+// win counts a call on key that succeeded: it earns Ratio tokens. It is
 // the budget's one cost on the success path, an atomic add (and, per key,
 // the key's lookup).
 func (bs *budgets) win(key string) {
@@ -212,7 +237,7 @@ func (bs *budgets) win(key string) {
 	}
 }
 
-// balance returns the balance of key's budget at now, in retries, as a
+// balance returns the balance of key's budget at now, in tokens, as a
 // retry of a call on key that has failed and not yet ended sees it (see
 // admit); false for a SharedBudget, whose balance the Retrier does not
 // know.
@@ -260,39 +285,40 @@ func (bs *budgets) get(key string) *budget {
 // budgetBuckets is the number of slices of a budget's window.
 const budgetBuckets = 10
 
-// budget is a sliding-window retry budget. It counts the calls that
-// succeeded as they end (on the success path, one atomic add), and reads
-// the count only when a retry asks for a token. A call still running
-// counts for nothing: a burst of calls that fail together earns no more
-// than one.
+// budget is a bucket of retry tokens. It counts the calls that succeeded
+// as they end (on the success path, one atomic add), and reads the count
+// only when a retry asks for a token, a call gives tokens back, or Stats
+// ask: each of the calls since the last reading earns Ratio tokens, and
+// counts in the window's slice of that reading. A call still running
+// earns nothing: a burst of calls that fail together spends the bucket
+// once.
 type budget struct {
-	spec  Budget
-	wins  atomic.Int64 // calls that succeeded
+	spec  Budget // with its defaults, none as 0
+	wins  atomic.Int64
 	slice time.Duration
 	mu    sync.Mutex
-	ring  [budgetBuckets]budgetBucket
-	// seen and seenWon are when the budget last read its count of calls
-	// that succeeded, and what it read: the calls since then ended after
-	// seen, so a new slice counts them, in full when seen is within the
-	// window, and otherwise as if they were spread evenly since seen.
+	// tokens is the balance at the last reading, seen, when the count of
+	// calls that succeeded was seenWon.
+	tokens  float64
 	seen    time.Time
 	seenWon int64
+	ring    [budgetBuckets]budgetBucket
 }
 
-// budgetBucket is one slice of the window: when it began, the count of
-// calls that succeeded then, and the retries granted in it.
+// budgetBucket is one slice of the window: when it began, and the calls
+// that succeeded in it.
 type budgetBucket struct {
-	start   int64 // slice number; 0 is unused
-	won     int64
-	retries int64
+	start int64 // slice number; 0 is unused
+	won   int64
 }
 
 // WithDefaults returns b with its zero fields set to their defaults, one
-// by one, and a negative Ratio or Reserve set to zero: none.
+// by one, and a Tokens or Ratio of -1 set to zero: none.
 func (b Budget) WithDefaults() Budget {
 	d := defaultBudget
+	b.Tokens = max(cmp.Or(b.Tokens, d.Tokens), 0)
+	b.TimeoutTokens = max(cmp.Or(b.TimeoutTokens, d.TimeoutTokens), 0)
 	b.Ratio = max(cmp.Or(b.Ratio, d.Ratio), 0)
-	b.Reserve = max(cmp.Or(b.Reserve, d.Reserve), 0)
 	b.Window = cmp.Or(b.Window, d.Window)
 	return b
 }
@@ -300,68 +326,85 @@ func (b Budget) WithDefaults() Budget {
 func newBudget(b Budget, now time.Time) *budget {
 	b = b.WithDefaults()
 	return &budget{
-		spec:  b,
-		slice: max(b.Window/budgetBuckets, time.Millisecond),
-		seen:  now,
+		spec:   b,
+		slice:  max(b.Window/budgetBuckets, time.Millisecond),
+		tokens: b.Tokens,
+		seen:   now,
 	}
 }
 
 // won returns the count of calls that succeeded.
 func (b *budget) won() int64 { return b.wins.Load() }
 
-// take takes a retry token at now, won being the calls that have succeeded
-// so far, and reports whether the window had one; force takes it even
-// when it had none (Shadow), so that the balance goes below zero.
-func (b *budget) take(now time.Time, won int64, force bool) bool {
+// take takes a token at now for a retry, slow when it follows a timeout,
+// won being the calls that have succeeded so far, and reports whether the
+// bucket had one for it; force takes it even when it had none (Shadow), so
+// that the balance goes below zero. A slow retry may spend only what the
+// window's successes earned and TimeoutTokens of the stock.
+func (b *budget) take(now time.Time, won int64, slow, force bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	had := b.balance(now, won) >= 1
+	size, earned := b.read(now, won)
+	floor := 0.0
+	if slow {
+		floor = size - earned - b.spec.TimeoutTokens
+	}
+	had := b.tokens-1 >= max(floor, 0)
 	if had || force {
-		b.ring[b.index(now)].retries++
+		b.tokens--
 	}
 	return had
 }
 
-// balanceAt returns the retries the window allows at now, less those
-// granted in it.
+// refund gives back n tokens at now, up to the bucket's size.
+func (b *budget) refund(now time.Time, won int64, n float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	size, _ := b.read(now, won)
+	b.tokens = min(b.tokens+n, size)
+}
+
+// balanceAt returns the tokens in the bucket at now.
 func (b *budget) balanceAt(now time.Time, won int64) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.balance(now, won)
+	b.read(now, won)
+	return b.tokens
 }
 
-// balance advances the window to now and returns the retries it allows,
-// less those granted in it: Ratio times the calls that succeeded in it
-// (never less than none), plus the reserve. b.mu is held.
-func (b *budget) balance(now time.Time, won int64) float64 {
+// read brings the bucket up to now, won being the calls that have
+// succeeded so far, and returns its size and what the window's successes
+// earned. The calls that ended since the last reading earn Ratio tokens
+// each and count in the window in full when that reading is within it,
+// and otherwise in the share of the time since then that the window
+// covers. b.mu is held.
+func (b *budget) read(now time.Time, won int64) (size, earned float64) {
 	s := now.UnixNano()/int64(b.slice) + 1
 	cur := &b.ring[b.index(now)]
 	if cur.start != s {
-		// The calls that ended since the last reading count in the
-		// window in full when that reading is within it, and otherwise in
-		// the share of the time since then that the window covers.
-		base := b.seenWon
+		*cur = budgetBucket{start: s}
+	}
+	if n := won - b.seenWon; n > 0 {
+		in := n
 		if since := now.Sub(b.seen); since > b.spec.Window {
-			base = won - int64(float64(won-b.seenWon)*float64(b.spec.Window)/float64(since))
-		} else if since < 0 {
-			base = won
+			in = int64(float64(n) * float64(b.spec.Window) / float64(since))
 		}
-		*cur = budgetBucket{start: s, won: base}
+		cur.won += in
+		b.tokens += b.spec.Ratio * float64(n)
 	}
 	b.seen, b.seenWon = now, won
-	first, base, granted := s, cur.won, int64(0)
+	var inWindow int64
 	for i := range b.ring {
-		bk := &b.ring[i]
-		if bk.start == 0 || bk.start <= s-budgetBuckets {
-			continue
-		}
-		granted += bk.retries
-		if bk.start < first {
-			first, base = bk.start, bk.won
+		// A slice after now's, left by a clock that stepped back, is
+		// not in the window.
+		if bk := &b.ring[i]; bk.start > s-budgetBuckets && bk.start <= s {
+			inWindow += bk.won
 		}
 	}
-	earned := max(b.spec.Ratio*float64(won-base), 0)
-	return earned + b.spec.Reserve*b.spec.Window.Seconds() - float64(granted)
+	earned = b.spec.Ratio * float64(inWindow)
+	size = max(b.spec.Tokens, earned)
+	b.tokens = min(b.tokens, size)
+	return size, earned
 }
 
 func (b *budget) index(now time.Time) int {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,7 +22,8 @@ import (
 var oneRetry = retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}})
 
 // TestBudgetSettings: an invalid Budget is an error naming the field, its
-// value and the rule; Off and Shared skip the rule's fields.
+// value and the rule; -1 is the one negative value, none; Off and Shared
+// skip the rule's fields.
 func TestBudgetSettings(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -28,17 +31,20 @@ func TestBudgetSettings(t *testing.T) {
 		want   string // error; "" for none
 	}{
 		{name: "zero", budget: retry.Budget{}},
-		{name: "none", budget: retry.Budget{Ratio: -1, Reserve: -1}},
-		{name: "minus infinity is none", budget: retry.Budget{Ratio: math.Inf(-1), Reserve: math.Inf(-1)}},
+		{name: "none", budget: retry.Budget{Tokens: -1, Ratio: -1}},
 		{name: "shadow", budget: retry.Budget{Shadow: true}},
-		{name: "ratio NaN", budget: retry.Budget{Ratio: math.NaN()}, want: "retry: option WithBudget: Ratio = NaN: must be at most 1000 (negative for none)"},
-		{name: "ratio infinite", budget: retry.Budget{Ratio: math.Inf(1)}, want: "retry: option WithBudget: Ratio = +Inf: must be at most 1000 (negative for none)"},
-		{name: "ratio too high", budget: retry.Budget{Ratio: 1001}, want: "retry: option WithBudget: Ratio = 1001: must be at most 1000 (negative for none)"},
-		{name: "reserve NaN", budget: retry.Budget{Reserve: math.NaN()}, want: "retry: option WithBudget: Reserve = NaN: must be at most 1e9 (negative for none)"},
-		{name: "reserve too high", budget: retry.Budget{Reserve: 2e9}, want: "retry: option WithBudget: Reserve = 2e+09: must be at most 1e9 (negative for none)"},
+		{name: "ratio -5", budget: retry.Budget{Ratio: -5}, want: "retry: option WithBudget: Ratio = -5: must be in [0, 1000], or -1 for none"},
+		{name: "ratio minus infinity", budget: retry.Budget{Ratio: math.Inf(-1)}, want: "retry: option WithBudget: Ratio = -Inf: must be in [0, 1000], or -1 for none"},
+		{name: "ratio NaN", budget: retry.Budget{Ratio: math.NaN()}, want: "retry: option WithBudget: Ratio = NaN: must be in [0, 1000], or -1 for none"},
+		{name: "ratio infinite", budget: retry.Budget{Ratio: math.Inf(1)}, want: "retry: option WithBudget: Ratio = +Inf: must be in [0, 1000], or -1 for none"},
+		{name: "ratio too high", budget: retry.Budget{Ratio: 1001}, want: "retry: option WithBudget: Ratio = 1001: must be in [0, 1000], or -1 for none"},
+		{name: "tokens -0.5", budget: retry.Budget{Tokens: -0.5}, want: "retry: option WithBudget: Tokens = -0.5: must be in [0, 1e9], or -1 for none"},
+		{name: "tokens NaN", budget: retry.Budget{Tokens: math.NaN()}, want: "retry: option WithBudget: Tokens = NaN: must be in [0, 1e9], or -1 for none"},
+		{name: "timeout tokens -2", budget: retry.Budget{TimeoutTokens: -2}, want: "retry: option WithBudget: TimeoutTokens = -2: must be in [0, 1e9], or -1 for none"},
+		{name: "tokens too high", budget: retry.Budget{Tokens: 2e9}, want: "retry: option WithBudget: Tokens = 2e+09: must be in [0, 1e9], or -1 for none"},
 		{name: "negative window", budget: retry.Budget{Window: -time.Second}, want: "retry: option WithBudget: Window = -1s: must be >= 0"},
-		{name: "off", budget: retry.Budget{Off: true, Window: -time.Second}},
-		{name: "shared", budget: retry.Budget{Shared: &tokenBudget{}, Window: -time.Second}},
+		{name: "off", budget: retry.Budget{Off: true, Ratio: -5, Window: -time.Second}},
+		{name: "shared", budget: retry.Budget{Shared: &tokenBudget{}, Tokens: -5, Window: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,20 +66,20 @@ func TestBudgetSettings(t *testing.T) {
 	}
 }
 
-// TestBudgetDefaults: zero fields take the zero Budget's, one by one (0.15
-// a success, 0.5 a second, 10 s, as Budget documents), and a negative
-// Ratio or Reserve means none.
+// TestBudgetDefaults: zero fields take the zero Budget's, one by one (12
+// tokens, 1 of them for timeouts, 0.2 a success, 10 s, as Budget
+// documents), and -1 means none.
 func TestBudgetDefaults(t *testing.T) {
-	d := retry.Budget{Ratio: 0.15, Reserve: 0.5, Window: 10 * time.Second}
+	d := retry.Budget{Tokens: 12, TimeoutTokens: 1, Ratio: 0.2, Window: 10 * time.Second}
 	tests := []struct {
 		name string
 		in   retry.Budget
 		want retry.Budget
 	}{
 		{name: "zero", in: retry.Budget{}, want: d},
-		{name: "ratio only", in: retry.Budget{Ratio: 0.5}, want: retry.Budget{Ratio: 0.5, Reserve: d.Reserve, Window: d.Window}},
-		{name: "none", in: retry.Budget{Ratio: -1, Reserve: -1, Window: time.Minute}, want: retry.Budget{Window: time.Minute}},
-		{name: "per key and shadow kept", in: retry.Budget{PerKey: true, Shadow: true}, want: retry.Budget{Ratio: d.Ratio, Reserve: d.Reserve, Window: d.Window, PerKey: true, Shadow: true}},
+		{name: "ratio only", in: retry.Budget{Ratio: 0.5}, want: retry.Budget{Tokens: d.Tokens, TimeoutTokens: d.TimeoutTokens, Ratio: 0.5, Window: d.Window}},
+		{name: "none", in: retry.Budget{Tokens: -1, TimeoutTokens: -1, Ratio: -1, Window: time.Minute}, want: retry.Budget{Window: time.Minute}},
+		{name: "per key and shadow kept", in: retry.Budget{PerKey: true, Shadow: true}, want: retry.Budget{Tokens: d.Tokens, TimeoutTokens: d.TimeoutTokens, Ratio: d.Ratio, Window: d.Window, PerKey: true, Shadow: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,30 +90,37 @@ func TestBudgetDefaults(t *testing.T) {
 	}
 }
 
-// TestBudgetZeroBudgetReserve: the zero Budget lets a Retrier with no
-// success yet make 5 retries (its reserve, 0.5 a second over 10 s) and
-// denies the sixth; once the window has passed, it grants them again.
-func TestBudgetZeroBudgetReserve(t *testing.T) {
+// TestBudgetStock: the zero Budget lets a Retrier with no success yet make
+// 12 retries (its Tokens) and denies the thirteenth; time refills nothing,
+// an hour later it still denies, and each call that succeeds earns 0.2.
+func TestBudgetStock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := retry.New(oneRetry)
 		fail := func(context.Context) error { return errTransient }
-		for range 6 {
+		for range 13 {
 			_ = r.Run(t.Context(), fail)
 		}
-		if s := r.Stats(); s.Retried != 5 || s.BudgetDenied != 1 || s.BudgetBalance >= 1 {
-			t.Fatalf("stats %+v, want 5 retries and 1 denial", s)
+		if s := r.Stats(); s.Retried != 12 || s.BudgetDenied != 1 || s.BudgetBalance != 0 {
+			t.Fatalf("stats %+v, want 12 retries, 1 denial, balance 0", s)
 		}
-		time.Sleep(11 * time.Second)
-		if s := r.Stats(); s.BudgetBalance != 5 {
-			t.Fatalf("balance %v after the window, want 5", s.BudgetBalance)
+		time.Sleep(time.Hour)
+		_ = r.Run(t.Context(), fail)
+		if s := r.Stats(); s.Retried != 12 || s.BudgetDenied != 2 {
+			t.Fatalf("an hour later: %d retries, %d denied; want 12 and 2", s.Retried, s.BudgetDenied)
+		}
+		for range 5 {
+			_ = r.Run(t.Context(), func(context.Context) error { return nil })
+		}
+		if s := r.Stats(); math.Abs(s.BudgetBalance-1) > 1e-9 {
+			t.Fatalf("balance %v after 5 successes, want 1", s.BudgetBalance)
 		}
 	})
 }
 
-// TestBudgetDenies: calls that succeed earn Ratio retries each, calls that
-// fail earn nothing, and the reserve is always there; a retry the budget
-// refuses stops the call with reason budget and keeps the last error; Off
-// disables the budget.
+// TestBudgetDenies: calls that succeed earn Ratio tokens each, calls that
+// fail earn nothing, and the stock is there from the start; a retry the
+// budget refuses stops the call with reason budget and keeps the last
+// error; Off disables the budget.
 func TestBudgetDenies(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -118,11 +131,12 @@ func TestBudgetDenies(t *testing.T) {
 		denied   int64
 		balance0 bool // the balance reaches zero
 	}{
-		{name: "reserve only", budget: retry.Budget{Ratio: -1, Reserve: 0.5, Window: 10 * time.Second}, calls: 10, retries: 5, denied: 5, balance0: true},
-		{name: "successes earn", budget: retry.Budget{Ratio: 0.5, Reserve: 0.1, Window: 10 * time.Second}, ok: 10, calls: 10, retries: 6, denied: 4, balance0: true},
-		{name: "failures earn nothing", budget: retry.Budget{Ratio: 0.5, Reserve: 0.1, Window: 10 * time.Second}, calls: 10, retries: 1, denied: 9, balance0: true},
-		{name: "zero fields take the defaults", budget: retry.Budget{Ratio: -1, Reserve: 0.5}, calls: 10, retries: 5, denied: 5, balance0: true},
-		{name: "off", budget: retry.Budget{Off: true}, calls: 10, retries: 10},
+		{name: "stock only", budget: retry.Budget{Tokens: 5, Ratio: -1}, ok: 10, calls: 10, retries: 5, denied: 5, balance0: true},
+		{name: "successes earn", budget: retry.Budget{Tokens: -1, Ratio: 0.5}, ok: 10, calls: 10, retries: 5, denied: 5, balance0: true},
+		{name: "the larger of stock and earnings", budget: retry.Budget{Tokens: 2, Ratio: 0.1}, ok: 10, calls: 10, retries: 2, denied: 8, balance0: true},
+		{name: "failures earn nothing", budget: retry.Budget{Tokens: -1, Ratio: 0.5}, calls: 10, retries: 0, denied: 10, balance0: true},
+		{name: "zero fields take the defaults", budget: retry.Budget{Ratio: -1}, calls: 20, retries: 12, denied: 8, balance0: true},
+		{name: "off", budget: retry.Budget{Off: true}, calls: 20, retries: 20},
 		{name: "off overrides Shared", budget: retry.Budget{Off: true, Shared: &tokenBudget{firsts: map[string]int{}, retries: map[string]int{}}}, calls: 10, retries: 10},
 	}
 	for _, tt := range tests {
@@ -151,53 +165,157 @@ func TestBudgetDenies(t *testing.T) {
 					t.Errorf("balance %v with the budget off, want -1", s.BudgetBalance)
 				}
 				if tt.balance0 && s.BudgetBalance >= 1 {
-					t.Errorf("balance %v, want under one retry", s.BudgetBalance)
+					t.Errorf("balance %v, want under one token", s.BudgetBalance)
 				}
 			})
 		})
 	}
 }
 
-// TestBudgetWindowSlides: retries denied now are granted again once the
-// window has moved past the retries that spent the budget, and successes
-// earn only while they are within the window.
-func TestBudgetWindowSlides(t *testing.T) {
+// TestBudgetGivesBack: a call that succeeds gives back every token its
+// retries took, so that retries that work cost nothing: with a stock of 2
+// and nothing earned, 100 calls that each fail once or twice and then
+// succeed are all retried, while calls that fail in the end keep what
+// they took.
+func TestBudgetGivesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.2, Window: 10 * time.Second}), oneRetry)
+		r := retry.New(retry.WithBudget(retry.Budget{Tokens: 2, Ratio: -1}),
+			retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+		for i := range 100 {
+			calls := 0
+			errs := []error{errTransient, errTransient}[:1+i%2]
+			if err := r.Run(t.Context(), script(&calls, errs...)); err != nil {
+				t.Fatalf("call %d: %v, want success after %d retries", i, err, len(errs))
+			}
+		}
+		if s := r.Stats(); s.Retried != 150 || s.BudgetDenied != 0 || s.BudgetBalance != 2 {
+			t.Fatalf("stats %+v, want 150 retries, none denied, balance 2", s)
+		}
 		fail := func(context.Context) error { return errTransient }
-		for range 3 {
-			_ = r.Run(t.Context(), fail)
-		}
-		if s := r.Stats(); s.Retried != 2 || s.BudgetDenied != 1 {
-			t.Fatalf("stats %+v, want 2 retries and 1 denial", s)
-		}
-		time.Sleep(11 * time.Second)
-		_ = r.Run(t.Context(), fail)
-		if s := r.Stats(); s.Retried != 3 {
-			t.Fatalf("after the window: retried %d, want 3", s.Retried)
+		_ = r.Run(t.Context(), fail) // two retries, never given back
+		if err := r.Run(t.Context(), fail); retry.TypeOf(err) != "budget.exhausted" {
+			t.Fatalf("after a call that failed spent the stock: %v, want budget.exhausted", err)
 		}
 	})
+}
+
+// TestBudgetTimeouts: a retry after a timeout may spend what the window's
+// successes earned and TimeoutTokens (1) of the stock, no more: the rest of
+// the stock is kept for failures that cost the dependency little. A
+// Retrier with no success yet retries a call's first timeout and denies its
+// second, while it still retries fast failures (an error, a 503, a refused
+// connection) from its stock; after 10 successes in all (2 tokens earned
+// at 0.2) it retries three timeouts and denies the fourth, and its
+// give-up event names that timeout's type.
+func TestBudgetTimeouts(t *testing.T) {
+	slow := []struct {
+		name string
+		fn   func(ctx context.Context) error
+		typ  string
+	}{
+		{name: "attempt timeout", fn: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, typ: retry.TypeAttemptTimeout},
+		{name: "deadline inside fn", fn: func(ctx context.Context) error {
+			inner, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			<-inner.Done()
+			return inner.Err()
+		}, typ: "timeout.deadline_exceeded"},
+		{name: "net.timeout", fn: func(context.Context) error { return &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}} }, typ: "net.timeout"},
+		{name: "gRPC DEADLINE_EXCEEDED", fn: func(context.Context) error { return typed{"grpc.deadline_exceeded"} }, typ: "grpc.deadline_exceeded"},
+		{name: "504", fn: func(context.Context) error { return &retry.StatusError{StatusCode: 504} }, typ: "http.5xx.504"},
+	}
+	fast := []error{errTransient, &retry.StatusError{StatusCode: 503}, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	for _, tt := range slow {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var gaveUp []retry.Event
+				opts := []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}),
+					retry.OnGiveUp(func(ev retry.Event) { gaveUp = append(gaveUp, ev) })}
+				if tt.typ == retry.TypeAttemptTimeout {
+					opts = append(opts, retry.WithAttemptTimeout(time.Second))
+				}
+				r := retry.New(opts...)
+				if err := r.Run(t.Context(), tt.fn); retry.TypeOf(err) != "budget.exhausted" || r.Stats().Retried != 1 {
+					t.Fatalf("two timeouts with nothing earned: %v after %d retries, want budget.exhausted after 1", err, r.Stats().Retried)
+				}
+				for _, fail := range fast {
+					calls := 0
+					if err := r.Run(t.Context(), script(&calls, fail, fail)); err != nil {
+						t.Fatalf("a fast failure (%s) from the stock: %v, want two retries and success", retry.TypeOf(fail), err)
+					}
+				}
+				for range 10 - len(fast) {
+					_ = r.Run(t.Context(), func(context.Context) error { return nil })
+				}
+				for range 2 {
+					_ = r.Run(t.Context(), tt.fn)
+				}
+				s := r.Stats()
+				if s.Retried != 1+6+3 || s.BudgetDenied != 2 {
+					t.Fatalf("retried %d, denied %d; want 10 (1 timeout, 6 fast, 3 timeouts) and 2", s.Retried, s.BudgetDenied)
+				}
+				last := gaveUp[len(gaveUp)-1]
+				if last.Reason != retry.ReasonBudget || last.Type != tt.typ || s.BudgetDeniedType != tt.typ {
+					t.Errorf("denial: event %s of type %q, Stats type %q; want budget and %q", last.Reason, last.Type, s.BudgetDeniedType, tt.typ)
+				}
+			})
+		})
+	}
+}
+
+// TestBudgetTimeoutTokens: TimeoutTokens is what a Retrier with nothing
+// earned may spend of its stock on retries after timeouts; -1 is none.
+func TestBudgetTimeoutTokens(t *testing.T) {
+	tests := []struct {
+		name    string
+		budget  retry.Budget
+		retries int64
+	}{
+		{name: "default", budget: retry.Budget{}, retries: 1},
+		{name: "none", budget: retry.Budget{TimeoutTokens: -1}},
+		{name: "three", budget: retry.Budget{TimeoutTokens: 3}, retries: 3},
+		{name: "no more than the stock", budget: retry.Budget{Tokens: 2, TimeoutTokens: 3}, retries: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(retry.WithBudget(tt.budget), retry.WithAttemptTimeout(time.Second),
+					retry.WithPolicy(retry.Policy{MaxAttempts: 6, InitialInterval: time.Millisecond}))
+				err := r.Run(t.Context(), func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+				if s := r.Stats(); s.Retried != tt.retries || retry.TypeOf(err) != "budget.exhausted" {
+					t.Errorf("%d retries, then %v; want %d, then budget.exhausted", s.Retried, err, tt.retries)
+				}
+			})
+		})
+	}
+}
+
+// TestBudgetWindow: the bucket holds the larger of Tokens and what the
+// successes of the last Window earned; once they leave the window it
+// holds Tokens again.
+func TestBudgetWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Ratio: 1, Reserve: -1, Window: 10 * time.Second}))
-		for range 4 {
+		r := retry.New(retry.WithBudget(retry.Budget{Tokens: 3, Ratio: 1, Window: 10 * time.Second}))
+		for range 40 {
 			_ = r.Run(t.Context(), func(context.Context) error { return nil })
 		}
-		if b := r.Stats().BudgetBalance; b != 4 {
-			t.Fatalf("balance %v after 4 successes, want 4", b)
+		if b := r.Stats().BudgetBalance; b != 40 {
+			t.Fatalf("balance %v after 40 successes earning 1 each, want 40", b)
 		}
 		time.Sleep(11 * time.Second)
-		if b := r.Stats().BudgetBalance; b != 0 {
-			t.Fatalf("balance %v once they left the window, want 0", b)
+		if b := r.Stats().BudgetBalance; b != 3 {
+			t.Fatalf("balance %v once they left the window, want 3", b)
 		}
 	})
 }
 
 // TestBudgetUnreadSuccesses: successes made while the budget was not read
-// (no failure for longer than the window) count by the share of the time
-// since its last reading that the window covers, as if spread evenly.
+// (no failure for longer than the window) count in the window by the share
+// of the time since its last reading that the window covers, as if spread
+// evenly.
 func TestBudgetUnreadSuccesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Ratio: 1, Reserve: -1, Window: 10 * time.Second}))
+		r := retry.New(retry.WithBudget(retry.Budget{Tokens: -1, Ratio: 1, Window: 10 * time.Second}))
 		for range 200 { // 200 successes over 20 s
 			_ = r.Run(t.Context(), func(context.Context) error { return nil })
 			time.Sleep(100 * time.Millisecond)
@@ -212,7 +330,7 @@ func TestBudgetUnreadSuccesses(t *testing.T) {
 // and a key's successes earn for that key alone.
 func TestBudgetPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: 0.1, Window: 10 * time.Second, PerKey: true}), oneRetry)
+		r := retry.New(retry.WithBudget(retry.Budget{Tokens: 1, Ratio: 0.5, PerKey: true}), oneRetry)
 		fail := func(context.Context) error { return errTransient }
 		for range 10 {
 			_ = retry.Run(t.Context(), func(context.Context) error { return nil }, r, retry.WithKey("ok"))
@@ -229,67 +347,20 @@ func TestBudgetPerKey(t *testing.T) {
 			_ = retry.Run(t.Context(), fail, r, retry.WithKey("ok"))
 		}
 		s := r.Stats()
-		// a: 1 retry of its reserve, 4 denied; b: 1 retry; ok: 5 earned
-		// and 1 of reserve, 0 denied.
-		if s.Retried != 8 || s.BudgetDenied != 4 || len(s.Budgets) != 3 || s.BudgetBalance != -1 {
+		// a: 1 retry of its stock, 4 denied; b: 1 retry; ok: 5 earned,
+		// 1 denied.
+		if s.Retried != 7 || s.BudgetDenied != 5 || len(s.Budgets) != 3 || s.BudgetBalance != -1 {
 			t.Errorf("stats %+v", s)
 		}
-		if s.Budgets["ok"] != 0 || s.Budgets["b"] != 0 {
+		if s.Budgets["ok"] != 0 || s.Budgets["b"] != 0 || s.Budgets["a"] != 0 {
 			t.Errorf("balances %v, want every key spent", s.Budgets)
 		}
 	})
 }
 
-// TestBudgetTimeoutsCostTheSame: a retry after a timeout takes one token,
-// as one after a fast failure does (see Budget for why): with a reserve of
-// 3 retries, three calls are retried and the fourth is denied whatever
-// the failure, and its give-up event names that failure's type.
-func TestBudgetTimeoutsCostTheSame(t *testing.T) {
-	tests := []struct {
-		name string
-		fn   func(ctx context.Context) error
-		opts []retry.Option
-		typ  string
-	}{
-		{name: "fast failure", fn: func(context.Context) error { return errTransient }, typ: "error"},
-		{name: "503", fn: func(context.Context) error { return &retry.StatusError{StatusCode: 503} }, typ: "http.5xx.503"},
-		{name: "attempt timeout", fn: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() },
-			opts: []retry.Option{retry.WithAttemptTimeout(time.Second)}, typ: retry.TypeAttemptTimeout},
-		{name: "deadline inside fn", fn: func(ctx context.Context) error {
-			inner, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			<-inner.Done()
-			return inner.Err()
-		}, typ: "timeout.deadline_exceeded"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var gaveUp []retry.Event
-				opts := append([]retry.Option{
-					retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.05, Window: time.Minute}), oneRetry,
-					retry.OnGiveUp(func(ev retry.Event) { gaveUp = append(gaveUp, ev) }),
-				}, tt.opts...)
-				r := retry.New(opts...)
-				for range 4 {
-					_ = r.Run(t.Context(), tt.fn)
-				}
-				s := r.Stats()
-				if s.Retried != 3 || s.BudgetDenied != 1 {
-					t.Fatalf("retried %d, denied %d; want 3 and 1", s.Retried, s.BudgetDenied)
-				}
-				last := gaveUp[len(gaveUp)-1]
-				if last.Reason != retry.ReasonBudget || last.Type != tt.typ || s.BudgetDeniedType != tt.typ {
-					t.Errorf("denial: event %s of type %q, Stats type %q; want budget and %q", last.Reason, last.Type, s.BudgetDeniedType, tt.typ)
-				}
-			})
-		})
-	}
-}
-
 // TestBudgetDenialDetails: a denial's OnFailure and OnGiveUp events carry
 // the call's key, the type of the failure whose retry was denied and the
-// balance then (under one retry; 0 for a Shared budget), as does Stats;
+// balance then (under one token; 0 for a Shared budget), as does Stats;
 // the call's error keeps its type budget.exhausted. Events of retries
 // carry the balance after their token was taken.
 func TestBudgetDenialDetails(t *testing.T) {
@@ -299,8 +370,8 @@ func TestBudgetDenialDetails(t *testing.T) {
 		retry  []float64 // the balances of the OnRetry events
 		denied float64   // the balance of the denial
 	}{
-		{name: "one budget", budget: retry.Budget{Ratio: 0.75, Reserve: 0.1, Window: 10 * time.Second}, retry: []float64{1.5, 0.5}, denied: 0.5},
-		{name: "per key", budget: retry.Budget{Ratio: 0.75, Reserve: 0.1, Window: 10 * time.Second, PerKey: true}, retry: []float64{1.5, 0.5}, denied: 0.5},
+		{name: "one budget", budget: retry.Budget{Tokens: 0.5, Ratio: 1}, retry: []float64{1, 0}, denied: 0},
+		{name: "per key", budget: retry.Budget{Tokens: 0.5, Ratio: 1, PerKey: true}, retry: []float64{1, 0}, denied: 0},
 		{name: "shared", budget: retry.Budget{Shared: &tokenBudget{tokens: 2, firsts: map[string]int{}, retries: map[string]int{}}}, retry: []float64{0, 0}, denied: 0},
 	}
 	for _, tt := range tests {
@@ -311,7 +382,7 @@ func TestBudgetDenialDetails(t *testing.T) {
 					retry.OnRetry(func(ev retry.Event) { retried = append(retried, ev) }),
 					retry.OnFailure(func(ev retry.Event) { failed = append(failed, ev) }),
 					retry.OnGiveUp(func(ev retry.Event) { gaveUp = append(gaveUp, ev) }))
-				for range 2 { // 1.5 retries earned, with 1 of reserve (shared: 2 tokens)
+				for range 2 { // 2 tokens earned, more than the stock (shared: 2 tokens)
 					_ = r.Run(t.Context(), func(context.Context) error { return nil })
 				}
 				down := func(context.Context) error { return &retry.StatusError{StatusCode: 503} }
@@ -353,8 +424,8 @@ func TestBudgetShadow(t *testing.T) {
 		budget   retry.Budget
 		overdraw int // OnRetry events with a negative balance
 	}{
-		{name: "own", budget: retry.Budget{Ratio: -1, Reserve: 0.2, Window: 10 * time.Second, Shadow: true}, overdraw: 3},
-		{name: "per key", budget: retry.Budget{Ratio: -1, Reserve: 0.2, Window: 10 * time.Second, Shadow: true, PerKey: true}, overdraw: 3},
+		{name: "own", budget: retry.Budget{Tokens: 2, Ratio: -1, Shadow: true}, overdraw: 3},
+		{name: "per key", budget: retry.Budget{Tokens: 2, Ratio: -1, Shadow: true, PerKey: true}, overdraw: 3},
 		{name: "shared", budget: retry.Budget{Shadow: true, Shared: &tokenBudget{tokens: 2, firsts: map[string]int{}, retries: map[string]int{}}}},
 	}
 	for _, tt := range tests {
@@ -506,7 +577,7 @@ func TestBudgetShared(t *testing.T) {
 		{name: "success: counted, never asked", attempts: 1},
 		{name: "retry granted", tokens: 1, fails: 1, attempts: 2, retries: 1},
 		{name: "retry refused", tokens: 1, fails: 2, err: errTransient, reason: retry.ReasonBudget, attempts: 2, retries: 2},
-		{name: "the rule's fields are not used", tokens: 1, fails: 1, budget: retry.Budget{Ratio: -1, Reserve: -1}, attempts: 2, retries: 1},
+		{name: "the rule's fields are not used", tokens: 1, fails: 1, budget: retry.Budget{Tokens: -1, Ratio: -1}, attempts: 2, retries: 1},
 		{name: "a later WithBudget replaces it", fails: 1, opts: []retry.Option{retry.WithBudget(retry.Budget{Off: true})}, attempts: 2},
 	}
 	for _, tt := range tests {
@@ -552,7 +623,7 @@ func TestBudgetShared(t *testing.T) {
 }
 
 // TestBudgetZeroFields: a Budget's zero fields take their defaults one by
-// one; a negative Ratio or Reserve means none.
+// one; -1 means none.
 func TestBudgetZeroFields(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -561,8 +632,10 @@ func TestBudgetZeroFields(t *testing.T) {
 	}{
 		{name: "Window only", budget: retry.Budget{Window: 30 * time.Second}, retries: true},
 		{name: "Ratio only", budget: retry.Budget{Ratio: 0.5}, retries: true},
-		{name: "Reserve only", budget: retry.Budget{Reserve: 1}, retries: true},
-		{name: "no reserve, no ratio", budget: retry.Budget{Ratio: -1, Reserve: -1}},
+		{name: "Tokens only", budget: retry.Budget{Tokens: 2}, retries: true},
+		{name: "no ratio: the stock", budget: retry.Budget{Ratio: -1}, retries: true},
+		{name: "no stock, nothing earned", budget: retry.Budget{Tokens: -1}},
+		{name: "no stock, no ratio", budget: retry.Budget{Tokens: -1, Ratio: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -584,8 +657,8 @@ func TestBudgetZeroFields(t *testing.T) {
 
 // TestBudgetBurst: calls still running earn nothing. A burst of calls whose
 // first attempts all run at once and then all fail gets the retries the
-// rule gives, whatever its size: the reserve's 5, plus 0.15 for each call
-// that succeeded before (counted as running calls, a burst of 1,000 got 154).
+// rule gives, whatever its size: the stock's 12, or what the calls that
+// succeeded before earned when that is more (0.2 each: 20 for 100).
 func TestBudgetBurst(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -593,9 +666,9 @@ func TestBudgetBurst(t *testing.T) {
 		burst  int
 		most   int64 // retries the rule allows
 	}{
-		{name: "10 at once", burst: 10, most: 5},
-		{name: "1000 at once", burst: 1000, most: 5},
-		{name: "1000 at once after 100 successes", before: 100, burst: 1000, most: 5 + 15},
+		{name: "10 at once", burst: 10, most: 12},
+		{name: "1000 at once", burst: 1000, most: 12},
+		{name: "1000 at once after 100 successes", before: 100, burst: 1000, most: 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

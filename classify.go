@@ -49,6 +49,8 @@ const (
 	typeRateLimited        = "ratelimit.local"
 	typeBudgetExhausted    = "budget.exhausted"
 	typeHTTPPrefix         = "http."
+	typeHTTP504            = "http.5xx.504"           // a gateway's timeout
+	typeGRPCDeadline       = "grpc.deadline_exceeded" // the gRPC interceptors' DEADLINE_EXCEEDED
 )
 
 // TypeOf returns the dot-namespaced type of err, used to match the policy's

@@ -56,9 +56,9 @@ func TestClock(t *testing.T) {
 		// second for its token, then backs off as usual.
 		{name: "rate limit", opts: []retry.Option{retry.WithRateLimit(retry.RateLimit{Limit: 1, Burst: 1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, calls: 2, reason: retry.ReasonExhausted,
 			sleeps: []time.Duration{time.Second, time.Second, time.Second}, attempts: 2},
-		// Nothing earned from successes, a reserve of one retry a minute:
-		// the first call's retry is granted, the second call's denied.
-		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 1.0 / 60, Window: time.Minute}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, calls: 2, reason: retry.ReasonBudget,
+		// Nothing earned from successes, a stock of one token: the first
+		// call's retry is granted, the second call's denied.
+		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{Tokens: 1, Ratio: -1}), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Jitter: retry.Jitter{Kind: retry.JitterNone}})}, calls: 2, reason: retry.ReasonBudget,
 			sleeps: []time.Duration{time.Second}, attempts: 1},
 	}
 	for _, tt := range tests {

@@ -500,7 +500,7 @@ func TestConcurrencyPermitsReturned(t *testing.T) {
 			call: func(ctx context.Context, r *retry.Retrier) error {
 				return r.Run(ctx, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 			}, reason: retry.ReasonExhausted},
-		{name: "retry refused by the budget", limit: 2, opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1}), retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: noJitter})},
+		{name: "retry refused by the budget", limit: 2, opts: []retry.Option{retry.WithBudget(retry.Budget{Tokens: -1, Ratio: -1}), retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: noJitter})},
 			call: func(ctx context.Context, r *retry.Retrier) error {
 				return r.Run(ctx, func(context.Context) error { return errTransient })
 			}, reason: retry.ReasonBudget},

@@ -162,16 +162,15 @@ func ExampleWithBreaker() {
 	// <nil> 3 2
 }
 
-// A retry budget bounds the retries to a share of the calls that succeed:
-// here 10% and no reserve. 100 calls succeed and earn 10 retries; an outage
-// follows, and its 100 calls make 110 attempts instead of 300: the first 5
-// calls of the outage take the 10 retries, two each, and the other 95 are
-// denied their retry. Zero fields take the defaults; a negative Reserve
-// means none.
+// A retry budget bounds the retries to what the calls that succeed earn:
+// here 0.1 a success and no stock. 100 calls succeed and earn 10 tokens; an
+// outage follows, and its 100 calls make 110 attempts instead of 300: the
+// first 5 calls of the outage take the 10 tokens, two each, and the other
+// 95 are denied their retry. Zero fields take the defaults; -1 means none.
 func ExampleWithBudget() {
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
-		retry.WithBudget(retry.Budget{Ratio: 0.1, Reserve: -1, Window: time.Minute}),
+		retry.WithBudget(retry.Budget{Tokens: -1, Ratio: 0.1, Window: time.Minute}),
 	)
 	for range 100 {
 		_ = r.Run(context.Background(), func(context.Context) error { return nil })

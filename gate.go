@@ -119,6 +119,9 @@ type ask struct {
 	// held is how long gates have held the call beyond the policy's
 	// waits, in all (Breaker.MaxWait bounds it).
 	held time.Duration
+	// slow says a retry follows a timeout: the retry budget lets it spend
+	// only what successes earned.
+	slow bool
 }
 
 // room returns the longest wait from now that fits the caller's deadline

@@ -74,11 +74,11 @@ func TestWithLogger(t *testing.T) {
 			"DEBUG retry: gave up attempt=0 reason=canceled type=context.canceled error=context canceled key=inventory",
 		}},
 		{name: "a budget denial gives the balance", level: slog.LevelDebug, fails: 5, err: errors.New("busy"),
-			opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1})}, want: []string{
+			opts: []retry.Option{retry.WithBudget(retry.Budget{Tokens: -1, Ratio: -1})}, want: []string{
 				"WARN retry: gave up attempt=1 reason=budget type=error error=busy balance=0 key=inventory",
 			}},
 		{name: "a shadow budget's overdraft gives the balance", level: slog.LevelDebug, fails: 1, err: errors.New("busy"),
-			opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1, Shadow: true})}, want: []string{
+			opts: []retry.Option{retry.WithBudget(retry.Budget{Tokens: -1, Ratio: -1, Shadow: true})}, want: []string{
 				"DEBUG retry attempt=1 delay=1ms type=error error=busy balance=-1 key=inventory",
 			}},
 		{name: "sanitized message", level: slog.LevelInfo, fails: 1, err: retry.Permanent(secret), want: []string{

@@ -41,6 +41,7 @@ type call struct {
 	prev    time.Duration // previous sampled wait, for decorrelated jitter
 	last    error         // the last attempt's error
 	lastTyp string        // its type, as the engine classified it
+	charged float64       // the retry-budget tokens its retries took
 	refusal error         // the error of the gate that stopped the call, if one did
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
 	// serverDelay says the call stopped for a server's delay over
@@ -97,8 +98,12 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 }
 
 // won counts the call's success for the retry budget: on the Retrier's
-// own budget's counter directly, the success path's one atomic add.
+// own budget's counter directly, the success path's one atomic add. A call
+// that retried gives back the tokens its retries took.
 func (c *call) won() {
+	if c.charged > 0 {
+		c.cfg.budget.refund(c.key, c.charged, c.cfg.now())
+	}
 	if w := c.cfg.wins; w != nil {
 		w.Add(1)
 	} else if c.cfg.budget != nil {
@@ -299,7 +304,7 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 	if how.sampled {
 		c.prev = dec.Delay
 	}
-	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, start: c.start, held: p.held}}
+	*p = pass{ask: ask{cfg: cfg, kind: kindRetry, key: c.key, wait: dec.Delay, start: c.start, held: p.held, slow: slowFailure(o.typ)}}
 	if cfg.admits(kindRetry) {
 		if no := cfg.admit(ctx, p); no != nil {
 			if no.reason == ReasonCanceled {
@@ -307,6 +312,9 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 			}
 			o.typ, c.refusal = no.typ, no.err
 			return c.terminal(ctx, drv, o, no.reason, now, true)
+		}
+		if cfg.budget.own() {
+			c.charged++
 		}
 	}
 	cfg.state.retried.Add(1)

@@ -37,7 +37,7 @@ func TestOptionErrors(t *testing.T) {
 		{name: "rate limit burst", opt: retry.WithRateLimit(retry.RateLimit{Limit: rate.Inf, Burst: -1}), want: "retry: option WithRateLimit: Burst = -1: must be >= 0 (0 means 1)"},
 		{name: "hedge percentile", opt: retry.WithHedge(retry.Hedge{Percentile: 100}), want: "retry: option WithHedge: Percentile = 100: must be above 0 and below 100"},
 		{name: "hedge ceiling", opt: retry.WithHedge(retry.Hedge{Floor: time.Second, Ceiling: time.Millisecond}), want: "retry: option WithHedge: Ceiling = 1ms: must be >= Floor (1s)"},
-		{name: "budget ratio", opt: retry.WithBudget(retry.Budget{Ratio: math.NaN()}), want: "retry: option WithBudget: Ratio = NaN: must be at most 1000 (negative for none)"},
+		{name: "budget ratio", opt: retry.WithBudget(retry.Budget{Ratio: math.NaN()}), want: "retry: option WithBudget: Ratio = NaN: must be in [0, 1000], or -1 for none"},
 		{name: "budget window", opt: retry.WithBudget(retry.Budget{Window: -time.Second}), want: "retry: option WithBudget: Window = -1s: must be >= 0"},
 		{name: "dead letter timeout", opt: retry.WithDeadLetter(retry.DeadLetters{Timeout: -time.Second}), want: "retry: option WithDeadLetter: Timeout = -1s: must be >= 0 (0 means 10 s)"},
 	}

@@ -94,7 +94,7 @@ func TestStatsDenials(t *testing.T) {
 			name: "budget denies a retry",
 			opts: []retry.Option{
 				retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
-				retry.WithBudget(retry.Budget{Ratio: 0.5, Reserve: -1}),
+				retry.WithBudget(retry.Budget{Tokens: -1, Ratio: 0.5}),
 			},
 			calls: []error{nil, &retry.StatusError{StatusCode: 503}}, // the success earns half a retry
 			want:  retry.Event{Attempt: 1, Key: "dep", Type: "http.5xx.503", Reason: retry.ReasonBudget, Time: t0, Balance: 0.5},

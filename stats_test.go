@@ -22,10 +22,11 @@ func TestStats(t *testing.T) {
 		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
 		_ = r.Run(t.Context(), func(context.Context) error { return nil })
 		got := r.Stats()
-		// The default budget: 0.15 for each of the 2 calls that succeeded
-		// plus 0.5/s over 10 s, less the 3 retries granted.
-		if math.Abs(got.BudgetBalance-(0.15*2+5-3)) > 1e-9 {
-			t.Errorf("budget balance %v, want 2.3", got.BudgetBalance)
+		// The default budget: its stock of 12 tokens less the 2 retries of
+		// the call that failed (the first call's retry was given back as it
+		// succeeded), plus 0.2 for the call that succeeded since.
+		if math.Abs(got.BudgetBalance-(12-2+0.2)) > 1e-9 {
+			t.Errorf("budget balance %v, want 10.2", got.BudgetBalance)
 		}
 		got.BudgetBalance = 0
 		want := retry.Stats{Calls: 3, Attempts: 6, Failed: 4, Retried: 3, FailedPermanently: 1}

@@ -85,7 +85,7 @@ func TestTransportRefusalKeepsResponse(t *testing.T) {
 		opts    []retry.Option
 		timeout time.Duration
 	}{
-		{name: "budget", step: busy, opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1})}},
+		{name: "budget", step: busy, opts: []retry.Option{retry.WithBudget(retry.Budget{Tokens: -1, Ratio: -1})}},
 		{name: "breaker opened by this response", step: busy,
 			opts: []retry.Option{retry.WithBreaker(retry.Breaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute})}},
 		{name: "breaker, MaxWait never", step: busy,

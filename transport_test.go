@@ -871,7 +871,7 @@ func TestTransportRateLimitAndBudget(t *testing.T) {
 	})
 	t.Run("budget", func(t *testing.T) {
 		srv := newScripted(t, step{status: 503, body: "down"})
-		tr, trR := newCounted(newBase(t), fast(3), retry.WithBudget(retry.Budget{Ratio: -1, Reserve: 0.1, Window: time.Minute}))
+		tr, trR := newCounted(newBase(t), fast(3), retry.WithBudget(retry.Budget{Tokens: 6, Ratio: -1}))
 		attempts := 0
 		for range 4 {
 			req, _ := http.NewRequest("GET", srv.URL, nil)
@@ -886,8 +886,8 @@ func TestTransportRateLimitAndBudget(t *testing.T) {
 			}
 			attempts = len(srv.requests())
 		}
-		// A budget of 6 retries a minute: three requests take 2 retries
-		// each, and the fourth is stopped after its first attempt.
+		// A stock of 6 tokens and nothing earned: three requests take 2
+		// retries each, and the fourth is stopped after its first attempt.
 		if s := trR.Stats(); attempts != 10 || s.BudgetDenied != 1 {
 			t.Errorf("%d attempts, %d denied; want 10 and 1", attempts, s.BudgetDenied)
 		}

@@ -141,7 +141,7 @@ func TestChaos(t *testing.T) {
 		retry.WithPolicy(retry.Policy{MaxAttempts: 4, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}),
 		retry.WithAttemptTimeout(attemptTimeout),
 		retry.WithHTTP(retry.HTTP{MaxReplayBytes: maxReplay}),
-		retry.WithBudget(retry.Budget{Ratio: 1, Reserve: 100, Window: time.Second}),
+		retry.WithBudget(retry.Budget{Tokens: 100, Ratio: 1, Window: time.Second}),
 		retry.OnFailure(func(e retry.Event) {
 			failMu.Lock()
 			failures[e.Type]++

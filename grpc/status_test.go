@@ -46,7 +46,7 @@ func TestStatusAsSent(t *testing.T) {
 		{name: "a code not retried", check: func(context.Context, int) error { return node3(codes.InvalidArgument).Err() },
 			code: codes.InvalidArgument, reason: retry.ReasonNonRetryable, hits: 1},
 		{name: "the budget refuses the retry", check: func(context.Context, int) error { return node3(codes.Unavailable).Err() },
-			opts: []retry.Option{retry.WithBudget(retry.Budget{Ratio: -1, Reserve: -1})},
+			opts: []retry.Option{retry.WithBudget(retry.Budget{Tokens: -1, Ratio: -1})},
 			code: codes.Unavailable, reason: retry.ReasonBudget, hits: 1},
 		{name: "a pushback longer than MaxServerDelay", check: func(ctx context.Context, n int) error {
 			pushback(codes.ResourceExhausted, 9, "60000")(ctx, n)

@@ -20,7 +20,7 @@ const budgetSlices = 10
 
 // Budget is a retry budget shared by every process using the same Redis and
 // prefix: over the sliding Window, the fleet's retries may reach Ratio times
-// its first attempts, plus Reserve retries per second, with the defaults of
+// its first attempts, plus Tokens, with the defaults of
 // retry.Budget (0.15 and 0.5 a second over 10 s). retry.Budget.Shared takes
 // it. Unlike a Retrier's own budget, which earns from the calls that
 // succeed, it earns from first attempts, since a retry.SharedBudget is told
@@ -52,7 +52,7 @@ const budgetSlices = 10
 // SyncInterval fail open without asking Redis; then one asks, and the
 // budget is back on the fleet's counts as soon as Redis answers. Counts
 // Redis lost (a restart with empty data, a flush) start again from zero:
-// for one window the budget grants from its Reserve and the first
+// for one window the budget grants from its Tokens and the first
 // attempts sent since.
 //
 // A Budget is safe for concurrent use. Build it with NewBudget.
@@ -81,10 +81,10 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 		return nil, errors.New("redis: NewBudget: client is nil")
 	case spec.Off:
 		return nil, bad("Off", true, "a shared budget cannot be off; do not set one")
-	case spec.Ratio != spec.Ratio || spec.Ratio > 1000:
-		return nil, bad("Ratio", spec.Ratio, "must be at most 1000 (negative for none)")
-	case spec.Reserve != spec.Reserve || spec.Reserve > 1e9:
-		return nil, bad("Reserve", spec.Reserve, "must be at most 1e9 (negative for none)")
+	case !(spec.Ratio == -1 || spec.Ratio >= 0 && spec.Ratio <= 1000):
+		return nil, bad("Ratio", spec.Ratio, "must be in [0, 1000], or -1 for none")
+	case !(spec.Tokens == -1 || spec.Tokens >= 0 && spec.Tokens <= 1e9):
+		return nil, bad("Tokens", spec.Tokens, "must be in [0, 1e9], or -1 for none")
 	case spec.Window < 0:
 		return nil, bad("Window", spec.Window, "must be >= 0")
 	}
@@ -217,7 +217,7 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 		timeout = min(timeout, time.Until(dl)/2) // leave the attempt its time
 	}
 	res, err := roundTrip(ctx, max(timeout, 0), func(ctx context.Context) ([]any, error) {
-		return take.Run(ctx, b.client, keys, budgetSlices, sent, b.spec.Ratio, b.spec.Reserve*b.spec.Window.Seconds(), ttl).Slice()
+		return take.Run(ctx, b.client, keys, budgetSlices, sent, b.spec.Ratio, b.spec.Tokens, ttl).Slice()
 	})
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("script returned %v", res)

@@ -12,7 +12,7 @@ import (
 )
 
 // TestBudgetRule: the fleet budget grants Ratio times the first attempts
-// of the window plus Reserve per second of it, counted across processes,
+// of the window plus Tokens, counted across processes,
 // and forgets them once the window has passed.
 func TestBudgetRule(t *testing.T) {
 	s := startServer(t)
@@ -25,9 +25,9 @@ func TestBudgetRule(t *testing.T) {
 		later   time.Duration
 		wantNow int // retries granted after later, with no new first attempts
 	}{
-		{name: "default rule: 15% plus 0.5/s over 10 s", spec: retry.Budget{}, firsts: [3]int{400, 300, 300}, want: 155, later: 11 * time.Second, wantNow: 5},
-		{name: "ratio only", spec: retry.Budget{Ratio: 0.5, Reserve: -1, Window: time.Second}, firsts: [3]int{10, 10, 0}, want: 10, later: 2 * time.Second},
-		{name: "reserve only", spec: retry.Budget{Ratio: -1, Reserve: 3, Window: 2 * time.Second}, firsts: [3]int{100, 0, 0}, want: 6, later: 3 * time.Second, wantNow: 6},
+		{name: "default rule: 20% plus 12 over 10 s", spec: retry.Budget{}, firsts: [3]int{400, 300, 300}, want: 212, later: 11 * time.Second, wantNow: 12},
+		{name: "ratio only", spec: retry.Budget{Ratio: 0.5, Tokens: -1, Window: time.Second}, firsts: [3]int{10, 10, 0}, want: 10, later: 2 * time.Second},
+		{name: "tokens only", spec: retry.Budget{Ratio: -1, Tokens: 6, Window: 2 * time.Second}, firsts: [3]int{100, 0, 0}, want: 6, later: 3 * time.Second, wantNow: 6},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestBudgetRule(t *testing.T) {
 // the first ones sent too (dated from when the Budget, or its key, began).
 func TestBudgetFirstsAge(t *testing.T) {
 	s := startServer(t)
-	spec := retry.Budget{Ratio: 0.5, Reserve: -1, Window: 10 * time.Second}
+	spec := retry.Budget{Ratio: 0.5, Tokens: -1, Window: 10 * time.Second}
 	tests := []struct {
 		name   string
 		perKey bool
@@ -140,10 +140,10 @@ func (c *stepClock) Add(d time.Duration) {
 }
 
 // TestBudgetAfterQuiet: an outage an hour after 10,000 healthy calls gets
-// about the retries from the fleet budget that the in-process budget gives,
-// plus the 15 that the fleet budget earns from the outage's own 100 first
-// attempts (the in-process one earns from successes, and there are none):
-// the old first attempts do not count as the window's.
+// about the retries from the fleet budget that the in-process budget gives
+// (its Tokens), plus the 20 that the fleet budget earns from the outage's
+// own 100 first attempts (the in-process one earns from successes, and
+// there are none): the old first attempts do not count as the window's.
 func TestBudgetAfterQuiet(t *testing.T) {
 	s := startServer(t)
 	retries := func(shared bool) int {
@@ -176,7 +176,7 @@ func TestBudgetAfterQuiet(t *testing.T) {
 	}
 	local, fleet := retries(false), retries(true)
 	t.Logf("retries granted to 100 failing calls an hour after 10,000 healthy ones: in process %d, on Redis %d", local, fleet)
-	if want := local + 15; fleet > want+5 || fleet < want-5 {
+	if want := local + 20; fleet > want+5 || fleet < want-5 {
 		t.Errorf("the fleet budget granted %d retries, the in-process one %d; want the fleet's within 5 of %d", fleet, local, want)
 	}
 }

@@ -93,7 +93,7 @@ func TestClusterKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bud, err := retryredis.NewBudget(cc, retry.Budget{PerKey: perKey, Reserve: 100}, opts)
+			bud, err := retryredis.NewBudget(cc, retry.Budget{PerKey: perKey, Tokens: 1000}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -579,7 +579,7 @@ func TestOneKeyFails(t *testing.T) {
 			for id := now - 2; id <= now+5; id++ {
 				plant(fmt.Sprintf("retry:{budget:bad}:r:%d", id))
 			}
-			b, err := retryredis.NewBudget(c, retry.Budget{PerKey: true, Reserve: 1000}, opts)
+			b, err := retryredis.NewBudget(c, retry.Budget{PerKey: true, Tokens: 10000}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
 	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {
 		t.Fatal(err)
 	}
-	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Reserve: 100}, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {
+	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Tokens: 1000}, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {
 		t.Fatal(err)
 	}
 	m.r = retry.New(

@@ -376,7 +376,7 @@ var components = []component{
 	}},
 	{name: "budget", build: func(t *testing.T, c goredis.UniversalClient, prefix string, perKey bool) *member {
 		logs := &records{}
-		b, err := retryredis.NewBudget(c, retry.Budget{PerKey: perKey, Reserve: 1000}, harnessOptions(prefix, logs))
+		b, err := retryredis.NewBudget(c, retry.Budget{PerKey: perKey, Tokens: 10000}, harnessOptions(prefix, logs))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -301,8 +301,8 @@ func outage(t *testing.T, clk scaledClock, rs []*retry.Retrier, rate int, dur ti
 }
 
 // TestFleetBudgetAmplification: under a full outage at 100 calls per second
-// across three Retrier, the fleet budget (0.15 of first attempts plus 0.5
-// a second over 10 s) keeps the load within 1.2 times the calls; the
+// across three Retrier, the fleet budget (0.2 of first attempts plus 12
+// tokens over 10 s) keeps the load within 1.25 times the calls; the
 // in-process budget, which earns from successes only, keeps one Retrier's
 // nearer 1 (logged); the clock runs 30 times fast.
 func TestFleetBudgetAmplification(t *testing.T) {
@@ -339,8 +339,8 @@ func TestFleetBudgetAmplification(t *testing.T) {
 		st.FailOpen += s.FailOpen
 	}
 	t.Logf("100 calls/s for 30 s, all failing: amplification %.3f across 3 Retrier on Redis, %.3f for one in process; budget %+v", fleet, single, st)
-	if fleet > 1.2 || fleet < 1.05 {
-		t.Errorf("fleet amplification %.3f, want in [1.05, 1.2]", fleet)
+	if fleet > 1.25 || fleet < 1.05 {
+		t.Errorf("fleet amplification %.3f, want in [1.05, 1.25]", fleet)
 	}
 	if st.FailOpen != 0 {
 		t.Errorf("%d retries failed open with Redis up", st.FailOpen)

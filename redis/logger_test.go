@@ -63,7 +63,7 @@ func (r *records) lines() []string {
 func TestLoggerRateLimited(t *testing.T) {
 	s := startServer(t)
 	logs := &records{}
-	b, err := retryredis.NewBudget(s.Client(), retry.Budget{Reserve: 1000}, retryredis.Options{Timeout: time.Second, SyncInterval: 10 * time.Millisecond, Logger: slog.New(logs)})
+	b, err := retryredis.NewBudget(s.Client(), retry.Budget{Tokens: 10000}, retryredis.Options{Timeout: time.Second, SyncInterval: 10 * time.Millisecond, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

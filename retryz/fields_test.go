@@ -44,7 +44,7 @@ func paths(prefix string, v any, out map[string]bool) {
 func TestJSONFieldsStable(t *testing.T) {
 	local := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}),
 		retry.WithBreaker(retry.Breaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: time.Hour, MaxWait: -1, PerKey: true}),
-		retry.WithBudget(retry.Budget{PerKey: true, Ratio: -1, Reserve: -1}),
+		retry.WithBudget(retry.Budget{PerKey: true, Tokens: -1, Ratio: -1}),
 		retry.WithRateLimit(retry.RateLimit{Limit: 100, PerKey: true}))
 	// The budget denies the first call's retry; the second call's failure
 	// opens k's breaker, which denies its retry.

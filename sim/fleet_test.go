@@ -57,7 +57,7 @@ func (b *fleetBudget) Retry(ctx context.Context, _ string, now time.Time) bool {
 // retry.SharedBudget, reached in a round trip on the simulation's clock,
 // bounds a full outage's load at 100 clients to about what its rule
 // gives the fleet, where a budget of its own for each client, each with
-// its reserve, lets far more through.
+// its stock of tokens, lets far more through.
 func TestFleetSharedBudget(t *testing.T) {
 	outage := func(options func(sim.Client) []retry.Option) *sim.Report {
 		rep, err := sim.Run(sim.Scenario{
@@ -90,8 +90,9 @@ func TestFleetSharedBudget(t *testing.T) {
 // TestFleetQuietClients: 100 quiet clients, one call every 10 s each,
 // then a burst of 10 calls each during a 2 s restart of the service:
 // without a budget, the retries after the restart carry every call
-// through; the default budget's reserve, kept by each client, lets a
-// quiet client retry only a few of its burst's calls.
+// through; the default budget's stock of 12 tokens, kept by each client,
+// cannot carry 10 calls that each need two retries, their first ones
+// falling within the restart.
 func TestFleetQuietClients(t *testing.T) {
 	run := func(opts ...retry.Option) sim.Figures {
 		rep, err := sim.Run(sim.Scenario{

@@ -27,10 +27,7 @@ func TestFleetRecovers(t *testing.T) {
 			Faults: []sim.Fault{{Start: 30 * time.Second, Length: 10 * time.Second, Capacity: 0.5}},
 		},
 		Fleet: sim.Fleet{Clients: 200, Options: func(sim.Client) []retry.Option {
-			return []retry.Option{
-				retry.WithAttemptTimeout(time.Second),
-				retry.WithBudget(retry.Budget{Reserve: -1}),
-			}
+			return []retry.Option{retry.WithAttemptTimeout(time.Second)}
 		}},
 	})
 	if err != nil {

@@ -197,7 +197,8 @@ func TestRunFaults(t *testing.T) {
 // TestRunAttemptTimeout: the engine's per-attempt timeout runs on the
 // virtual clock: an attempt's context has a deadline on it and ends with
 // context.DeadlineExceeded, and the call's three attempts and its backoff
-// take their time in virtual time, not in real time.
+// take their time in virtual time, not in real time (without a budget,
+// which would keep the second timeout's retry for successes to earn).
 func TestRunAttemptTimeout(t *testing.T) {
 	var deadlines []time.Duration
 	var errs []error
@@ -207,7 +208,7 @@ func TestRunAttemptTimeout(t *testing.T) {
 		Service: sim.Service{ServiceTime: sim.Fixed(time.Hour)},
 		Fleet: sim.Fleet{
 			Options: func(c sim.Client) []retry.Option {
-				return []retry.Option{retry.WithAttemptTimeout(2 * time.Second), retry.WithPolicy(retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterNone}})}
+				return []retry.Option{budgetOff, retry.WithAttemptTimeout(2 * time.Second), retry.WithPolicy(retry.Policy{Jitter: retry.Jitter{Kind: retry.JitterNone}})}
 			},
 			Observe: func(ctx context.Context, n int, err error) {
 				dl, _ := ctx.Deadline()

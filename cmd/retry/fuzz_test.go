@@ -45,7 +45,7 @@ func FuzzPresetParams(f *testing.F) {
 // FuzzSimFlags: sim's own parsers (outage, budget, durations) on a small
 // workload.
 func FuzzSimFlags(f *testing.F) {
-	f.Add("1s:2s", "ratio=0.2,reserve=1,window=1s", "100ms", "1", "3")
+	f.Add("1s:2s", "tokens=3,ratio=0.2,window=1s", "100ms", "1", "3")
 	f.Add("30s", "off", "0", "0", "1,2")
 	f.Add(":", "ratio=-1", "PT1S", "x", ",")
 	f.Add("1s:1s", "default", "10ms", "0.5", "-1")

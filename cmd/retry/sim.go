@@ -58,7 +58,8 @@ shedder in front of the service. A run holds at most 1,000,000 requests.`,
   retry sim --metastable
   retry sim --metastable --clients 1,10,100,1000 --json
   retry sim --metastable --shed
-  retry sim --budgets --clients 1,100
+  retry sim --metastable --clients 1000,10000 --budget timeouts=0
+  retry sim --budgets --clients 10,100
   retry sim --layers 3
   retry sim --contention
   retry sim --hedge --plot hedge.svg`,
@@ -97,7 +98,7 @@ shedder in front of the service. A run holds at most 1,000,000 requests.`,
 	fs.StringVar(&f.timeout, "timeout", "0", "bound on each call, waits included (WithMaxElapsed); 0 for none")
 	fs.StringVar(&f.horizon, "horizon", "", "stop the simulation then (default --duration + 10m)")
 	fs.StringVar(&f.bucket, "bucket", "1s", "the time series' resolution; it divides a second")
-	fs.StringVar(&f.budget, "budget", "default", "retry budget: default, off, or ratio=R,reserve=N,window=D")
+	fs.StringVar(&f.budget, "budget", "default", "retry budget: default, off, or tokens=N,timeouts=N,ratio=R,window=D (with --metastable, the budget of the rows that have one)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random draw")
 	fs.BoolVar(&f.asJSON, "json", false, "print the figures as JSON")
 	fs.StringVar(&f.plot, "plot", "", "draw the run to this SVG or PNG file")
@@ -105,7 +106,7 @@ shedder in front of the service. A run holds at most 1,000,000 requests.`,
 	fs.BoolVar(&f.contend, "contention", false, `the AWS "Exponential Backoff and Jitter" contention setup`)
 	fs.IntVar(&f.runs, "runs", 10, "with --contention: runs to average")
 	fs.BoolVar(&f.hedge, "hedge", false, `the long-tail setup of "The Tail at Scale", without and with hedging`)
-	fs.BoolVar(&f.budgets, "budgets", false, "the retry budgets' table: full-outage load and success under 10% failures at 10, 100 and 1,000 req/s")
+	fs.BoolVar(&f.budgets, "budgets", false, "the retry budgets' tables: a quiet client's restarts, full outages for one client and fleets (--clients), success under independent failures")
 	fs.IntVar(&f.layers, "layers", 0, "a chain of `N` services, N in [1, 6], under a full outage at the bottom: the load there, naive and with the defaults")
 	fs.BoolVar(&f.metaMode, "metastable", false, "a service of finite capacity that can fail metastably, under each defence")
 	fs.StringVar(&f.trigger, "trigger", "capacity", "with --metastable: what the trigger does: capacity (workers divided by --factor) or latency (service time multiplied by it)")
@@ -123,7 +124,7 @@ var simModes = []struct{ name, takes, not string }{
 	{name: "hedge", takes: "seed json plot"},
 	{name: "layers", takes: "rate duration latency seed json"},
 	{name: "budgets", takes: "clients seed json"},
-	{name: "metastable", takes: "rate capacity duration latency seed json plot trigger trigger-at factor workers attempt-timeout clients shed",
+	{name: "metastable", takes: "rate capacity duration latency seed json plot trigger trigger-at factor workers attempt-timeout clients shed budget",
 		not: "which runs its own defences and trigger"},
 	{name: "", takes: "rate duration clients latency outage fail-rate capacity workers timeout horizon bucket budget seed json plot shed"},
 }

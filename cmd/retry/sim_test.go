@@ -152,7 +152,7 @@ func TestSimText(t *testing.T) {
 	}{
 		{args: []string{"--rate", "10", "--duration", "30s", "--outage", "5s:10s", "--plot", dir + "/load.svg"},
 			want: []string{"300 requests at 10/s over 30s", "server: down from 5s to 15s", "hits during the outage", "time to recover"}},
-		{args: []string{"--rate", "10", "--duration", "10s", "--timeout", "1s", "--fail-rate", "1", "--budget", "ratio=0.5,reserve=0,window=5s"},
+		{args: []string{"--rate", "10", "--duration", "10s", "--timeout", "1s", "--fail-rate", "1", "--budget", "tokens=0,ratio=0.5,window=5s"},
 			want: []string{"100 requests", "server: 100% of attempts failing", "succeeded 0 of 100"}},
 		{args: []string{"--rate", "200", "--duration", "10s", "--capacity", "100", "--shed", "--clients", "4"},
 			want: []string{"from 4 clients", "capacity 100 attempts/s, shed in front", "refused attempts queue full"}},
@@ -232,7 +232,7 @@ func TestSimUsage(t *testing.T) {
 		{args: []string{"--outage", "3m:10s"}, want: `flag --outage = "3m:10s": must start before the requests stop (--duration 2m)`},
 		{args: []string{"--outage", "P400D:1s"}, want: `flag --outage = "P400D:1s": START and LENGTH must be at most 366 days each`},
 		{args: []string{"--budget", "ratio=x"}, want: `flag --budget = "ratio=x": ratio = "x"`},
-		{args: []string{"--budget", "spare=1"}, want: `"spare" is not ratio, reserve or window`},
+		{args: []string{"--budget", "spare=1"}, want: `"spare" is not tokens, timeouts, ratio or window`},
 		{args: []string{"--fail-rate", "2"}, want: "flag --fail-rate = 2: must be in [0, 1]"},
 		{args: []string{"--capacity", "-1"}, want: "flag --capacity = -1: must be in [0, 1e9] (0 is unlimited)"},
 		{args: []string{"--bucket", "3s"}, want: `flag --bucket = "3s": must divide a second`},

@@ -1,88 +1,77 @@
 package main
 
 import (
-	"math"
-	"strconv"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/steadyhq/retry/sim"
 )
 
-// TestBudgetTable: sim --budgets prints a header and a row per rule, a
-// load and a success rate per rate; each rule's figures come from
-// budgetRun, here at 10 requests a second, where the default budget keeps
-// a full outage's load within 1.10× and the peers' rules give what their
-// definitions predict.
+// smallBudgets cuts the budget tables to one rate, one share failing
+// and one restart, so that they run in seconds under the race detector.
+func smallBudgets(t *testing.T) {
+	rates, fails, restarts := budgetRates, budgetFails, budgetRestarts
+	budgetRates, budgetFails, budgetRestarts = []float64{10}, []float64{0.3}, budgetRestarts[:1]
+	t.Cleanup(func() { budgetRates, budgetFails, budgetRestarts = rates, fails, restarts })
+}
+
+// TestBudgetTable: sim --budgets prints two tables, each with a header
+// and a row per rule (in the second, one for fast failures and one for
+// timeouts): a quiet client's failed calls in a restart, the loads of full
+// outages for one client and for each fleet size of --clients; then the
+// success rates under independent failures.
 func TestBudgetTable(t *testing.T) {
-	saved := budgetRates
-	budgetRates = []float64{10}
-	t.Cleanup(func() { budgetRates = saved })
-	stdout, stderr, code := cli(t, "", "sim", "--budgets")
+	smallBudgets(t)
+	stdout, stderr, code := cli(t, "", "sim", "--budgets", "--clients", "10")
 	if code != 0 {
 		t.Fatalf("status %d: %s", code, stderr)
 	}
-	want := []float64{2.9, 1.10, 1 + 0.15 + 2.0/10, 1 + 0.2 + 10.0/10, 1 + math.Floor(500.0/14)/(60*10)}
 	lines := flatLines(stdout)
-	for i, rule := range budgetRules {
-		row := lines[len(lines)-len(budgetRules)+i]
-		rest, ok := strings.CutPrefix(row, rule.Name+" ")
-		f := strings.Fields(rest)
-		if !ok || len(f) != 2 || !strings.HasSuffix(f[0], "×") || f[1] != "100.00%" {
-			t.Fatalf("row %q, want %s, one load and one success rate", row, rule.Name)
+	var outage, fails []string
+	for _, l := range lines {
+		for _, r := range budgetRules {
+			if rest, ok := strings.CutPrefix(l, r.Name+" "); ok {
+				if f := strings.Fields(rest); len(f) == 3 {
+					outage = append(outage, l)
+				} else if len(f) == 2 && (f[0] == "fast" || f[0] == "timeouts") {
+					fails = append(fails, l)
+				} else {
+					t.Errorf("row %q: want 3 figures, or a kind and a success rate", l)
+				}
+			}
 		}
-		amp, _ := strconv.ParseFloat(strings.TrimSuffix(f[0], "×"), 64)
+	}
+	if len(outage) != len(budgetRules) || len(fails) != 2*len(budgetRules) {
+		t.Fatalf("%d outage rows and %d failure rows, want %d and %d:\n%s", len(outage), len(fails), len(budgetRules), 2*len(budgetRules), stdout)
+	}
+	for _, head := range []string{"failed: 10 in 400ms", "load 1 client 10/s", "10 clients", "failures", "30% at 10/s"} {
+		if !strings.Contains(stdout, head) {
+			t.Errorf("no column %q:\n%s", head, stdout)
+		}
+	}
+	if def := strings.Fields(strings.TrimPrefix(outage[1], budgetRules[1].Name)); def[0] != "0" {
+		t.Errorf("the default budget in a quiet client's restart: %q failed, want 0", def[0])
+	}
+}
+
+// TestBudgetJSON: sim --budgets --json gives one object per rule and case,
+// with the case's figures.
+func TestBudgetJSON(t *testing.T) {
+	smallBudgets(t)
+	stdout, stderr, code := cli(t, "", "sim", "--budgets", "--clients", "10", "--json")
+	var cells []budgetCell
+	if err := json.Unmarshal([]byte(stdout), &cells); code != 0 || err != nil {
+		t.Fatalf("status %d, %v: %s", code, err, stderr)
+	}
+	if per := 1 + 1 + 1 + 2; len(cells) != per*len(budgetRules) {
+		t.Fatalf("%d cells, want %d", len(cells), per*len(budgetRules))
+	}
+	for _, c := range cells[:5] { // no budget
 		switch {
-		case i == 0 && amp < want[0], i == 1 && amp > want[1], i >= 2 && math.Abs(amp-want[i]) > 0.01:
-			t.Errorf("%s: %.3f× at 10/s, want %s %.3f×", rule.Name, amp, map[bool]string{true: "at least", false: "about"}[i == 0], want[i])
+		case c.Case == "restart" && (c.Burst != 10 || c.Down != (400*time.Millisecond).Seconds() || c.Failed != 0),
+			c.Case == "outage" && c.Amplification < 2.8,
+			(c.Case == "fast" || c.Case == "timeouts") && (c.Fail != 0.3 || c.SuccessRate < 0.95):
+			t.Errorf("no budget: %+v", c)
 		}
-	}
-}
-
-// TestBudgetDenials: the default budget denies no retry under 10%
-// independent failures at 10 and 100 requests a second, nor under 12% at
-// 100, and denies some under 15% at 100, where its Ratio, 0.15 a success,
-// falls short of the retries asked (as Budget documents).
-func TestBudgetDenials(t *testing.T) {
-	for _, tt := range []struct {
-		failRate, rate float64
-		denies         bool
-	}{{failRate: 0.1, rate: 10}, {failRate: 0.1, rate: 100}, {failRate: 0.12, rate: 100}, {failRate: 0.15, rate: 100, denies: true}} {
-		rep, err := sim.Run(sim.Scenario{Duration: time.Minute, Drain: time.Minute, Seed: 1, Load: sim.Load{Rate: tt.rate, Steady: true},
-			Service: sim.Service{Network: sim.Fixed(5 * time.Millisecond), Faults: []sim.Fault{{Fail: tt.failRate}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if denied := rep.Stats[0].BudgetDenied; (denied > 0) != tt.denies {
-			t.Errorf("%g%% failures at %g/s: %d retries denied; want denials %v", 100*tt.failRate, tt.rate, denied, tt.denies)
-		}
-	}
-}
-
-// TestBudgetFleet: sim --budgets --clients gives a row per rule and fleet
-// size; at 10 clients each with the default budget and its reserve, a
-// full outage at 10 requests a second is far over 1.10×.
-func TestBudgetFleet(t *testing.T) {
-	saved := budgetRates
-	budgetRates = []float64{10}
-	t.Cleanup(func() { budgetRates = saved })
-	stdout, stderr, code := cli(t, "", "sim", "--budgets", "--clients", "1,10")
-	if code != 0 {
-		t.Fatalf("status %d: %s", code, stderr)
-	}
-	var def []string
-	for _, l := range flatLines(stdout) {
-		if strings.HasPrefix(l, "default: ") {
-			def = append(def, l)
-		}
-	}
-	if len(def) != 2 || !strings.Contains(stdout, "clients") {
-		t.Fatalf("output:\n%s", stdout)
-	}
-	fields := strings.Fields(strings.TrimPrefix(def[1], "default: 0.15 a success + 0.5/s over 10 s "))
-	amp, _ := strconv.ParseFloat(strings.TrimSuffix(fields[1], "×"), 64)
-	if fields[0] != "10" || amp < 1.3 {
-		t.Errorf("the default budget at 10 clients, 10/s: %q; want far over 1.10×", def[1])
 	}
 }

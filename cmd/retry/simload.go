@@ -266,8 +266,7 @@ func (r *loadResult) writeText(w io.Writer, l *loadSetup) {
 func parseBudget(v string) (*retry.Budget, string, error) {
 	switch v {
 	case "default", "":
-		d := retry.Budget{}.WithDefaults()
-		return nil, fmt.Sprintf("default (%g a success + %g/s over %s)", d.Ratio, d.Reserve, d.Window), nil
+		return nil, "default (" + budgetLabel(retry.Budget{}.WithDefaults()) + ")", nil
 	case "off":
 		return &retry.Budget{Off: true}, "off", nil
 	}
@@ -276,14 +275,19 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 		k, val, _ := strings.Cut(kv, "=")
 		var err error
 		switch strings.TrimSpace(k) {
+		case "tokens":
+			b.Tokens, err = strconv.ParseFloat(val, 64)
+			if err == nil && !(b.Tokens >= 0 && b.Tokens <= 1e9) {
+				err = errRange
+			}
+		case "timeouts":
+			b.TimeoutTokens, err = strconv.ParseFloat(val, 64)
+			if err == nil && !(b.TimeoutTokens >= 0 && b.TimeoutTokens <= 1e9) {
+				err = errRange
+			}
 		case "ratio":
 			b.Ratio, err = strconv.ParseFloat(val, 64)
 			if err == nil && !(b.Ratio >= 0 && b.Ratio <= 1000) {
-				err = errRange
-			}
-		case "reserve":
-			b.Reserve, err = strconv.ParseFloat(val, 64)
-			if err == nil && !(b.Reserve >= 0 && b.Reserve <= 1e9) {
 				err = errRange
 			}
 		case "window":
@@ -292,21 +296,31 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 				err = errRange
 			}
 		default:
-			return nil, "", usagef("flag --budget = %q: %q is not ratio, reserve or window (or give default or off)", v, k)
+			return nil, "", usagef("flag --budget = %q: %q is not tokens, timeouts, ratio or window (or give default or off)", v, k)
 		}
 		if err != nil {
-			return nil, "", usagef("flag --budget = %q: %s = %q: ratio must be in [0, 1000], reserve in [0, 1e9], window a duration > 0", v, k, val)
+			return nil, "", usagef("flag --budget = %q: %s = %q: tokens and timeouts must be in [0, 1e9], ratio in [0, 1000], window a duration > 0", v, k, val)
 		}
 	}
-	label := fmt.Sprintf("%g a success + %g/s over %s", b.Ratio, b.Reserve, b.Window)
-	// A zero here means none; in a retry.Budget a zero field is the default.
+	label := budgetLabel(b)
+	// A zero here means none; in a retry.Budget a zero field is the
+	// default, and -1 is none.
+	if b.Tokens == 0 {
+		b.Tokens = -1
+	}
+	if b.TimeoutTokens == 0 {
+		b.TimeoutTokens = -1
+	}
 	if b.Ratio == 0 {
 		b.Ratio = -1
 	}
-	if b.Reserve == 0 {
-		b.Reserve = -1
-	}
 	return &b, label, nil
+}
+
+// budgetLabel describes a budget's rule: "12 tokens (1 for timeouts), 0.2
+// a success over 10s".
+func budgetLabel(b retry.Budget) string {
+	return fmt.Sprintf("%g tokens (%g for timeouts), %g a success over %s", b.Tokens, b.TimeoutTokens, b.Ratio, human(b.Window))
 }
 
 var errRange = fmt.Errorf("out of range")

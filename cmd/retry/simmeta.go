@@ -24,11 +24,16 @@ type defence struct {
 // defences are the rows of sim --metastable: no defence, each gate alone
 // with its defaults (the budget, on by default, turned off for the
 // others), the defaults (retry.New with no defence option), and every
-// gate together.
-func defences() []defence {
+// gate together; b, when not nil, is the budget of the rows that have one
+// (--budget).
+func defences(b *retry.Budget) []defence {
 	off := retry.WithBudget(retry.Budget{Off: true})
+	budget := retry.Budget{}
+	if b != nil {
+		budget = *b
+	}
 	gates := []defence{
-		{name: "budget", opts: []retry.Option{retry.WithBudget(retry.Budget{})}},
+		{name: "budget", opts: []retry.Option{retry.WithBudget(budget)}},
 		{name: "breaker", opts: []retry.Option{retry.WithBreaker(retry.Breaker{})}},
 		{name: "throttle", opts: []retry.Option{retry.WithThrottle(retry.Throttle{})}},
 		{name: "concurrency", opts: []retry.Option{retry.WithConcurrency(retry.Concurrency{})}},
@@ -39,7 +44,11 @@ func defences() []defence {
 		rows = append(rows, defence{name: g.name, opts: append([]retry.Option{off}, g.opts...)})
 		all = append(all, g.opts...)
 	}
-	return append(rows, defence{name: "defaults"}, defence{name: "all", opts: all})
+	defaults := defence{name: "defaults"}
+	if b != nil {
+		defaults.opts = []retry.Option{retry.WithBudget(budget)}
+	}
+	return append(rows, defaults, defence{name: "all", opts: all})
 }
 
 // metaSetup is sim --metastable: the scenario of one fleet size, the
@@ -55,6 +64,8 @@ type metaSetup struct {
 	kind           string
 	factor         float64
 	clientsGiven   bool
+	budget         *retry.Budget // --budget's, nil for the default
+	budgetText     string
 }
 
 // metaRow is what one defence set did with one fleet size.
@@ -87,6 +98,12 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	m := &metaSetup{p: p, policy: label, kind: f.trigger, factor: f.factor, queue: 2 * time.Second, clientsGiven: f.fs.Changed("clients")}
 	if m.sizes, err = f.fleetSizes(true, 1); err != nil {
 		return nil, err
+	}
+	if m.budget, m.budgetText, err = parseBudget(f.budget); err != nil {
+		return nil, err
+	}
+	if m.budget != nil && m.budget.Off {
+		return nil, usagef("flag --budget = off: --metastable has its rows without a budget (no defence, and each other gate alone)")
 	}
 	rate, capacity, duration := f.rate, f.capacity, f.duration
 	if !f.fs.Changed("rate") {
@@ -189,7 +206,7 @@ func runMetastable(e *env, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	sets := defences()
+	sets := defences(m.budget)
 	rows := make([]*metaRow, len(sets)*len(m.sizes))
 	err = parallel(len(rows), e.newProgress(len(rows), "metastable"), func(i int) (err error) {
 		rows[i], err = m.run(sets[i%len(sets)], m.sizes[i/len(sets)])
@@ -245,6 +262,9 @@ func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
 		fmt.Fprintf(w, "the shedder (package shed, its defaults) in front of the workers\n")
 	}
 	fmt.Fprintf(w, "trigger: %s from %s to %s (L = %s)\n", m.triggerText(), human(t.Start), human(t.Start+t.Length), human(t.Length))
+	if m.budget != nil {
+		fmt.Fprintf(w, "budget: %s\n", m.budgetText)
+	}
 	fmt.Fprintf(w, "policy %s: %s; seed %d\n\n", m.policy, describe(m.p), s.Seed)
 	lines := [][]string{{"defences", "offered", "before", "during", "after", "amplification", "wasted work", "recovered after"}}
 	for _, r := range rows {

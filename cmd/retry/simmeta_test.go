@@ -28,8 +28,8 @@ func TestMetastableCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) != len(defences()) {
-		t.Fatalf("%d rows, want %d", len(raw), len(defences()))
+	if len(raw) != len(defences(nil)) {
+		t.Fatalf("%d rows, want %d", len(raw), len(defences(nil)))
 	}
 	for _, r := range raw {
 		for _, k := range []string{"name", "clients", "recovered", "recovery_s", "amplification", "goodput_before", "goodput_during", "goodput_after", "offered"} {
@@ -79,7 +79,7 @@ func TestMetastableFleet(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
 		t.Fatal(err)
 	}
-	sets := defences()
+	sets := defences(nil)
 	if len(rows) != 4*len(sets) {
 		t.Fatalf("%d rows, want %d", len(rows), 4*len(sets))
 	}
@@ -123,7 +123,7 @@ func TestMetastableChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []*metaRow
-	for _, d := range defences()[:3] {
+	for _, d := range defences(nil)[:3] {
 		r, err := m.run(d, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,9 @@ func TestMetastableUsage(t *testing.T) {
 		{args: []string{"--duration", "45s"}, want: "flags --duration and --trigger-at: the run (45s) must last at least 10s past the trigger's end (40s): --duration 50s or more"},
 		{args: []string{"--rate", "9999", "--capacity", "10000", "--duration", "2m"}, want: "flags --rate and --duration: 9999/s over 2m is 1199880 requests: must be at most 1000000"},
 		{args: []string{"--attempts", "-1"}, want: `flag --attempts = "-1"`},
-		{args: []string{"--budget", "off"}, want: "flag --budget: does not apply to --metastable, which runs its own defences and trigger"},
+		{args: []string{"--budget", "off"}, want: "flag --budget = off: --metastable has its rows without a budget (no defence, and each other gate alone)"},
+		{args: []string{"--budget", "timeouts=-1"}, want: `flag --budget = "timeouts=-1": timeouts = "-1": tokens and timeouts must be in [0, 1e9]`},
+		{args: []string{"--fail-rate", "0.1"}, want: "flag --fail-rate: does not apply to --metastable, which runs its own defences and trigger"},
 		{args: []string{"--outage", "1s:1s"}, want: "flag --outage: does not apply to --metastable"},
 		{args: []string{"--runs", "3"}, want: "flag --runs: does not apply to --metastable"},
 	}

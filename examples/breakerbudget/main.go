@@ -46,8 +46,9 @@ func run(w io.Writer) error {
 	dep := &dependency{}
 	r := retry.New(
 		retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: 2 * time.Millisecond, MaxInterval: 10 * time.Millisecond}),
-		// Retries may reach 10% of calls, plus one a second, over 10 s.
-		retry.WithBudget(retry.Budget{Ratio: 0.1, Reserve: 1}),
+		// A stock of 10 retry tokens, refilled by 0.1 for each call that
+		// succeeds: nothing else refills it.
+		retry.WithBudget(retry.Budget{Tokens: 10, Ratio: 0.1}),
 		// Trip when half of at least 8 attempts fail; probe after 300 ms;
 		// while open, fail at once rather than wait (MaxWait < 0).
 		retry.WithBreaker(retry.Breaker{MinRequests: 8, OpenTimeout: 300 * time.Millisecond, MaxWait: -1,
