@@ -11,39 +11,41 @@ import (
 // Budget limits retries to what the calls that succeed earn, so that an
 // outage does not multiply the load on a struggling dependency, whether one
 // client calls it or a fleet of a thousand. It is a bucket of tokens: a
-// retry (or a hedge) takes one, and a call that succeeds earns Ratio
-// tokens and gives back every token its retries took. The bucket starts
-// full and holds the larger of Tokens and what the calls that succeeded in
-// the last Window earned (Ratio each). Nothing refills it but successes:
-// no time-based reserve sums across a fleet into load that lasts, so a
-// full outage spends the bucket once and then sends the requests alone,
-// whatever the fleet's size, while under independent failures the calls
-// that succeed keep it full.
+// retry (or a hedge) takes one, and a call that succeeds earns Ratio and
+// gives back every token its retries took, so that retries that work cost
+// nothing. The bucket starts full and holds the larger of Tokens and Ratio
+// for each call that succeeded in the last Window. Nothing else refills
+// it, no reserve a second that would sum across a fleet into load that
+// lasts: a full outage spends it once, whatever the fleet's size, while
+// under independent failures the calls that succeed keep it full.
 //
 // Tokens are a quiet client's stock for brief failures that cost the
 // dependency little: a refused connection, an immediate 503 or 429, a
-// refusal with Retry-After. A retry after a timeout (types
-// timeout.attempt, timeout.deadline_exceeded, net.timeout,
-// grpc.deadline_exceeded, http.5xx.504), the signature of an overloaded
-// dependency, may spend only what the successes of the last Window earned,
-// never that stock: a fleet of quiet clients cannot keep an overload going
-// with its stocks, while a busy client under independent timeouts retries
-// them from its earnings.
+// refusal with Retry-After. A retry after a timeout (types timeout.attempt,
+// timeout.deadline_exceeded, net.timeout, grpc.deadline_exceeded,
+// http.5xx.504), the signature of an overloaded dependency, may spend what
+// the successes of the last Window earned and TimeoutTokens of the stock,
+// no more, so that a fleet of quiet clients cannot keep an overload going
+// on their stocks.
 //
-// A retry the budget denies ends the call with Reason budget; its OnFailure
-// and OnGiveUp Event carries the key, the type of the failure whose retry
-// was denied and the budget's balance in tokens (Event.Balance), and Stats
-// carries the same for the last denial. With Shadow, the budget denies
-// nothing but counts what it would have denied (Stats.BudgetShadowDenied),
-// for rolling a budget out.
+// A retry the budget denies ends the call with Reason budget; its events
+// carry the key, the type of the failure whose retry was denied and the
+// balance in tokens (Event.Balance), as Stats does for the last denial.
 //
-// The zero Budget, which every Retrier has, holds 12 tokens, or 0.2 for
-// each call that succeeded in the last 10 s when that is more. FIGURES
+// The zero Budget, which every Retrier has, holds 12 tokens, 1 of them for
+// timeouts, or 0.2 for each call that succeeded in the last 10 s when that
+// is more. On the simulator's model with the default policy (retry sim
+// --budgets, seed 1), a client that calls every 10 s loses none of 10
+// calls made at once as its dependency restarts for 400 ms; a full outage
+// of 60 s loads the dependency with 1.03 times the requests for one client
+// at 10, 100 and 1,000 requests a second (2.93 without a budget), and 1.20
+// times for fleets of 10, 100 and 1,000 clients at 1 request a second each;
+// under independent failures, fast or timing out, as many calls succeed as
+// without a budget within 0.04 points at 10% and 20%, and 0.40 at 30%.
 //
-// Zero fields take the defaults above, field by field, so Budget{Ratio: 0.5}
-// keeps the default Tokens and Window; -1 means none: Budget{Tokens: -1}
-// holds only what successes earned, Budget{Ratio: -1} only its Tokens,
-// given back but never earned. Any other negative value, a NaN, Tokens over
+// Zero fields take the defaults above, one by one; -1 means none:
+// Budget{TimeoutTokens: -1} retries timeouts only from what successes
+// earned. Any other negative value, a NaN, Tokens or TimeoutTokens over
 // 1e9, a Ratio over 1000 or a negative Window is an error. The budget a
 // Retrier keeps is safe for concurrent use.
 type Budget struct {
@@ -54,10 +56,8 @@ type Budget struct {
 	// PerKey keeps one budget per key (WithKey, or the Transport's request
 	// key, by default the host), so that one failing dependency cannot
 	// spend the retries of the others; at most 1024 keys are kept, the
-	// idlest dropped. A key dropped and met again starts afresh, its
-	// bucket full: with more than 1024 keys failing at once, each one met
-	// again gets its Tokens anew, so the bound holds per key kept, not for
-	// the Retrier.
+	// idlest dropped. A key dropped and met again starts afresh, full, so
+	// the bound holds per key kept, not for the Retrier.
 	PerKey bool
 	// Shadow lets every retry through, counting those the budget would
 	// have denied in Stats.BudgetShadowDenied. The budget still charges
@@ -69,7 +69,7 @@ type Budget struct {
 	Off bool
 	// Shared, when set, keeps the budget outside the Retrier, such as one
 	// shared by a fleet (github.com/steadyhq/retry/redis has one on Redis),
-	// by its own rule: Tokens, Ratio, Window and PerKey are then not used.
+	// by its own rule: the fields above but Shadow are then not used.
 	// Stats report its balance as -1, and Event.Balance and
 	// Stats.BudgetDeniedBalance as 0: Shared keeps its own. Shadow applies
 	// to it too, counted in Stats only.
@@ -202,19 +202,16 @@ func (bs *budgets) admit(ctx context.Context, a *ask, g *grant) {
 }
 
 // own reports whether bs is the Retrier's own budget, which gives back
-// what the retries of a call that succeeds took.
+// what the retries of a call that succeeds took (refund).
 func (bs *budgets) own() bool { return bs != nil && bs.shared == nil }
 
-// refund gives back n tokens to key's budget at now: a call that took
-// them for its retries has succeeded.
 func (bs *budgets) refund(key string, n float64, now time.Time) {
 	b := bs.get(key)
 	b.refund(now, b.won(), n)
 }
 
 // slowFailure reports whether a failure of type typ is a timeout, the
-// dependency not answering in time: its retry may spend only what
-// successes earned (see Budget).
+// dependency not answering in time (see Budget).
 func slowFailure(typ string) bool {
 	switch typ {
 	case typeTimeout, TypeAttemptTimeout, typeNetTimeout, typeGRPCDeadline, typeHTTP504:
@@ -287,11 +284,7 @@ const budgetBuckets = 10
 
 // budget is a bucket of retry tokens. It counts the calls that succeeded
 // as they end (on the success path, one atomic add), and reads the count
-// only when a retry asks for a token, a call gives tokens back, or Stats
-// ask: each of the calls since the last reading earns Ratio tokens, and
-// counts in the window's slice of that reading. A call still running
-// earns nothing: a burst of calls that fail together spends the bucket
-// once.
+// only when it is asked for tokens, given some back, or read for Stats.
 type budget struct {
 	spec  Budget // with its defaults, none as 0
 	wins  atomic.Int64
@@ -356,28 +349,23 @@ func (b *budget) take(now time.Time, won int64, slow, force bool) bool {
 	return had
 }
 
-// refund gives back n tokens at now, up to the bucket's size.
-func (b *budget) refund(now time.Time, won int64, n float64) {
+// refund gives back n tokens at now, up to the bucket's size, and returns
+// the balance; balanceAt(now, won) is refund(now, won, 0).
+func (b *budget) refund(now time.Time, won int64, n float64) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	size, _ := b.read(now, won)
 	b.tokens = min(b.tokens+n, size)
-}
-
-// balanceAt returns the tokens in the bucket at now.
-func (b *budget) balanceAt(now time.Time, won int64) float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.read(now, won)
 	return b.tokens
 }
 
+func (b *budget) balanceAt(now time.Time, won int64) float64 { return b.refund(now, won, 0) }
+
 // read brings the bucket up to now, won being the calls that have
 // succeeded so far, and returns its size and what the window's successes
-// earned. The calls that ended since the last reading earn Ratio tokens
-// each and count in the window in full when that reading is within it,
-// and otherwise in the share of the time since then that the window
-// covers. b.mu is held.
+// earned. The calls since the last reading earn Ratio tokens each, and
+// count in the window in full when that reading is within it, otherwise
+// by the share of the time since then that it covers. b.mu is held.
 func (b *budget) read(now time.Time, won int64) (size, earned float64) {
 	s := now.UnixNano()/int64(b.slice) + 1
 	cur := &b.ring[b.index(now)]

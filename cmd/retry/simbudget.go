@@ -25,7 +25,7 @@ var budgetRules = []budgetRule{
 	{"no budget (3 attempts)", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
 		return []retry.Option{retry.WithBudget(retry.Budget{Off: true})}, nil
 	}},
-	{"default: " + budgetLabel(retry.Budget{}.WithDefaults()), func(sim.Client) ([]retry.Option, func(context.Context, int, error)) { return nil, nil }},
+	{"default: 12 tokens, 0.2 a success", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) { return nil, nil }},
 	{"old rule: 15% of requests + 2/s over 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
 		return []retry.Option{retry.WithBudget(retry.Budget{Shared: sim.NewWindowBudget(c.Clock, 0.15, 2)})}, nil
 	}},
