@@ -24,9 +24,10 @@ import (
 // refusal with Retry-After. A retry after a timeout (types timeout.attempt,
 // timeout.deadline_exceeded, net.timeout, grpc.deadline_exceeded,
 // http.5xx.504), the signature of an overloaded dependency, may spend what
-// the successes of the last Window earned and TimeoutTokens of the stock,
-// no more, so that a fleet of quiet clients cannot keep an overload going
-// on their stocks.
+// the successes of the last Window earned and no more than TimeoutTokens of
+// the stock: once retries not given back have taken that much of it, a
+// timeout is retried only from what successes earn, so that a fleet of
+// quiet clients cannot keep an overload going on their stocks.
 //
 // A retry the budget denies ends the call with Reason budget; its events
 // carry the key, the type of the failure whose retry was denied and the
@@ -329,11 +330,9 @@ func newBudget(b Budget, now time.Time) *budget {
 // won returns the count of calls that succeeded.
 func (b *budget) won() int64 { return b.wins.Load() }
 
-// take takes a token at now for a retry, slow when it follows a timeout,
-// won being the calls that have succeeded so far, and reports whether the
-// bucket had one for it; force takes it even when it had none (Shadow), so
-// that the balance goes below zero. A slow retry may spend only what the
-// window's successes earned and TimeoutTokens of the stock.
+// take takes a token at now for a retry, slow after a timeout, won being
+// the calls that have succeeded so far, and reports whether the bucket had
+// one for it (force: takes it anyway, for Shadow).
 func (b *budget) take(now time.Time, won int64, slow, force bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -349,8 +348,8 @@ func (b *budget) take(now time.Time, won int64, slow, force bool) bool {
 	return had
 }
 
-// refund gives back n tokens at now, up to the bucket's size, and returns
-// the balance; balanceAt(now, won) is refund(now, won, 0).
+// refund gives back n tokens at now, up to the size, and returns the
+// balance; balanceAt gives back none.
 func (b *budget) refund(now time.Time, won int64, n float64) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

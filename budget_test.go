@@ -290,6 +290,36 @@ func TestBudgetTimeoutTokens(t *testing.T) {
 	}
 }
 
+// TestBudgetTimeoutAfterRetry: TimeoutTokens is of the stock: once retries
+// not given back have taken that much of it, a timeout is retried only from
+// what successes earned. A call whose 503 was retried, then whose retry
+// timed out, is denied its second retry, and the call fails, keeping its
+// token; 5 successes later (a token earned) a call retries two timeouts,
+// one earned and one of the stock.
+func TestBudgetTimeoutAfterRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := retry.New(retry.WithAttemptTimeout(time.Second), retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+		hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+		n := 0
+		err := r.Run(t.Context(), func(ctx context.Context) error {
+			if n++; n == 1 {
+				return &retry.StatusError{StatusCode: 503}
+			}
+			return hang(ctx)
+		})
+		if retry.TypeOf(err) != "budget.exhausted" || n != 2 {
+			t.Fatalf("a 503, then a timeout: %v after %d attempts, want budget.exhausted after 2", err, n)
+		}
+		for range 5 {
+			_ = r.Run(t.Context(), func(context.Context) error { return nil })
+		}
+		err = r.Run(t.Context(), hang)
+		if s := r.Stats(); s.Retried != 3 || s.BudgetDenied != 1 || retry.TypeOf(err) != retry.TypeAttemptTimeout {
+			t.Errorf("retried %d, denied %d, then %v; want 3 (the 503, two timeouts), 1, and the attempts used up", s.Retried, s.BudgetDenied, err)
+		}
+	})
+}
+
 // TestBudgetWindow: the bucket holds the larger of Tokens and what the
 // successes of the last Window earned; once they leave the window it
 // holds Tokens again.

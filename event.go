@@ -32,9 +32,10 @@ type Event struct {
 	Time    time.Time     `json:"time"`             // when this failure happened
 	Payload any           `json:"-"`                // what a dead-letter record needs to replay the work
 	// Balance is the retry budget's balance for Key when the event was
-	// made, in retries (see Budget): after this failure's retry took its
+	// made, in tokens (see Budget): after this failure's retry took its
 	// token, or, when the budget denied the retry (Reason budget), what
-	// it had then, less than one retry. It is below zero while a Shadow
+	// it had then (under one token, or for a retry after a timeout, what
+	// it may not spend). It is below zero while a Shadow
 	// budget is overdrawn: an event with a negative Balance and no Reason
 	// is a retry the budget would have denied. Zero without a budget of
 	// the Retrier's own (Budget.Off, Budget.Shared).

@@ -60,9 +60,10 @@ type Stats struct {
 		Time time.Time `json:"time"`
 	} `json:"breaker_changes,omitempty"`
 
-	// BudgetBalance is the number of retries the retry budget would grant
-	// now (zero while a Shadow budget is overdrawn); -1 when the budget is
-	// off, Shared or kept per key.
+	// BudgetBalance is the tokens the retry budget holds now, the retries
+	// after fast failures it would grant (see Budget; zero while a Shadow
+	// budget is overdrawn); -1 when the budget is off, Shared or kept per
+	// key.
 	BudgetBalance float64 `json:"budget_balance"`
 	BudgetDenied  int64   `json:"budget_denied"` // retries the budget refused
 	// BudgetShadowDenied counts the retries a Shadow budget would have
@@ -71,7 +72,7 @@ type Stats struct {
 	// BudgetDeniedKey, BudgetDeniedType and BudgetDeniedBalance describe
 	// the last retry the budget refused: the call's key, the type of the
 	// failure whose retry it was, and the budget's balance then, in
-	// retries (0 for a Shared budget). BudgetDeniedType is "" until the
+	// tokens (0 for a Shared budget). BudgetDeniedType is "" until the
 	// budget refuses one.
 	BudgetDeniedKey     string  `json:"budget_denied_key,omitempty"`
 	BudgetDeniedType    string  `json:"budget_denied_type,omitempty"`
