@@ -124,14 +124,19 @@ func (s *restartable) start() {
 // quiet client's calls all succeed while a real loopback server restarts
 // on the same port, 10 at once over a short restart or 5 over a longer
 // one (connections refused, or reset as the server closes them). The
-// policy is the default scaled to a tenth (100 ms, doubling, ±50%), and so
-// are the restarts (40 ms and 100 ms), so that the test takes under a
-// second; what the budget counts, retries, does not scale.
+// policy is the default's at 300 ms (doubling, ±50%), the restarts 40 ms
+// for 10 calls, so that their first retries, 150 ms or more later, find
+// the server back on a loaded machine, and 300 ms for 5, so that some of
+// theirs do not and retry again; what the budget counts, retries, does not
+// depend on the scale.
 func TestTransportRestart(t *testing.T) {
-	for _, rs := range restarts {
-		t.Run(fmt.Sprintf("%d calls, %v down", rs.calls, rs.down/10), func(t *testing.T) {
+	for _, rs := range []struct {
+		calls int
+		down  time.Duration
+	}{{calls: 10, down: 40 * time.Millisecond}, {calls: 5, down: 300 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("%d calls, %v down", rs.calls, rs.down), func(t *testing.T) {
 			srv := newRestartable(t)
-			r := retry.New(retry.WithPolicy(retry.Policy{InitialInterval: 100 * time.Millisecond}))
+			r := retry.New(retry.WithPolicy(retry.Policy{InitialInterval: 300 * time.Millisecond}))
 			client := &http.Client{Transport: retry.NewTransport(newBase(t), r)}
 			get := func() error {
 				resp, err := client.Get("http://" + srv.addr + "/")
@@ -151,7 +156,7 @@ func TestTransportRestart(t *testing.T) {
 			}
 			srv.stop()
 			restarted := make(chan struct{})
-			go func() { time.Sleep(rs.down / 10); srv.start(); close(restarted) }()
+			go func() { time.Sleep(rs.down); srv.start(); close(restarted) }()
 			errs := make([]error, rs.calls)
 			var wg sync.WaitGroup
 			for i := range rs.calls {

@@ -71,27 +71,31 @@ func (s *restartable) start() {
 	s.serve(lis)
 }
 
-// TestUnaryRestart: through the unary interceptor with the default budget,
-// a quiet client's calls all succeed while a real loopback server restarts
-// on the same port, 10 at once over a short restart or 5 over a longer
-// one: each fails with UNAVAILABLE while the server is down, and its
-// retries take tokens of the budget's stock, given back as they succeed.
-// The policy is the default scaled to a tenth (100 ms, doubling, ±50%), and
-// so are the restarts (40 ms and 100 ms), so that the test takes under a
-// second; the channel reconnects within 20 ms (grpc-go's own backoff would
-// wait a second), so that it is the budget, not the channel, that the
-// test measures.
-func TestUnaryRestart(t *testing.T) {
+// TestRestart: through the unary and the stream interceptors with the
+// default budget, a quiet client's calls all succeed while a real loopback
+// server restarts on the same port, 10 at once over a short restart or 5
+// over a longer one: each fails with UNAVAILABLE while the server is down,
+// and its retries take tokens of the budget's stock, given back as they
+// succeed.
+// The policy is the default's at 300 ms (doubling, ±50%), the restarts
+// 40 ms for 10 calls, so that their first retries, 150 ms or more later,
+// find the server back on a loaded machine, and 300 ms for 5, so that
+// some of theirs do not and retry again; the channel reconnects within
+// 20 ms (grpc-go's own backoff would wait a second), so that it is the
+// budget, not the channel, that the test measures.
+func TestRestart(t *testing.T) {
 	for _, rs := range []struct {
-		calls int
-		down  time.Duration
-	}{{10, 40 * time.Millisecond}, {5, 100 * time.Millisecond}} {
-		t.Run(fmt.Sprintf("%d calls, %v down", rs.calls, rs.down), func(t *testing.T) {
+		stream bool
+		calls  int
+		down   time.Duration
+	}{{false, 10, 40 * time.Millisecond}, {false, 5, 300 * time.Millisecond}, {true, 10, 40 * time.Millisecond}, {true, 5, 300 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("stream %v, %d calls, %v down", rs.stream, rs.calls, rs.down), func(t *testing.T) {
 			srv := newRestartable(t)
-			r := retry.New(retry.WithPolicy(retry.Policy{InitialInterval: 100 * time.Millisecond}))
+			r := retry.New(retry.WithPolicy(retry.Policy{InitialInterval: 300 * time.Millisecond}))
 			cc, err := grpc.NewClient(srv.addr,
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithUnaryInterceptor(retrygrpc.UnaryClientInterceptor(r)),
+				grpc.WithStreamInterceptor(retrygrpc.StreamClientInterceptor(r)),
 				grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 20 * time.Millisecond}}),
 				grpc.WithDisableRetry(),
 			)
@@ -100,8 +104,16 @@ func TestUnaryRestart(t *testing.T) {
 			}
 			t.Cleanup(func() { cc.Close() })
 			c := grpc_health_v1.NewHealthClient(cc)
+			call := func(ctx context.Context) error {
+				if rs.stream {
+					_, err := watchAll(ctx, c)
+					return err
+				}
+				_, err := c.Check(ctx, check)
+				return err
+			}
 			for range 6 {
-				if _, err := c.Check(t.Context(), check); err != nil {
+				if err := call(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -114,7 +126,7 @@ func TestUnaryRestart(t *testing.T) {
 				wg.Go(func() {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
-					_, errs[i] = c.Check(ctx, check)
+					errs[i] = call(ctx)
 				})
 			}
 			wg.Wait()
