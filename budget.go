@@ -138,16 +138,18 @@ func newBudgets(b Budget, clock Clock) *budgets {
 //
 // Implementations must be safe for concurrent use.
 type SharedBudget interface {
-	// First counts a first attempt on key (WithKey, or the Transport's
-	// request key). It runs on the success path of every call, so it must
-	// be cheap: no clock, no I/O, no contended cache line; count locally
-	// and settle the counts in Retry.
-	First(key string)
+	// Won counts a call on key (WithKey, or the Transport's request key)
+	// that succeeded, whose retries took refund tokens: what it earns,
+	// and what it gives back. It runs on the success path of every call,
+	// so it must be cheap: no clock, no I/O, no contended cache line;
+	// count locally and settle the counts in Retry.
+	Won(key string, refund int)
 	// Retry takes a retry token for key at now, the Retrier's clock
-	// reading, or reports false, which ends the call with Reason budget.
-	// It runs after a failure, once the wait before the retry is known to
-	// fit; ctx is the caller's, and Retry must not outlast its deadline.
-	Retry(ctx context.Context, key string, now time.Time) bool
+	// reading, or reports false, which ends the call with Reason budget;
+	// slow says the retry follows a timeout (see Budget). It runs after a
+	// failure, once the wait before the retry is known to fit; ctx is the
+	// caller's, and Retry must not outlast its deadline.
+	Retry(ctx context.Context, key string, slow bool, now time.Time) bool
 }
 
 // budgets is the retry-budget gate of a Retrier: its own budget, one per
@@ -172,22 +174,16 @@ type budgetDenial struct {
 	balance  float64
 }
 
-// acts: retries and hedges take a token; a SharedBudget counts first
-// attempts as they enter. The calls that succeed are counted as they end
-// (win).
-func (bs *budgets) acts() (admits, enters uint8) {
-	if bs.shared != nil {
-		return onRetry | onHedge, onFirst
-	}
-	return onRetry | onHedge, 0
-}
+// acts: retries and hedges take a token; the calls that succeed are
+// counted as they end (win).
+func (bs *budgets) acts() (admits, enters uint8) { return onRetry | onHedge, 0 }
 
 // admit takes a token for a retry or a hedge; a first attempt needs none.
 func (bs *budgets) admit(ctx context.Context, a *ask, g *grant) {
 	now := a.cfg.now()
 	var ok bool
 	if bs.shared != nil {
-		ok = bs.shared.Retry(ctx, a.key, now)
+		ok = bs.shared.Retry(ctx, a.key, a.slow, now)
 	} else {
 		b := bs.get(a.key)
 		ok = b.take(now, b.won(), a.slow, bs.shadow)
@@ -202,13 +198,24 @@ func (bs *budgets) admit(ctx context.Context, a *ask, g *grant) {
 	}
 }
 
-// own reports whether bs is the Retrier's own budget, which gives back
-// what the retries of a call that succeeds took (refund).
-func (bs *budgets) own() bool { return bs != nil && bs.shared == nil }
+// charges reports whether a call counts what its retries take, to give
+// it back once it succeeds (won): not with a Shadow SharedBudget, whose
+// denials the Retrier lets through without its knowing.
+func (bs *budgets) charges() bool { return bs != nil && (bs.shared == nil || !bs.shadow) }
 
-func (bs *budgets) refund(key string, n float64, now time.Time) {
-	b := bs.get(key)
-	b.refund(now, b.won(), n)
+// won counts a call on key that succeeded, whose retries took refund
+// tokens: it earns Ratio tokens, and gives the refund back, at cfg's now.
+func (bs *budgets) won(cfg *config, key string, refund float64) {
+	switch {
+	case bs.shared != nil:
+		bs.shared.Won(key, int(refund))
+	case refund > 0:
+		b := bs.get(key)
+		b.wins.Add(1)
+		b.refund(cfg.now(), b.won(), refund)
+	default:
+		bs.get(key).wins.Add(1)
+	}
 }
 
 // slowFailure reports whether a failure of type typ is a timeout, the
@@ -221,19 +228,8 @@ func slowFailure(typ string) bool {
 	return false
 }
 
-// enter counts a first attempt for a SharedBudget.
-func (bs *budgets) enter(_ context.Context, a *ask, _ *grant) {
-	bs.shared.First(a.key)
-}
-
-// win counts a call on key that succeeded: it earns Ratio tokens. It is
-// the budget's one cost on the success path, an atomic add (and, per key,
-// the key's lookup).
-func (bs *budgets) win(key string) {
-	if bs.shared == nil {
-		bs.get(key).wins.Add(1)
-	}
-}
+// enter is never asked: no attempt enters the budget (acts).
+func (bs *budgets) enter(context.Context, *ask, *grant) {}
 
 // balance returns the balance of key's budget at now, in tokens, as a
 // retry of a call on key that has failed and not yet ended sees it (see

@@ -44,7 +44,7 @@ func TestBudgetSettings(t *testing.T) {
 		{name: "tokens too high", budget: retry.Budget{Tokens: 2e9}, want: "retry: option WithBudget: Tokens = 2e+09: must be in [0, 1e9], or -1 for none"},
 		{name: "negative window", budget: retry.Budget{Window: -time.Second}, want: "retry: option WithBudget: Window = -1s: must be >= 0"},
 		{name: "off", budget: retry.Budget{Off: true, Ratio: -5, Window: -time.Second}},
-		{name: "shared", budget: retry.Budget{Shared: &tokenBudget{}, Tokens: -5, Window: -time.Second}},
+		{name: "shared", budget: retry.Budget{Shared: newTokenBudget(0), Tokens: -5, Window: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +137,7 @@ func TestBudgetDenies(t *testing.T) {
 		{name: "failures earn nothing", budget: retry.Budget{Tokens: -1, Ratio: 0.5}, calls: 10, retries: 0, denied: 10, balance0: true},
 		{name: "zero fields take the defaults", budget: retry.Budget{Ratio: -1}, calls: 20, retries: 12, denied: 8, balance0: true},
 		{name: "off", budget: retry.Budget{Off: true}, calls: 20, retries: 20},
-		{name: "off overrides Shared", budget: retry.Budget{Off: true, Shared: &tokenBudget{firsts: map[string]int{}, retries: map[string]int{}}}, calls: 10, retries: 10},
+		{name: "off overrides Shared", budget: retry.Budget{Off: true, Shared: newTokenBudget(0)}, calls: 10, retries: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -402,7 +402,7 @@ func TestBudgetDenialDetails(t *testing.T) {
 	}{
 		{name: "one budget", budget: retry.Budget{Tokens: 0.5, Ratio: 1}, retry: []float64{1, 0}, denied: 0},
 		{name: "per key", budget: retry.Budget{Tokens: 0.5, Ratio: 1, PerKey: true}, retry: []float64{1, 0}, denied: 0},
-		{name: "shared", budget: retry.Budget{Shared: &tokenBudget{tokens: 2, firsts: map[string]int{}, retries: map[string]int{}}}, retry: []float64{0, 0}, denied: 0},
+		{name: "shared", budget: retry.Budget{Shared: newTokenBudget(2)}, retry: []float64{0, 0}, denied: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -456,7 +456,7 @@ func TestBudgetShadow(t *testing.T) {
 	}{
 		{name: "own", budget: retry.Budget{Tokens: 2, Ratio: -1, Shadow: true}, overdraw: 3},
 		{name: "per key", budget: retry.Budget{Tokens: 2, Ratio: -1, Shadow: true, PerKey: true}, overdraw: 3},
-		{name: "shared", budget: retry.Budget{Shadow: true, Shared: &tokenBudget{tokens: 2, firsts: map[string]int{}, retries: map[string]int{}}}},
+		{name: "shared", budget: retry.Budget{Shadow: true, Shared: newTokenBudget(2)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -568,20 +568,30 @@ func TestBudgetBound(t *testing.T) {
 type tokenBudget struct {
 	mu      sync.Mutex
 	tokens  int
-	firsts  map[string]int
-	retries map[string]int
+	wins    map[string]int // calls that succeeded, by key
+	refunds map[string]int // tokens given back, by key
+	retries map[string]int // retries asked, by key
+	slow    int            // of them, after timeouts
 }
 
-func (b *tokenBudget) First(key string) {
+func newTokenBudget(tokens int) *tokenBudget {
+	return &tokenBudget{tokens: tokens, wins: map[string]int{}, refunds: map[string]int{}, retries: map[string]int{}}
+}
+
+func (b *tokenBudget) Won(key string, refund int) {
 	b.mu.Lock()
-	b.firsts[key]++
+	b.wins[key]++
+	b.refunds[key] += refund
 	b.mu.Unlock()
 }
 
-func (b *tokenBudget) Retry(_ context.Context, key string, _ time.Time) bool {
+func (b *tokenBudget) Retry(_ context.Context, key string, slow bool, _ time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.retries[key]++
+	if slow {
+		b.slow++
+	}
 	if b.tokens == 0 {
 		return false
 	}
@@ -589,30 +599,38 @@ func (b *tokenBudget) Retry(_ context.Context, key string, _ time.Time) bool {
 	return true
 }
 
-// TestBudgetShared: a Budget's Shared budget counts every first attempt by
-// key, is asked for each retry, and its refusal ends the call with Reason
+// TestBudgetShared: a Budget's Shared budget is told of every call that
+// succeeds by key, with the tokens its retries took to give back (none
+// when Shadow lets through what it may have denied), is asked for each
+// retry, after a timeout or not, and its refusal ends the call with Reason
 // budget; a later WithBudget replaces it.
 func TestBudgetShared(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}
 	tests := []struct {
 		name     string
 		tokens   int
-		fails    int            // failures before success
+		fails    []error        // failures before success
 		opts     []retry.Option // after the shared budget
 		budget   retry.Budget   // its other fields
 		err      error
 		reason   retry.Reason
 		attempts int
 		retries  int
+		slow     int
+		wins     int // calls that succeeded, told
+		refund   int // tokens given back
 	}{
-		{name: "success: counted, never asked", attempts: 1},
-		{name: "retry granted", tokens: 1, fails: 1, attempts: 2, retries: 1},
-		{name: "retry refused", tokens: 1, fails: 2, err: errTransient, reason: retry.ReasonBudget, attempts: 2, retries: 2},
-		{name: "the rule's fields are not used", tokens: 1, fails: 1, budget: retry.Budget{Tokens: -1, Ratio: -1}, attempts: 2, retries: 1},
-		{name: "a later WithBudget replaces it", fails: 1, opts: []retry.Option{retry.WithBudget(retry.Budget{Off: true})}, attempts: 2},
+		{name: "success: counted, never asked", attempts: 1, wins: 1},
+		{name: "retry granted, given back", tokens: 1, fails: []error{errTransient}, attempts: 2, retries: 1, wins: 1, refund: 1},
+		{name: "retry after a timeout", tokens: 2, fails: []error{errTransient, timeout}, attempts: 3, retries: 2, slow: 1, wins: 1, refund: 2},
+		{name: "retry refused", tokens: 1, fails: []error{errTransient, errTransient}, err: errTransient, reason: retry.ReasonBudget, attempts: 2, retries: 2},
+		{name: "shadow: nothing given back", fails: []error{errTransient}, budget: retry.Budget{Shadow: true}, attempts: 2, retries: 1, wins: 1},
+		{name: "the rule's fields are not used", tokens: 1, fails: []error{errTransient}, budget: retry.Budget{Tokens: -1, Ratio: -1}, attempts: 2, retries: 1, wins: 1, refund: 1},
+		{name: "a later WithBudget replaces it", fails: []error{errTransient}, opts: []retry.Option{retry.WithBudget(retry.Budget{Off: true})}, attempts: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &tokenBudget{tokens: tt.tokens, firsts: map[string]int{}, retries: map[string]int{}}
+			b := newTokenBudget(tt.tokens)
 			spec := tt.budget
 			spec.Shared = b
 			opts := append([]retry.Option{
@@ -621,13 +639,7 @@ func TestBudgetShared(t *testing.T) {
 			}, tt.opts...)
 			r := retry.New(opts...)
 			n := 0
-			err := r.Run(t.Context(), func(context.Context) error {
-				n++
-				if n <= tt.fails {
-					return errTransient
-				}
-				return nil
-			})
+			err := r.Run(t.Context(), script(&n, tt.fails...))
 			var re *retry.Error
 			switch {
 			case tt.err == nil && err != nil:
@@ -635,15 +647,11 @@ func TestBudgetShared(t *testing.T) {
 			case tt.err != nil && (!errors.As(err, &re) || re.Reason != tt.reason || !errors.Is(err, tt.err) || retry.TypeOf(err) != "budget.exhausted"):
 				t.Fatalf("err = %v, want %v of type %s keeping the last error", err, tt.reason, "budget.exhausted")
 			}
-			if n != tt.attempts || b.retries["dep"] != tt.retries {
-				t.Errorf("%d attempts, %d retries asked; want %d and %d", n, b.retries["dep"], tt.attempts, tt.retries)
+			if n != tt.attempts || b.retries["dep"] != tt.retries || b.slow != tt.slow {
+				t.Errorf("%d attempts, %d retries asked (%d after timeouts); want %d, %d and %d", n, b.retries["dep"], b.slow, tt.attempts, tt.retries, tt.slow)
 			}
-			wantFirsts := 1
-			if tt.opts != nil {
-				wantFirsts = 0
-			}
-			if b.firsts["dep"] != wantFirsts || len(b.firsts) > 1 {
-				t.Errorf("first attempts counted %v, want dep:%d", b.firsts, wantFirsts)
+			if b.wins["dep"] != tt.wins || b.refunds["dep"] != tt.refund || len(b.wins) > 1 {
+				t.Errorf("told of successes %v, given back %v; want dep:%d and dep:%d", b.wins, b.refunds, tt.wins, tt.refund)
 			}
 			if s := r.Stats(); s.BudgetBalance != -1 && tt.opts == nil {
 				t.Errorf("balance %v with a Shared budget, want -1", s.BudgetBalance)

@@ -213,9 +213,9 @@ type timesBudget struct {
 	times []time.Time
 }
 
-func (b *timesBudget) First(string) {}
+func (b *timesBudget) Won(string, int) {}
 
-func (b *timesBudget) Retry(_ context.Context, _ string, now time.Time) bool {
+func (b *timesBudget) Retry(_ context.Context, _ string, _ bool, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.times = append(b.times, now)

@@ -556,8 +556,8 @@ func TestHedgeHoldKept(t *testing.T) {
 // countingBudget is a SharedBudget that grants every retry and counts them.
 type countingBudget struct{ retries atomic.Int32 }
 
-func (*countingBudget) First(string) {}
-func (b *countingBudget) Retry(context.Context, string, time.Time) bool {
+func (*countingBudget) Won(string, int) {}
+func (b *countingBudget) Retry(context.Context, string, bool, time.Time) bool {
 	b.retries.Add(1)
 	return true
 }

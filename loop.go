@@ -101,20 +101,10 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 // own budget's counter directly, the success path's one atomic add. A call
 // that retried gives back the tokens its retries took.
 func (c *call) won() {
-	if c.charged > 0 {
-		c.cfg.budget.refund(c.key, c.charged, c.cfg.now())
-	}
-	if w := c.cfg.wins; w != nil {
+	if w := c.cfg.wins; w != nil && c.charged == 0 {
 		w.Add(1)
-	} else if c.cfg.budget != nil {
-		c.wonKey()
-	}
-}
-
-// wonKey counts the call's success for a budget kept per key.
-func (c *call) wonKey() {
-	if bs := c.cfg.budget; bs.keys != nil {
-		bs.win(c.key)
+	} else if bs := c.cfg.budget; bs != nil {
+		bs.won(c.cfg, c.key, c.charged)
 	}
 }
 
@@ -313,7 +303,7 @@ func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedO
 			o.typ, c.refusal = no.typ, no.err
 			return c.terminal(ctx, drv, o, no.reason, now, true)
 		}
-		if cfg.budget.own() {
+		if cfg.budget.charges() {
 			c.charged++
 		}
 	}

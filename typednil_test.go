@@ -26,12 +26,14 @@ func (*nilStore) SyncInterval() time.Duration { panic("called on a nil store") }
 func (*nilLimiter) Reserve(context.Context, string, time.Time, time.Duration) (time.Duration, func(time.Time), bool) {
 	panic("called on a nil limiter")
 }
-func (*nilBudget) First(string)                                  { panic("called on a nil budget") }
-func (*nilBudget) Retry(context.Context, string, time.Time) bool { panic("called on a nil budget") }
-func (*nilClock) Now() time.Time                                 { panic("called on a nil clock") }
-func (*nilClock) Sleep(context.Context, time.Duration) error     { panic("called on a nil clock") }
-func (*nilDecider) ShouldRetry(int, error) bool                  { panic("called on a nil decider") }
-func (*nilDecider) Delay(int) time.Duration                      { panic("called on a nil decider") }
+func (*nilBudget) Won(string, int) { panic("called on a nil budget") }
+func (*nilBudget) Retry(context.Context, string, bool, time.Time) bool {
+	panic("called on a nil budget")
+}
+func (*nilClock) Now() time.Time                             { panic("called on a nil clock") }
+func (*nilClock) Sleep(context.Context, time.Duration) error { panic("called on a nil clock") }
+func (*nilDecider) ShouldRetry(int, error) bool              { panic("called on a nil decider") }
+func (*nilDecider) Delay(int) time.Duration                  { panic("called on a nil decider") }
 
 // TestTypedNil: a component that is a typed nil makes the Retrier invalid
 // with an error naming the option, the field and the type; New does not

@@ -19,41 +19,43 @@ import (
 const budgetSlices = 10
 
 // Budget is a retry budget shared by every process using the same Redis and
-// prefix: over the sliding Window, the fleet's retries may reach Ratio times
-// its first attempts, plus Tokens, with the defaults of
-// retry.Budget (0.15 and 0.5 a second over 10 s). retry.Budget.Shared takes
-// it. Unlike a Retrier's own budget, which earns from the calls that
-// succeed, it earns from first attempts, since a retry.SharedBudget is told
-// of first attempts and not of their outcomes: under a full outage the
-// fleet's load stays within about 1.15 times its first attempts plus 0.5
-// retries a second.
+// prefix: the rule of retry.Budget, with its fields and defaults, for the
+// fleet as one client. retry.Budget.Shared takes it. The fleet keeps one
+// bucket of tokens in Redis: a retry (or a hedge) takes one; each call
+// that succeeds, in any process, earns Ratio and gives back what its
+// retries took; the bucket starts full and holds the larger of Tokens and
+// Ratio for each call of the fleet that succeeded in the last Window; a
+// retry after a timeout may spend what those successes earned and
+// TimeoutTokens of the stock. Nothing else refills it, so a full outage
+// spends the fleet's bucket once, whatever the number of processes: the
+// load stays within 1 + Ratio·Window/outage of the requests at any fleet
+// size, where a budget in each process spends one bucket each.
 //
-// The counts live in Redis as one counter per slice of the window (a tenth
-// of it) under a TTL a little longer than the window, read and updated
-// atomically by one Lua script. First attempts are counted in this process,
-// on striped counters that cost the success path one uncontended atomic
-// add, and sent to Redis with the next retry's request for a token: the
-// fleet's counts lag by the time between this process's failures, which
-// only makes the budget stricter. Counts older than the window when they
-// are sent are scaled down to the window's share of the time they cover:
-// since they were last sent or, for the first counts, since the Budget (or,
-// with PerKey, the key's counter) was built, read on the wall clock. With a
-// Retrier clock (retry.WithClock) behind the wall clock, the first counts
-// are sent in full.
+// The balance and one counter of successes per slice of the window (a
+// tenth of it) live in Redis, read and updated atomically by one Lua
+// script. The calls that succeed are counted in this process, on striped
+// counters that cost the success path one uncontended atomic add, and sent
+// to Redis with the next retry's request for a token: the fleet's counts
+// lag by the time between this process's failures, which only makes the
+// budget stricter. Successes older than the window when they are sent
+// count in the window by its share of the time they cover: since they were
+// last sent or, for the first ones, since the Budget (or, with PerKey, the
+// key's counter) was built, read on the wall clock; with a Retrier clock
+// (retry.WithClock) behind the wall clock, the first ones count in full.
+// They earn in full.
 //
-// The counters of one budget (of one key, with PerKey) share the hash tag
+// The keys of one budget (of one key, with PerKey) share the hash tag
 // PREFIX{budget:KEY}, so that they sit in one slot of a Redis Cluster.
 //
-// When Redis fails or is slower than Options.Timeout, Budget fails open: the
-// retry is allowed and counted in Stats.FailOpen, and the unsent counts are
-// kept for the next request. That is the stated choice: an outage of Redis
-// must not turn into an outage of every dependency; the breaker and the
-// limiter stay in force meanwhile. After a failure the retries of the next
-// SyncInterval fail open without asking Redis; then one asks, and the
-// budget is back on the fleet's counts as soon as Redis answers. Counts
-// Redis lost (a restart with empty data, a flush) start again from zero:
-// for one window the budget grants from its Tokens and the first
-// attempts sent since.
+// When Redis fails or is slower than Options.Timeout, the process falls
+// back on a bucket of its own by the same rule (its Tokens, TimeoutTokens
+// and Ratio, counted in Stats.Fallbacks) and keeps its unsent counts for
+// the next request: an outage of Redis neither lets every retry through
+// nor stops them. After a failure the retries of the next SyncInterval stay
+// local without asking Redis; then one asks, and the budget is back on the
+// fleet's bucket as soon as Redis answers. A bucket Redis lost (a restart
+// with empty data, a flush, an expiry after 10 windows unused) starts
+// again full.
 //
 // A Budget is safe for concurrent use. Build it with NewBudget.
 type Budget struct {
@@ -61,12 +63,12 @@ type Budget struct {
 	spec   retry.Budget
 	opts   Options
 	slice  time.Duration
-	global *firsts
-	keys   sync.Map // key → *firsts, with Budget.PerKey
+	global *tally
+	keys   sync.Map // key → *tally, with Budget.PerKey
 
-	health                    *health
-	granted, denied, failOpen atomic.Int64
-	balance                   atomic.Int64 // math.Float64bits of the last balance Redis gave
+	health                     *health
+	granted, denied, fallbacks atomic.Int64
+	balance                    atomic.Int64 // math.Float64bits of the last balance Redis gave
 }
 
 // NewBudget returns a Budget on client following spec (zero fields as in
@@ -76,15 +78,18 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 	bad := func(field string, v any, rule string) error {
 		return fmt.Errorf("redis: NewBudget: Budget.%s = %v: %s", field, v, rule)
 	}
+	none := func(v, most float64) bool { return v == -1 || v >= 0 && v <= most }
 	switch {
 	case isNilClient(client):
 		return nil, errors.New("redis: NewBudget: client is nil")
 	case spec.Off:
 		return nil, bad("Off", true, "a shared budget cannot be off; do not set one")
-	case !(spec.Ratio == -1 || spec.Ratio >= 0 && spec.Ratio <= 1000):
-		return nil, bad("Ratio", spec.Ratio, "must be in [0, 1000], or -1 for none")
-	case !(spec.Tokens == -1 || spec.Tokens >= 0 && spec.Tokens <= 1e9):
+	case !none(spec.Tokens, 1e9):
 		return nil, bad("Tokens", spec.Tokens, "must be in [0, 1e9], or -1 for none")
+	case !none(spec.TimeoutTokens, 1e9):
+		return nil, bad("TimeoutTokens", spec.TimeoutTokens, "must be in [0, 1e9], or -1 for none")
+	case !none(spec.Ratio, 1000):
+		return nil, bad("Ratio", spec.Ratio, "must be in [0, 1000], or -1 for none")
 	case spec.Window < 0:
 		return nil, bad("Window", spec.Window, "must be >= 0")
 	}
@@ -99,138 +104,175 @@ func NewBudget(client goredis.UniversalClient, spec retry.Budget, opts Options) 
 		spec:   spec,
 		opts:   opts,
 		slice:  max(spec.Window/budgetSlices, time.Millisecond),
-		global: newFirsts(health),
+		global: newTally(health, spec),
 		health: health,
 	}, nil
 }
 
-// stripes is the number of cells of a firsts counter, a power of two.
+// stripes is the number of cells of a tally, a power of two.
 const stripes = 16
 
-// firsts counts the first attempts of one key in this process, and what of
-// them Redis has been sent.
-type firsts struct {
+// tally counts the calls of one key that succeeded in this process and the
+// tokens they gave back, what of them Redis has been sent, and keeps the
+// process's own bucket for when Redis fails.
+type tally struct {
 	cells [stripes]struct {
-		n atomic.Int64
-		_ [56]byte // a cache line each
+		won, back atomic.Int64
+		_         [48]byte // a cache line each
 	}
-	mu     sync.Mutex
-	sent   int64
-	last   time.Time  // when counts were last sent; at first, when f was made
-	health *keyHealth // of this budget's counters in Redis
+	mu                sync.Mutex
+	sentWon, sentBack int64
+	last              time.Time  // when counts were last sent; at first, when t was made
+	health            *keyHealth // of this budget's keys in Redis
+	local             localBudget
 }
 
-// newFirsts returns a counter whose counts date from now, on the wall
-// clock: the first Retry scales them by the time since, as it does counts
-// sent before.
-func newFirsts(h *health) *firsts { return &firsts{last: time.Now(), health: h.key()} }
-
-func (f *firsts) load() int64 {
-	var n int64
-	for i := range f.cells {
-		n += f.cells[i].n.Load()
-	}
-	return n
+// newTally returns a tally whose counts date from now, on the wall clock:
+// the first Retry scales them by the time since, as it does counts sent
+// before.
+func newTally(h *health, spec retry.Budget) *tally {
+	return &tally{last: time.Now(), health: h.key(), local: localBudget{spec: spec, tokens: spec.Tokens}}
 }
 
-func (b *Budget) firsts(key string) *firsts {
+func (t *tally) load() (won, back int64) {
+	for i := range t.cells {
+		won += t.cells[i].won.Load()
+		back += t.cells[i].back.Load()
+	}
+	return won, back
+}
+
+func (b *Budget) tally(key string) *tally {
 	if !b.spec.PerKey {
 		return b.global
 	}
-	if f, ok := b.keys.Load(key); ok {
-		return f.(*firsts)
+	if t, ok := b.keys.Load(key); ok {
+		return t.(*tally)
 	}
-	f, _ := b.keys.LoadOrStore(key, newFirsts(b.health))
-	return f.(*firsts)
+	t, _ := b.keys.LoadOrStore(key, newTally(b.health, b.spec))
+	return t.(*tally)
 }
 
-// First implements retry.SharedBudget: one uncontended atomic add; a nil
-// *Budget counts nothing.
-func (b *Budget) First(key string) {
+// Won implements retry.SharedBudget: one or two uncontended atomic adds; a
+// nil *Budget counts nothing.
+func (b *Budget) Won(key string, refund int) {
 	if b == nil {
 		return
 	}
-	b.firsts(key).cells[rand.Uint32()&(stripes-1)].n.Add(1)
+	if !b.spec.PerKey {
+		key = ""
+	}
+	c := &b.tally(key).cells[rand.Uint32()&(stripes-1)]
+	c.won.Add(1)
+	if refund > 0 {
+		c.back.Add(int64(refund))
+	}
 }
 
-// take adds up to slice counts, the calls since the last sending plus the
-// window's retries, and grants a retry when the window allows it.
+// take counts the successes sent into the current slice (KEYS[2]), brings
+// the balance (KEYS[1]) up to them and to the tokens given back, and takes
+// a token for a retry when the rule allows it: the bucket holds the larger
+// of the stock and what the window's successes earned, and starts full; a
+// retry after a timeout may not take it below what they did not earn of
+// the stock, less the stock's share for timeouts. A value in Redis that is
+// not a number in range (written by another program) fails the round trip.
 var take = goredis.NewScript(`
 local n = tonumber(ARGV[1])
-local delta = tonumber(ARGV[2])
-local ratio = tonumber(ARGV[3])
-local reserve = tonumber(ARGV[4])
-local ttl = tonumber(ARGV[5])
-if delta > 0 then
-	redis.call('INCRBY', KEYS[1], delta)
-	redis.call('PEXPIRE', KEYS[1], ttl)
+local inWindow, won, back = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ratio, stock, forTimeouts = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local slow, ttl, keep = ARGV[8] == '1', tonumber(ARGV[9]), tonumber(ARGV[10])
+if inWindow > 0 then
+	redis.call('INCRBY', KEYS[2], inWindow)
+	redis.call('PEXPIRE', KEYS[2], ttl)
 end
-local vals = redis.call('MGET', unpack(KEYS))
-local calls, retries = 0, 0
-for i = 1, n do calls = calls + (tonumber(vals[i]) or 0) end
-for i = n + 1, 2 * n do retries = retries + (tonumber(vals[i]) or 0) end
-local avail = ratio * calls + reserve
-if retries + 1 > avail then
-	return {0, tostring(avail - retries)}
+local vals = redis.call('MGET', unpack(KEYS, 2, n + 1))
+local count = 0
+for i = 1, n do
+	local v = tonumber(vals[i] or 0)
+	if not v or v ~= v or v < 0 or v > 2^53 then
+		error({err = 'retry: budget counter out of range: ' .. KEYS[i + 1] .. ' = ' .. tostring(vals[i])})
+	end
+	count = count + v
 end
-redis.call('INCR', KEYS[n + 1])
-redis.call('PEXPIRE', KEYS[n + 1], ttl)
-return {1, tostring(avail - retries - 1)}`)
+local earned = ratio * count
+local size = math.max(stock, earned)
+local raw = redis.call('GET', KEYS[1])
+local bal = size
+if raw then
+	bal = tonumber(raw)
+	if not bal or bal ~= bal or bal > 2^53 or bal < -2^53 then
+		error({err = 'retry: budget balance out of range: ' .. KEYS[1] .. ' = ' .. tostring(raw)})
+	end
+	bal = math.min(bal + ratio * won + back, size)
+end
+local floor = 0
+if slow then floor = math.max(size - earned - forTimeouts, 0) end
+local ok = 0
+if bal - 1 >= floor then
+	bal = bal - 1
+	ok = 1
+end
+redis.call('SET', KEYS[1], tostring(bal), 'PX', keep)
+return {ok, tostring(bal)}`)
 
-// Retry implements retry.SharedBudget: it sends this process's first
-// attempts since the last call and asks Redis for a retry token. A nil
-// *Budget allows no retry.
-func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
+// Retry implements retry.SharedBudget: it sends this process's successes
+// and given-back tokens since the last call and asks Redis for a retry
+// token, slow after a timeout; while Redis fails, its own bucket decides. A
+// nil *Budget allows no retry.
+func (b *Budget) Retry(ctx context.Context, key string, slow bool, now time.Time) bool {
 	if b == nil {
 		return false // a nil *Budget allows no retry
 	}
 	if !b.spec.PerKey {
 		key = ""
 	}
-	f := b.firsts(key)
-	if f.health.skip(time.Now()) {
-		b.failOpen.Add(1)
-		return true
+	t := b.tally(key)
+	if t.health.skip(time.Now()) {
+		return b.fallBack(t, slow)
 	}
-	f.mu.Lock()
-	total := f.load()
-	delta := total - f.sent
-	sent := delta
-	if since := now.Sub(f.last); since > b.spec.Window {
-		// Counts from before the window: send the window's share.
-		sent = int64(float64(delta) * float64(b.spec.Window) / float64(since))
+	t.mu.Lock()
+	won, back := t.load()
+	newWon, newBack := won-t.sentWon, back-t.sentBack
+	inWindow := newWon
+	if since := now.Sub(t.last); since > b.spec.Window {
+		// Successes from before the window: the window's share counts in it.
+		inWindow = int64(float64(newWon) * float64(b.spec.Window) / float64(since))
 	}
-	f.sent, f.last = total, now
-	f.mu.Unlock()
+	t.sentWon, t.sentBack, t.last = won, back, now
+	t.mu.Unlock()
 
 	s := now.UnixNano() / int64(b.slice)
-	keys := make([]string, 2*budgetSlices)
+	keys := make([]string, 1+budgetSlices)
 	base := b.opts.key("budget", key) + ":"
+	keys[0] = base + "t"
 	for i := range budgetSlices {
-		id := strconv.FormatInt(s-int64(i), 10)
-		keys[i] = base + "c:" + id
-		keys[budgetSlices+i] = base + "r:" + id
+		keys[1+i] = base + "w:" + strconv.FormatInt(s-int64(i), 10)
 	}
 	ttl := (b.spec.Window + 2*b.slice).Milliseconds()
+	keep := max(10*b.spec.Window, time.Minute).Milliseconds()
+	slowArg := 0
+	if slow {
+		slowArg = 1
+	}
 	timeout := b.opts.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl)/2) // leave the attempt its time
 	}
 	res, err := roundTrip(ctx, max(timeout, 0), func(ctx context.Context) ([]any, error) {
-		return take.Run(ctx, b.client, keys, budgetSlices, sent, b.spec.Ratio, b.spec.Tokens, ttl).Slice()
+		return take.Run(ctx, b.client, keys, budgetSlices, inWindow, newWon, newBack,
+			b.spec.Ratio, b.spec.Tokens, b.spec.TimeoutTokens, slowArg, ttl, keep).Slice()
 	})
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("script returned %v", res)
 	}
 	if err != nil {
-		f.mu.Lock()
-		f.sent -= delta // send them with the next request
-		f.mu.Unlock()
-		b.failOpen.Add(1)
-		f.health.failed(ctx, err, timeout < b.opts.Timeout, "budget "+base)
-		return true
+		t.mu.Lock()
+		t.sentWon, t.sentBack = t.sentWon-newWon, t.sentBack-newBack // send them with the next request
+		t.mu.Unlock()
+		t.health.failed(ctx, err, timeout < b.opts.Timeout, "budget "+base)
+		return b.fallBack(t, slow)
 	}
-	f.health.ok()
+	t.health.ok()
 	if bal, err := strconv.ParseFloat(fmt.Sprint(res[1]), 64); err == nil {
 		b.balance.Store(int64(floatBits(bal)))
 	}
@@ -242,18 +284,27 @@ func (b *Budget) Retry(ctx context.Context, key string, now time.Time) bool {
 	return false
 }
 
+// fallBack decides a retry on t's own bucket while Redis fails.
+func (b *Budget) fallBack(t *tally, slow bool) bool {
+	b.fallbacks.Add(1)
+	won, back := t.load()
+	return t.local.take(won, back, slow)
+}
+
 // BudgetStats counts a Budget's outcomes.
 type BudgetStats struct {
-	Granted  int64 // retries Redis granted
-	Denied   int64 // retries Redis refused
-	FailOpen int64 // retries allowed because Redis failed
-	Errors   int64 // round trips that failed: Redis down, slow or refusing
+	Granted int64 // retries Redis granted
+	Denied  int64 // retries Redis refused
+	// Fallbacks counts the retries this process's own bucket decided
+	// because Redis failed.
+	Fallbacks int64
+	Errors    int64 // round trips that failed: Redis down, slow or refusing
 	// OnFleet is false while a key's round trips fail (its last one
 	// failed, within the last two intervals and a Timeout): its retries
-	// are allowed without the fleet's counts.
+	// are decided without the fleet's bucket.
 	OnFleet bool
-	// Balance is the retries the fleet's window had left after the last
-	// answer from Redis.
+	// Balance is the tokens the fleet's bucket held after the last answer
+	// from Redis.
 	Balance float64
 }
 
@@ -263,12 +314,12 @@ func (b *Budget) Stats() BudgetStats {
 		return BudgetStats{}
 	}
 	return BudgetStats{
-		Granted:  b.granted.Load(),
-		Denied:   b.denied.Load(),
-		FailOpen: b.failOpen.Load(),
-		Errors:   b.health.errors.Load(),
-		OnFleet:  b.health.onFleet(),
-		Balance:  floatFrom(uint64(b.balance.Load())),
+		Granted:   b.granted.Load(),
+		Denied:    b.denied.Load(),
+		Fallbacks: b.fallbacks.Load(),
+		Errors:    b.health.errors.Load(),
+		OnFleet:   b.health.onFleet(),
+		Balance:   floatFrom(uint64(b.balance.Load())),
 	}
 }
 

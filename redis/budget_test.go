@@ -11,88 +11,101 @@ import (
 	retryredis "github.com/steadyhq/retry/redis"
 )
 
-// TestBudgetRule: the fleet budget grants Ratio times the first attempts
-// of the window plus Tokens, counted across processes,
-// and forgets them once the window has passed.
+// TestBudgetRule: the fleet budget is retry.Budget's rule for the fleet as
+// one client, across processes: a bucket that starts full and holds the
+// larger of Tokens and Ratio for each success the processes sent in the
+// window; a retry takes a token, and one after a timeout may spend what
+// the successes earned and TimeoutTokens of the stock; successes and
+// tokens given back refill it, and time does not.
 func TestBudgetRule(t *testing.T) {
 	s := startServer(t)
 	tests := []struct {
-		name    string
-		spec    retry.Budget
-		firsts  [3]int // first attempts in each of three processes
-		perKey  bool
-		want    int // retries granted at once
-		later   time.Duration
-		wantNow int // retries granted after later, with no new first attempts
+		name   string
+		spec   retry.Budget
+		won    [3]int // calls that succeeded in each of three processes
+		back   int    // tokens a call of the first process gives back once the bucket is spent
+		slow   bool   // retries after timeouts
+		want   int    // retries granted at once
+		later  time.Duration
+		wantAt int // retries granted after later, with nothing new
 	}{
-		{name: "default rule: 20% plus 12 over 10 s", spec: retry.Budget{}, firsts: [3]int{400, 300, 300}, want: 212, later: 11 * time.Second, wantNow: 12},
-		{name: "ratio only", spec: retry.Budget{Ratio: 0.5, Tokens: -1, Window: time.Second}, firsts: [3]int{10, 10, 0}, want: 10, later: 2 * time.Second},
-		{name: "tokens only", spec: retry.Budget{Ratio: -1, Tokens: 6, Window: 2 * time.Second}, firsts: [3]int{100, 0, 0}, want: 6, later: 3 * time.Second, wantNow: 6},
+		{name: "stock", spec: retry.Budget{}, want: 12, later: time.Hour},
+		{name: "earned across processes", spec: retry.Budget{}, won: [3]int{100, 100, 100}, want: 60, later: 11 * time.Second},
+		{name: "given back", spec: retry.Budget{}, back: 5, want: 17, later: time.Hour},
+		{name: "timeouts: one token of the stock", spec: retry.Budget{}, slow: true, want: 1},
+		{name: "timeouts: what successes earned", spec: retry.Budget{}, won: [3]int{50, 50, 0}, slow: true, want: 21},
+		{name: "no stock", spec: retry.Budget{Tokens: -1, Ratio: 0.5}, won: [3]int{10, 10, 0}, want: 10},
+		{name: "no ratio", spec: retry.Budget{Ratio: -1, Tokens: 6}, won: [3]int{100, 0, 0}, want: 6},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Unix(1_000_000+int64(i)*1000, 0)
 			var bs [3]*retryredis.Budget
+			got := 0
 			for p := range bs {
 				b, err := retryredis.NewBudget(s.Client(), tt.spec, retryredis.Options{Prefix: tt.name + ":"})
 				if err != nil {
 					t.Fatal(err)
 				}
 				bs[p] = b
-				for range tt.firsts[p] {
-					b.First("k")
+				for range tt.won[p] {
+					b.Won("k", 0)
 				}
 				// Each process sends its counts with its first request.
-				if !b.Retry(t.Context(), "k", now) && tt.want > p {
-					t.Fatalf("process %d refused a retry", p)
+				if b.Retry(t.Context(), "k", tt.slow, now) {
+					got++
 				}
 			}
-			got := 3
-			if tt.want < 3 {
-				got = tt.want
-			}
-			for bs[0].Retry(t.Context(), "k", now) {
-				got++
-				if got > 10_000 {
-					t.Fatal("no end to the retries")
+			drain := func() {
+				for bs[0].Retry(t.Context(), "k", tt.slow, now) {
+					if got++; got > 10_000 {
+						t.Fatal("no end to the retries")
+					}
 				}
+			}
+			drain()
+			if tt.back > 0 {
+				bs[0].Won("k", tt.back) // a call that succeeded gives back
+				drain()
 			}
 			if got != tt.want {
 				t.Errorf("granted %d, want %d", got, tt.want)
 			}
-			later := now.Add(tt.later)
 			n := 0
-			for bs[1].Retry(t.Context(), "k", later) {
-				n++
-				if n > 10_000 {
+			for tt.later > 0 && bs[1].Retry(t.Context(), "k", tt.slow, now.Add(tt.later)) {
+				if n++; n > 10_000 {
 					t.Fatal("no end to the retries")
 				}
 			}
-			if n != tt.wantNow {
-				t.Errorf("granted %d after %v, want %d", n, tt.later, tt.wantNow)
+			if n != tt.wantAt {
+				t.Errorf("granted %d after %v, want %d", n, tt.later, tt.wantAt)
+			}
+			if st := bs[0].Stats(); st.Fallbacks != 0 || st.Errors != 0 {
+				t.Errorf("stats %+v: Redis failed", st)
 			}
 		})
 	}
 }
 
-// TestBudgetFirstsAge: first attempts count in full while they are within
-// the window, and at the window's share of the time they cover once older,
-// the first ones sent too (dated from when the Budget, or its key, began).
-func TestBudgetFirstsAge(t *testing.T) {
+// TestBudgetWonAge: successes count in the window in full while they are
+// within it, and at the window's share of the time they cover once older,
+// the first ones sent too (dated from when the Budget, or its key, began);
+// they earn in full, up to the bucket's size.
+func TestBudgetWonAge(t *testing.T) {
 	s := startServer(t)
-	spec := retry.Budget{Ratio: 0.5, Tokens: -1, Window: 10 * time.Second}
+	spec := retry.Budget{Tokens: -1, Ratio: 0.5, Window: 10 * time.Second}
 	tests := []struct {
 		name   string
 		perKey bool
-		firsts int
+		won    int
 		age    time.Duration // from building the Budget to the retry
 		want   int
 	}{
-		{name: "fresh", firsts: 100, want: 50},
-		{name: "half a window old", firsts: 100, age: 5 * time.Second, want: 50},
-		{name: "an hour old", firsts: 10_000, age: time.Hour, want: 13}, // 10000·10/3600 = 27 sent
-		{name: "an hour old, per key", perKey: true, firsts: 10_000, age: time.Hour, want: 13},
-		{name: "a clock behind the wall clock", firsts: 100, age: -time.Hour, want: 50},
+		{name: "fresh", won: 100, want: 50},
+		{name: "half a window old", won: 100, age: 5 * time.Second, want: 50},
+		{name: "an hour old", won: 10_000, age: time.Hour, want: 13}, // 10000·10/3600 = 27 in the window
+		{name: "an hour old, per key", perKey: true, won: 10_000, age: time.Hour, want: 13},
+		{name: "a clock behind the wall clock", won: 100, age: -time.Hour, want: 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,18 +115,18 @@ func TestBudgetFirstsAge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range tt.firsts {
-				b.First("k")
+			for range tt.won {
+				b.Won("k", 0)
 			}
 			now := time.Now().Add(tt.age)
 			got := 0
-			for b.Retry(t.Context(), "k", now) {
+			for b.Retry(t.Context(), "k", false, now) {
 				if got++; got > 10_000 {
 					t.Fatal("no end to the retries")
 				}
 			}
 			if got != tt.want {
-				t.Errorf("granted %d retries for %d first attempts %v old, want %d; %+v", got, tt.firsts, tt.age, tt.want, b.Stats())
+				t.Errorf("granted %d retries for %d successes %v old, want %d; %+v", got, tt.won, tt.age, tt.want, b.Stats())
 			}
 		})
 	}
@@ -140,10 +153,9 @@ func (c *stepClock) Add(d time.Duration) {
 }
 
 // TestBudgetAfterQuiet: an outage an hour after 10,000 healthy calls gets
-// about the retries from the fleet budget that the in-process budget gives
-// (its Tokens), plus the 20 that the fleet budget earns from the outage's
-// own 100 first attempts (the in-process one earns from successes, and
-// there are none): the old first attempts do not count as the window's.
+// about the retries from the fleet budget that the in-process budget gives,
+// its Tokens: the old successes do not count as the window's, and the
+// outage's calls earn nothing.
 func TestBudgetAfterQuiet(t *testing.T) {
 	s := startServer(t)
 	retries := func(shared bool) int {
@@ -151,14 +163,14 @@ func TestBudgetAfterQuiet(t *testing.T) {
 		opts := []retry.Option{retry.WithClock(clk), retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond})}
 		if shared {
 			// A loaded machine must not make Redis look slow: a failed
-			// round trip would fail open.
+			// round trip would fall back.
 			b, err := retryredis.NewBudget(s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = time.Second }), retry.Budget{}, retryredis.Options{Timeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			opts = append(opts, retry.WithBudget(retry.Budget{Shared: b}))
 			defer func() {
-				if st := b.Stats(); st.FailOpen != 0 {
+				if st := b.Stats(); st.Fallbacks != 0 {
 					t.Errorf("budget %+v: Redis failed", st)
 				}
 			}()
@@ -176,7 +188,69 @@ func TestBudgetAfterQuiet(t *testing.T) {
 	}
 	local, fleet := retries(false), retries(true)
 	t.Logf("retries granted to 100 failing calls an hour after 10,000 healthy ones: in process %d, on Redis %d", local, fleet)
-	if want := local + 20; fleet > want+5 || fleet < want-5 {
-		t.Errorf("the fleet budget granted %d retries, the in-process one %d; want the fleet's within 5 of %d", fleet, local, want)
+	if fleet > local+3 || fleet < local-3 {
+		t.Errorf("the fleet budget granted %d retries, the in-process one %d; want the fleet's within 3 of it", fleet, local)
+	}
+}
+
+// TestBudgetRedisRestart: a fleet of three processes shares its budget on
+// Redis through a full outage of their dependency, and Redis is killed and
+// restarted, empty, half way. Before, the fleet spends its one bucket, 12
+// tokens; while Redis is down each process decides on a bucket of its own,
+// 12 tokens each, counted as fallbacks; once Redis answers again, the
+// processes are back on the fleet's bucket, full again since Redis lost
+// it. Whatever happens to Redis, some 450 calls that all fail get at most
+// 12 + 3·12 + 12 retries, not the 450 a budget failing open would let
+// through.
+func TestBudgetRedisRestart(t *testing.T) {
+	s := startServer(t)
+	var bs [3]*retryredis.Budget
+	var rs [3]*retry.Retrier
+	for i := range bs {
+		b, err := retryredis.NewBudget(s.Client(), retry.Budget{}, retryredis.Options{Timeout: 200 * time.Millisecond, SyncInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs[i] = b
+		rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}), retry.WithBudget(retry.Budget{Shared: b}))
+	}
+	attempts, made := 0, 0
+	down := func(context.Context) error { attempts++; return errDown }
+	calls := func(n int) {
+		for range n {
+			for _, r := range rs {
+				_ = r.Run(t.Context(), down)
+				made++
+			}
+		}
+	}
+	stats := func() (st retryredis.BudgetStats) {
+		for _, b := range bs {
+			s := b.Stats()
+			st.Granted, st.Denied, st.Fallbacks = st.Granted+s.Granted, st.Denied+s.Denied, st.Fallbacks+s.Fallbacks
+		}
+		return st
+	}
+	calls(50)
+	before := stats()
+	s.Stop()
+	calls(50)
+	during := stats()
+	s.Start()
+	waitFor(t, 5*time.Second, "the processes back on Redis", func() bool {
+		calls(1)
+		return stats().Granted+stats().Denied > during.Granted+during.Denied
+	})
+	calls(50)
+	after := stats()
+	retries := attempts - made
+	t.Logf("before %+v, during %+v, after %+v; %d retries for %d calls", before, during, after, retries, made)
+	switch {
+	case before.Granted != 12 || before.Fallbacks != 0:
+		t.Errorf("before the restart: %+v, want 12 retries granted by Redis", before)
+	case during.Fallbacks == 0 || during.Granted != before.Granted:
+		t.Errorf("Redis down: %+v, want the processes' own buckets to decide", during)
+	case retries > 12+3*12+12:
+		t.Errorf("%d retries, want at most %d", retries, 12+3*12+12)
 	}
 }

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -125,7 +124,7 @@ func TestClusterKeys(t *testing.T) {
 			if ls.Errors != 0 || ls.Fallbacks != 0 || ls.Leases == 0 {
 				t.Errorf("limiter: %+v, want leases without error or fallback", ls)
 			}
-			if bs.Errors != 0 || bs.FailOpen != 0 || bs.Granted == 0 {
+			if bs.Errors != 0 || bs.Fallbacks != 0 || bs.Granted == 0 {
 				t.Errorf("budget: %+v, want retries granted without error or failing open", bs)
 			}
 			if n, err := dl.Len(t.Context()); err != nil || n != 1 || st.DeadLetterFailed != 0 {
@@ -239,8 +238,8 @@ func TestNilComponents(t *testing.T) {
 		if _, _, ok := lim.Reserve(t.Context(), "", time.Now(), time.Second); ok {
 			t.Error("nil *Limiter: Reserve granted a token")
 		}
-		bud.First("")
-		if st := bud.Stats(); st != (retryredis.BudgetStats{}) || bud.Retry(t.Context(), "", time.Now()) {
+		bud.Won("", 1)
+		if st := bud.Stats(); st != (retryredis.BudgetStats{}) || bud.Retry(t.Context(), "", false, time.Now()) {
 			t.Errorf("nil *Budget: Stats %+v, or a retry allowed; want zero and none", st)
 		}
 	})
@@ -574,11 +573,8 @@ func TestOneKeyFails(t *testing.T) {
 			}
 		}},
 		{name: "budget", build: func(t *testing.T) (retry.Option, func(int64) (bool, any)) {
-			// The retries' counters of the slices to come.
-			now := time.Now().Unix()
-			for id := now - 2; id <= now+5; id++ {
-				plant(fmt.Sprintf("retry:{budget:bad}:r:%d", id))
-			}
+			// A hash where the budget keeps its balance.
+			plant("retry:{budget:bad}:t")
 			b, err := retryredis.NewBudget(c, retry.Budget{PerKey: true, Tokens: 10000}, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -588,8 +584,8 @@ func TestOneKeyFails(t *testing.T) {
 				st := b.Stats()
 				grew := before >= 0 && st.Granted > before
 				before = st.Granted
-				// Only key bad's retries fail open.
-				return grew && st.Errors > 0 && st.FailOpen <= bad, st
+				// Only key bad's retries fall back.
+				return grew && st.Errors > 0 && st.Fallbacks <= bad, st
 			}
 		}},
 	}

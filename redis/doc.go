@@ -11,8 +11,9 @@
 //   - Limiter is a rate limit for the whole fleet (GCRA, by
 //     github.com/go-redis/redis_rate) for retry.RateLimit.Shared; each process
 //     leases tokens in batches sized to its demand and spends them locally.
-//   - Budget is a retry budget for the whole fleet, retry.Budget's rule kept
-//     by a Lua script over windowed counters, for retry.Budget.Shared.
+//   - Budget is a retry budget for the whole fleet, retry.Budget's rule for
+//     the fleet as one client, one bucket kept by a Lua script, for
+//     retry.Budget.Shared.
 //   - DeadLetters keeps dead-letter records in a Redis Stream: its Sink for
 //     retry.DeadLetters, List to read them and Replay to send one again,
 //     once however many operators replay it at the same time.
@@ -29,10 +30,10 @@
 // the breaker's reads on a call's path): the breaker falls back to the
 // process's own (retry.Stats.BreakerFallbacks), the limiter to a local
 // token bucket paced at the process's last share of the limit
-// (LimiterStats.Fallbacks, LimiterStats.Share), the budget allows the
-// retry (BudgetStats.FailOpen), and the dead-letter sink returns its
-// error, which the Retrier counts in Stats.DeadLetterFailed and joins into
-// the call's error. The Store, the Limiter and the Budget each say whether
+// (LimiterStats.Fallbacks, LimiterStats.Share), the budget decides on the
+// process's own bucket (BudgetStats.Fallbacks), and the dead-letter sink
+// returns its error, which the Retrier counts in Stats.DeadLetterFailed and
+// joins into the call's error. The Store, the Limiter and the Budget each say whether
 // they run on the fleet's state (retry.Stats.BreakersOnFleet,
 // StoreStats.OnFleet, LimiterStats.OnFleet, BudgetStats.OnFleet), count
 // their Redis errors, and log them to Options.Logger, at most once a

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steadyhq/retry"
 	"golang.org/x/time/rate"
 )
 
@@ -77,4 +78,35 @@ func (l *localLimiter) Reserve(_ context.Context, key string, now time.Time, max
 		return 0, nil, false
 	}
 	return wait, r.CancelAt, true
+}
+
+// localBudget is the bucket of one key that a Budget falls back on while
+// Redis fails: retry.Budget's rule in this process, holding Tokens (what
+// the window's successes earn is the fleet's, in Redis). It reads the
+// tally's counts of successes and tokens given back as a retry asks.
+type localBudget struct {
+	spec retry.Budget // with its defaults, none as 0
+
+	mu                sync.Mutex
+	tokens            float64
+	seenWon, seenBack int64
+}
+
+// take brings the bucket up to won successes and back tokens given back,
+// and takes a token for a retry, slow after a timeout, when the rule
+// allows it.
+func (l *localBudget) take(won, back int64, slow bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tokens = min(l.tokens+l.spec.Ratio*float64(won-l.seenWon)+float64(back-l.seenBack), l.spec.Tokens)
+	l.seenWon, l.seenBack = won, back
+	floor := 0.0
+	if slow {
+		floor = max(l.spec.Tokens-l.spec.TimeoutTokens, 0)
+	}
+	if l.tokens-1 < floor {
+		return false
+	}
+	l.tokens--
+	return true
 }

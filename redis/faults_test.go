@@ -389,7 +389,7 @@ var components = []component{
 			return retry.Run(ctx, flaky(), r, retry.WithKey(key))
 		}
 		m.onFleet = func() bool { return b.Stats().OnFleet }
-		m.fellBack = func() int64 { return b.Stats().FailOpen }
+		m.fellBack = func() int64 { return b.Stats().Fallbacks }
 		m.errors = func() int64 { return b.Stats().Errors }
 		// Retries are granted by the fleet's counters again.
 		m.works = func(t *testing.T, ms []*member, keys []string) {

@@ -12,8 +12,8 @@ import (
 
 // fleetBudget is a fleet's retry budget kept in one place, as on Redis,
 // reached through retry.SharedBudget: over a sliding window of 10 s,
-// retries may reach 10% of the first attempts; each decision is a round
-// trip of rtt on the simulation's clock.
+// retries may reach 10% of the calls that succeeded; each decision is a
+// round trip of rtt on the simulation's clock.
 type fleetBudget struct {
 	clock retry.Clock
 	rtt   time.Duration
@@ -23,13 +23,13 @@ type fleetBudget struct {
 	trips int
 }
 
-func (b *fleetBudget) First(string) {
+func (b *fleetBudget) Won(string, int) {
 	b.mu.Lock()
 	b.first = append(b.first, b.clock.Now())
 	b.mu.Unlock()
 }
 
-func (b *fleetBudget) Retry(ctx context.Context, _ string, now time.Time) bool {
+func (b *fleetBudget) Retry(ctx context.Context, _ string, _ bool, now time.Time) bool {
 	if b.clock.Sleep(ctx, b.rtt) != nil { // the round trip to the store
 		return false
 	}

@@ -17,7 +17,8 @@ import (
 // WindowBudget is the rule of Finagle's RetryBudget (Ratio 0.2, PerSecond
 // 10) and of this library's budget before it counted successes (0.15, 2):
 // over a sliding window of 10 s, in slices of a second, retries may reach
-// Ratio times the first attempts plus PerSecond a second.
+// Ratio times the first attempts plus PerSecond a second. It learns of
+// first attempts through Observe, which Fleet.Observe must call.
 type WindowBudget struct {
 	Ratio, PerSecond float64
 	clock            retry.Clock
@@ -35,11 +36,20 @@ func NewWindowBudget(clock retry.Clock, ratio, perSecond float64) *WindowBudget 
 	return &WindowBudget{Ratio: ratio, PerSecond: perSecond, clock: clock}
 }
 
-// First counts a first attempt.
-func (b *WindowBudget) First(string) { b.slice(b.clock.Now()).firsts++ }
+// Won does nothing: the rule counts first attempts (Observe).
+func (b *WindowBudget) Won(string, int) {}
 
-// Retry grants a retry if the window's retries stay within the rule.
-func (b *WindowBudget) Retry(_ context.Context, _ string, now time.Time) bool {
+// Observe counts a first attempt as it returns, whatever its outcome; it
+// has the signature of Fleet.Observe.
+func (b *WindowBudget) Observe(_ context.Context, n int, _ error) {
+	if n == 1 {
+		b.slice(b.clock.Now()).firsts++
+	}
+}
+
+// Retry grants a retry if the window's retries stay within the rule,
+// whatever the failure.
+func (b *WindowBudget) Retry(_ context.Context, _ string, _ bool, now time.Time) bool {
 	cur := b.slice(now)
 	var firsts, retries int64
 	for _, s := range b.ring {
@@ -88,11 +98,12 @@ const (
 // NewTokenQuota returns a full TokenQuota.
 func NewTokenQuota() *TokenQuota { return &TokenQuota{tokens: quotaTokens} }
 
-// First does nothing: a first attempt costs no token.
-func (q *TokenQuota) First(string) {}
+// Won does nothing: the quota learns outcomes attempt by attempt (Observe).
+func (q *TokenQuota) Won(string, int) {}
 
-// Retry takes a retry's tokens, if there are enough.
-func (q *TokenQuota) Retry(ctx context.Context, _ string, _ time.Time) bool {
+// Retry takes a retry's tokens, if there are enough; a timeout costs what
+// another failure costs (the 2026 revision).
+func (q *TokenQuota) Retry(ctx context.Context, _ string, _ bool, _ time.Time) bool {
 	cs, _ := ctx.Value(callKey{}).(*callState)
 	if cs == nil {
 		return false

@@ -22,10 +22,12 @@ func TestPeers(t *testing.T) {
 		want  func(rate float64) float64
 	}{
 		{name: "old rule", fresh: func(c sim.Client) (retry.SharedBudget, func(context.Context, int, error)) {
-			return sim.NewWindowBudget(c.Clock, 0.15, 2), nil
+			b := sim.NewWindowBudget(c.Clock, 0.15, 2)
+			return b, b.Observe
 		}, want: func(rate float64) float64 { return 1 + 0.15 + 2/rate }},
 		{name: "Finagle", fresh: func(c sim.Client) (retry.SharedBudget, func(context.Context, int, error)) {
-			return sim.NewWindowBudget(c.Clock, 0.2, 10), nil
+			b := sim.NewWindowBudget(c.Clock, 0.2, 10)
+			return b, b.Observe
 		}, want: func(rate float64) float64 { return 1 + 0.2 + 10/rate }},
 		{name: "AWS quota", fresh: func(sim.Client) (retry.SharedBudget, func(context.Context, int, error)) {
 			q := sim.NewTokenQuota()

@@ -27,10 +27,12 @@ var budgetRules = []budgetRule{
 	}},
 	{"default: 12 tokens, 0.2 a success", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) { return nil, nil }},
 	{"old rule: 15% of requests + 2/s over 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: sim.NewWindowBudget(c.Clock, 0.15, 2)})}, nil
+		b := sim.NewWindowBudget(c.Clock, 0.15, 2)
+		return []retry.Option{retry.WithBudget(retry.Budget{Shared: b})}, b.Observe
 	}},
 	{"Finagle: 20% of requests + 10/s, TTL 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: sim.NewWindowBudget(c.Clock, 0.2, 10)})}, nil
+		b := sim.NewWindowBudget(c.Clock, 0.2, 10)
+		return []retry.Option{retry.WithBudget(retry.Budget{Shared: b})}, b.Observe
 	}},
 	{"AWS quota: 500, retry 14 (429: 5), success +1", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
 		q := sim.NewTokenQuota()
