@@ -126,10 +126,10 @@ func newBudgets(b Budget, clock Clock) *budgets {
 		return &budgets{shared: b.Shared, shadow: b.Shadow}
 	case b.PerKey:
 		return &budgets{shadow: b.Shadow, keys: newKeyed[*budget](maxKeys), newKey: func() *budget {
-			return newBudget(b, now())
+			return newBudget(b, now(), 16) // one of up to maxKeys: small
 		}}
 	}
-	return &budgets{shadow: b.Shadow, one: newBudget(b, now())}
+	return &budgets{shadow: b.Shadow, one: newBudget(b, now(), 0)}
 }
 
 // SharedBudget is a retry budget kept outside the Retrier, such as one
@@ -211,10 +211,10 @@ func (bs *budgets) won(cfg *config, key string, refund float64) {
 		bs.shared.Won(key, int(refund))
 	case refund > 0:
 		b := bs.get(key)
-		b.wins.Add(1)
+		b.wins.add()
 		b.refund(cfg.now(), b.won(), refund)
 	default:
-		bs.get(key).wins.Add(1)
+		bs.get(key).wins.add()
 	}
 }
 
@@ -280,11 +280,13 @@ func (bs *budgets) get(key string) *budget {
 const budgetBuckets = 10
 
 // budget is a bucket of retry tokens. It counts the calls that succeeded
-// as they end (on the success path, one atomic add), and reads the count
-// only when it is asked for tokens, given some back, or read for Stats.
+// as they end (on the success path, one atomic add to the calling
+// goroutine's stripe, so that calls on every core write no shared cache
+// line), and sums the count only when it is asked for tokens, given some
+// back, or read for Stats.
 type budget struct {
 	spec  Budget // with its defaults, none as 0
-	wins  atomic.Int64
+	wins  stripes
 	slice time.Duration
 	mu    sync.Mutex
 	// tokens is the balance at the last reading, seen, when the count of
@@ -313,10 +315,13 @@ func (b Budget) WithDefaults() Budget {
 	return b
 }
 
-func newBudget(b Budget, now time.Time) *budget {
+// newBudget returns a full bucket of b's tokens at now, its count of
+// successes in at most stripes stripes (see newStripes).
+func newBudget(b Budget, now time.Time, stripes int) *budget {
 	b = b.WithDefaults()
 	return &budget{
 		spec:   b,
+		wins:   newStripes(stripes),
 		slice:  max(b.Window/budgetBuckets, time.Millisecond),
 		tokens: b.Tokens,
 		seen:   now,
@@ -324,7 +329,7 @@ func newBudget(b Budget, now time.Time) *budget {
 }
 
 // won returns the count of calls that succeeded.
-func (b *budget) won() int64 { return b.wins.Load() }
+func (b *budget) won() int64 { return b.wins.sum() }
 
 // take takes a token at now for a retry, slow after a timeout, won being
 // the calls that have succeeded so far, and reports whether the bucket had

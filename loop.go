@@ -98,11 +98,12 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 }
 
 // won counts the call's success for the retry budget: on the Retrier's
-// own budget's counter directly, the success path's one atomic add. A call
+// own budget's count directly, the success path's one atomic add (to
+// the goroutine's stripe). A call
 // that retried gives back the tokens its retries took.
 func (c *call) won() {
 	if w := c.cfg.wins; w != nil && c.charged == 0 {
-		w.Add(1)
+		w.add()
 	} else if bs := c.cfg.budget; bs != nil {
 		bs.won(c.cfg, c.key, c.charged)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/steadyhq/retry/internal/typednil"
@@ -82,7 +81,7 @@ type config struct {
 	clockAlways bool
 	// wins counts the calls that succeed, for the Retrier's own budget;
 	// nil without one (a budget per key counts through budgets.win).
-	wins *atomic.Int64
+	wins *stripes
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
