@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +253,115 @@ func TestBudgetRedisRestart(t *testing.T) {
 		t.Errorf("Redis down: %+v, want the processes' own buckets to decide", during)
 	case retries > 12+3*12+12:
 		t.Errorf("%d retries, want at most %d", retries, 12+3*12+12)
+	}
+}
+
+// TestBudgetFleetFaults: a fleet of three processes shares the default
+// budget on Redis through a full outage of their dependency while Redis
+// itself fails in each of the ways the fault harness brings (one server
+// behind a proxy). The fleet spends its one bucket, 12 tokens, before the
+// fault. While Redis does not answer, each process decides on a bucket of
+// its own, counted in Stats.Fallbacks and Errors: its first retry is
+// granted there (the fallback stops no retry it has tokens for) and it
+// grants no more than its own 12 (it does not let every retry through).
+// While Redis answers but lost the bucket, the bucket starts full again,
+// with no fallback. Once Redis is back, every process is on the fleet's
+// bucket again. Whatever the fault, 135 calls that all fail get at most
+// 12 + 3·12 + 12 retries, where a budget failing open would let 135
+// through.
+func TestBudgetFleetFaults(t *testing.T) {
+	const procs, rounds, tokens = 3, 15, 12
+	for _, fl := range faults {
+		t.Run(fl.name, func(t *testing.T) {
+			f := newFaulty(t)
+			var bs [procs]*retryredis.Budget
+			var rs [procs]*retry.Retrier
+			for i := range bs {
+				// A SyncInterval long enough that a process that found
+				// Redis failing stays on its own bucket through the
+				// fault's calls, rather than waiting Timeout on Redis at
+				// each of them.
+				b, err := retryredis.NewBudget(f.client(t), retry.Budget{}, retryredis.Options{Timeout: faultTimeout, SyncInterval: 300 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				bs[i] = b
+				rs[i] = retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}), retry.WithBudget(retry.Budget{Shared: b}))
+			}
+			var attempts, made atomic.Int64
+			down := func(context.Context) error { attempts.Add(1); return errDown }
+			calls := func(n int) int64 {
+				before := attempts.Load() - made.Load()
+				for range n {
+					for _, r := range rs {
+						_ = r.Run(context.Background(), down)
+						made.Add(1)
+					}
+				}
+				return attempts.Load() - made.Load() - before
+			}
+			stats := func() (st retryredis.BudgetStats) {
+				st.OnFleet = true
+				for _, b := range bs {
+					s := b.Stats()
+					st.Granted, st.Denied = st.Granted+s.Granted, st.Denied+s.Denied
+					st.Fallbacks, st.Errors = st.Fallbacks+s.Fallbacks, st.Errors+s.Errors
+					st.OnFleet = st.OnFleet && s.OnFleet
+				}
+				return st
+			}
+
+			if got := calls(rounds); got != tokens {
+				t.Fatalf("before the fault: %d retries, want the fleet's %d; %+v", got, tokens, stats())
+			}
+			before := stats()
+			fl.inject(t, f)
+			during := calls(rounds)
+			inFault := stats()
+			fl.heal(t, f)
+			waitFor(t, 5*time.Second, "every process back on Redis", func() bool {
+				calls(1)
+				for _, b := range bs {
+					if s := b.Stats(); !s.OnFleet || s.Granted+s.Denied == 0 {
+						return false
+					}
+				}
+				return stats().Granted+stats().Denied > inFault.Granted+inFault.Denied+procs
+			})
+			healed := stats()
+			after := calls(rounds)
+			end := stats()
+			retries := attempts.Load() - made.Load()
+			t.Logf("retries: %d before, %d in the fault, %d after it, %d in all for %d calls; stats before %+v, in the fault %+v, at the end %+v",
+				tokens, during, after, retries, made.Load(), before, inFault, end)
+
+			if fl.answers {
+				if got := inFault.Fallbacks; got != 0 {
+					t.Errorf("Redis answering: %d fallbacks, want none", got)
+				}
+				if during != tokens {
+					t.Errorf("Redis lost the bucket: %d retries, want %d, a full bucket again", during, tokens)
+				}
+			} else {
+				if inFault.Fallbacks == 0 || inFault.Errors == 0 {
+					t.Errorf("Redis failing: %+v, want fallbacks and errors counted", inFault)
+				}
+				if inFault.Granted != before.Granted {
+					t.Errorf("Redis failing: it granted %d retries, want none", inFault.Granted-before.Granted)
+				}
+				if during < procs || during > procs*tokens {
+					t.Errorf("Redis failing: %d retries, want each process's own bucket to grant its first and at most %d in all", during, procs*tokens)
+				}
+			}
+			if end.Fallbacks != healed.Fallbacks || !end.OnFleet {
+				t.Errorf("Redis back: %+v after %+v, want every retry decided on Redis", end, healed)
+			}
+			if after > tokens {
+				t.Errorf("Redis back: %d retries, want at most a full bucket, %d", after, tokens)
+			}
+			if most := int64(tokens + procs*tokens + tokens); retries > most {
+				t.Errorf("%d retries for %d calls, want at most %d", retries, made.Load(), most)
+			}
+		})
 	}
 }
