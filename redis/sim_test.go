@@ -2,6 +2,8 @@ package redis_test
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +20,13 @@ import (
 // the fleet spending its one bucket (12 tokens, or 0.2 for each success of
 // the last 10 s: 20 at 10 clients, 2,000 at 1,000) once. The model runs in
 // virtual time and Redis answers in real time, each retry's request a
-// real round trip.
+// real round trip. README gives the most of the three.
 func TestBudgetFleetSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("some 60,000 round trips to Redis")
 	}
 	s := startServer(t)
+	most := 0.0
 	for _, n := range []int{10, 100, 1000} {
 		t.Run(fmt.Sprintf("%d clients", n), func(t *testing.T) {
 			c := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout, o.PoolSize = time.Second, 4 })
@@ -53,10 +56,18 @@ func TestBudgetFleetSim(t *testing.T) {
 			}
 			f := rep.Total
 			amp := float64(f.FaultAttempts) / float64(f.FaultRequests)
+			most = max(most, amp)
 			t.Logf("%d clients at 1/s each: %.3f× the requests in the outage; budget %+v", n, amp, st)
 			if amp > 1.10 || st.Fallbacks != 0 {
 				t.Errorf("%.3f× the requests, %d retries decided without Redis; want at most 1.10× and none", amp, st.Fallbacks)
 			}
 		})
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("from each of 10, 100 and 1,000 processes loads the dependency with %.2f× the requests", most); !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), want) {
+		t.Errorf("README does not say %q", want)
 	}
 }
