@@ -17,28 +17,46 @@ import (
 // headers arrive), or when it fails, panics, is canceled or never runs.
 //
 // The limit follows the latency against a baseline, the latency the
-// dependency shows when nothing queues: the lowest mean of two windows in
-// a row. Each window (two baselines, at least 100 ms, longer until its
-// mean is known within 5%) scales the limit by baseline over latency
-// (within [1/4, 2]), since attempts beyond what the dependency serves
-// queue and stretch the latency, adds half the square root of the limit
-// for a small queue, and moves the limit there: down, 30% of the way, or
-// as far as the latency is above the baseline (at twice the baseline,
-// half the way), as a latency far above it is a queue, not noise; up,
-// half the way; below the limit at which a queue was
-// last seen, that allowance doubles each window, so the limit regrows
-// fast. It settles near the dependency's Little's-law limit, throughput
-// times unqueued latency, and follows a loss of capacity within a few
-// windows. A window in which half the attempts failed, as a circuit
-// breaker counts failures, cuts it by a tenth; the caller's own errors are
-// left out. While less than half the limit is in use it stays put.
+// dependency shows when nothing queues. Over windows of two baselines (at
+// least 100 ms, longer until the mean latency is known within 5%) it moves
+// towards the dependency's Little's-law limit, the attempts in flight
+// times baseline over latency, since attempts beyond what the dependency
+// serves queue and stretch the latency, plus a small queue (a third of
+// the limit's square root); a latency above the baseline by more than the
+// window's noise is a queue. It grows only while it is reached, so a limit
+// nobody uses stays where it is, and follows a loss of capacity within a
+// few windows.
+//
+// A limit that starts above what the dependency serves, under load that
+// fills it from the start, sees only queued latencies at first. Until it
+// knows its baseline is no queue's, it checks: the latency must hold with
+// a quarter more attempts in flight, or a probe lowers the limit to a
+// quarter of itself for a moment, times the attempts that start once the
+// queue has drained, and sets the limit from what it measured. So the
+// limit finds the dependency's capacity from far above it: from two to ten
+// times above, within ±20% of it in 2 to 6 s, for dependencies of 10 to
+// 200 workers (TestConcurrencyFindsCapacity). Attempts during a probe that
+// find the limit reached are refused or wait, as at any limit.
+//
+// Failures that come back in less than half the baseline (a refusal, a
+// 503 at once) say nothing of load and are left out, so a dependency that
+// fails fast for a minute finds the limit where it was when it recovers.
+// A window of mostly slower failures (timeouts), while at least half the
+// limit is in use, cuts the limit by a tenth; once the dependency is
+// healthy again the limit doubles back a window at a time to where the
+// failures began. The caller's own errors are left out.
 //
 // The baseline rises only when the windows have halved the limit and the
-// latency fell by less than a quarter: then the latency is the
-// dependency's own, not a queue. It never rises above MaxLatency, so
-// through a long incident the limit stays low while the latency stays
-// above MaxLatency, instead of climbing back as the incident's latency
-// becomes the new normal (a dependency healthy above it is held low).
+// latency fell by less than a quarter, and a probe measures it again: then
+// the latency is the dependency's own, not a queue. It never rises above
+// MaxLatency, so through a long incident the limit stays low while the
+// latency stays above MaxLatency, instead of climbing back as the
+// incident's latency becomes the new normal (a dependency healthy above
+// it is held low). Limits of several clients of one dependency each take
+// the queue of the others they meet for latency: together they hold a
+// little more than the dependency serves (110 to 112 in flight, on
+// average, for 100 workers and three clients:
+// TestConcurrencyStaggeredClients).
 //
 // When the limit is reached, an attempt waits up to MaxWait, within the
 // caller's deadline, asking again every eighth of the baseline (1 to
