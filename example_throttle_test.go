@@ -11,10 +11,11 @@ import (
 
 // A dependency that refuses every attempt: once it has refused more than
 // half of what it was sent (K = 2), the client sheds attempts itself, and
-// the dependency sees only a trickle.
+// the dependency sees only a trickle. The attempts shed are not counted:
+// p = 2/3 after two refusals, whatever was shed since.
 func ExampleWithThrottle() {
 	r := retry.New(
-		retry.WithThrottle(retry.Throttle{K: 2, Window: time.Minute}),
+		retry.WithThrottle(retry.Throttle{K: 2, Window: 10 * time.Second}),
 		retry.WithPolicy(retry.Policy{MaxAttempts: 1}),
 		retry.WithRandom(func() float64 { return 0.5 }), // a fixed draw, for a repeatable example
 	)
@@ -37,6 +38,6 @@ func ExampleWithThrottle() {
 	// Output:
 	// 2 of 20 attempts reached the dependency
 	// reason throttled, attempts 0, type throttle.adaptive
-	// retry: throttled after 0 attempts: retry: adaptive throttling shed the attempt (p = 0.95)
-	// throttled 19, p now 0.95
+	// retry: throttled after 0 attempts: retry: adaptive throttling shed the attempt (p = 0.67)
+	// throttled 19, p now 0.67
 }

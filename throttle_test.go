@@ -138,6 +138,9 @@ func TestThrottleSettings(t *testing.T) {
 		{name: "K NaN", throttle: retry.Throttle{K: math.NaN()}, want: "retry: option WithThrottle: K = NaN: must be >= 1"},
 		{name: "K infinite", throttle: retry.Throttle{K: math.Inf(1)}, want: "retry: option WithThrottle: K = +Inf: must be finite"},
 		{name: "negative window", throttle: retry.Throttle{Window: -time.Second}, want: "retry: option WithThrottle: Window = -1s: must be >= 0"},
+		{name: "window of 30 s", throttle: retry.Throttle{K: 1, Window: 30 * time.Second}},
+		{name: "window over 30 s", throttle: retry.Throttle{Window: 30*time.Second + time.Millisecond}, want: "retry: option WithThrottle: Window = 30.001s: must be <= 30s"},
+		{name: "window of 2 min", throttle: retry.Throttle{Window: 2 * time.Minute}, want: "retry: option WithThrottle: Window = 2m0s: must be <= 30s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,7 +160,8 @@ func TestThrottleSettings(t *testing.T) {
 }
 
 // TestThrottleProbability: the probability Stats reports is the SRE rule on
-// the window's requests and accepts, shed attempts counted as requests.
+// the window's requests and accepts; attempts the throttle shed are not
+// requests.
 func TestThrottleProbability(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -176,12 +180,12 @@ func TestThrottleProbability(t *testing.T) {
 		{name: "K 1, half accepted", k: 1, accepts: 50, refusals: 50, want: sre(1, 100, 50)},
 		{name: "K 1.5, 40 of 100 accepted", k: 1.5, accepts: 40, refusals: 60, want: sre(1.5, 100, 40)},
 		{name: "K 2, none accepted", accepts: 0, refusals: 10, want: sre(2, 10, 0)},
-		{name: "shed attempts count", accepts: 30, refusals: 70, shed: 10, want: sre(2, 110, 30)},
-		{name: "shed attempts count, K 1", k: 1, accepts: 5, refusals: 5, shed: 20, want: sre(1, 30, 5)},
+		{name: "shed attempts do not count", accepts: 30, refusals: 70, shed: 10, want: sre(2, 100, 30)},
+		{name: "shed attempts do not count, K 1", k: 1, accepts: 5, refusals: 5, shed: 20, want: sre(1, 10, 5)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newThrottleRig(t, retry.Throttle{K: tt.k, Window: time.Minute})
+			g := newThrottleRig(t, retry.Throttle{K: tt.k, Window: 30 * time.Second})
 			if ran := g.calls(tt.accepts, "", nil) + g.calls(tt.refusals, "", errRefused); ran != tt.accepts+tt.refusals {
 				t.Fatalf("%d attempts ran, want all %d (the draw sheds nothing)", ran, tt.accepts+tt.refusals)
 			}
@@ -264,11 +268,12 @@ func TestThrottleShare(t *testing.T) {
 		want += p
 		variance += p * (1 - p)
 		sumP += p
-		// Half the attempts that run succeed: with K = 2 the window's
-		// excess of requests over 2·accepts grows by p a call, so p stays
-		// put.
+		// Three in ten of the attempts that run succeed: each adds a
+		// request and 0.3 accepts, 1 - 2·0.3 = 0.4 to the window's excess
+		// of requests over 2·accepts, so p = excess/(requests+1) stays
+		// near 0.4.
 		var err error
-		if i%2 == 0 {
+		if i%10 >= 3 {
 			err = errRefused
 		}
 		if ran, _ := g.call("", err); !ran {
@@ -289,8 +294,8 @@ func TestThrottleShare(t *testing.T) {
 // TestThrottleWindow: outcomes leave the window once it has passed them
 // (between 11/12 of a Window and a Window after), on the Retrier's clock.
 func TestThrottleWindow(t *testing.T) {
-	// One Retrier through the steps, Window 1 min in slices of 5 s.
-	g := newThrottleRig(t, retry.Throttle{Window: time.Minute})
+	// One Retrier through the steps, Window 30 s in slices of 2.5 s.
+	g := newThrottleRig(t, retry.Throttle{Window: 30 * time.Second})
 	steps := []struct {
 		name     string
 		advance  time.Duration // before the step's calls
@@ -299,14 +304,14 @@ func TestThrottleWindow(t *testing.T) {
 		want     float64
 	}{
 		{name: "10 refused at 0", refusals: 10, want: sre(2, 10, 0)},
-		{name: "still there at 30 s", advance: 30 * time.Second, want: sre(2, 10, 0)},
-		{name: "still there at 59 s", advance: 29 * time.Second, want: sre(2, 10, 0)},
-		{name: "gone at 60 s; 4 refused", advance: time.Second, refusals: 4, want: sre(2, 4, 0)},
-		{name: "3 accepted at 90 s", advance: 30 * time.Second, accepts: 3, want: sre(2, 7, 3)},
-		{name: "the refusals of 60 s gone at 120 s", advance: 30 * time.Second, want: 0},
-		{name: "3 refused at 120 s: 3 accepts left", refusals: 3, want: 0},
-		{name: "7 refused at 145 s", advance: 25 * time.Second, refusals: 7, want: sre(2, 13, 3)},
-		{name: "the accepts of 90 s gone at 150 s", advance: 5 * time.Second, want: sre(2, 10, 0)},
+		{name: "still there at 15 s", advance: 15 * time.Second, want: sre(2, 10, 0)},
+		{name: "still there at 29.5 s", advance: 14500 * time.Millisecond, want: sre(2, 10, 0)},
+		{name: "gone at 30 s; 4 refused", advance: 500 * time.Millisecond, refusals: 4, want: sre(2, 4, 0)},
+		{name: "3 accepted at 45 s", advance: 15 * time.Second, accepts: 3, want: sre(2, 7, 3)},
+		{name: "the refusals of 30 s gone at 60 s", advance: 15 * time.Second, want: 0},
+		{name: "3 refused at 60 s: 3 accepts left", refusals: 3, want: 0},
+		{name: "7 refused at 72.5 s", advance: 12500 * time.Millisecond, refusals: 7, want: sre(2, 13, 3)},
+		{name: "the accepts of 45 s gone at 75 s", advance: 2500 * time.Millisecond, want: sre(2, 10, 0)},
 	}
 	for _, st := range steps {
 		g.clock.add(st.advance)
@@ -322,20 +327,20 @@ func TestThrottleWindow(t *testing.T) {
 // of successes, are spread over the time they took: only the last Window's
 // worth counts when failures begin.
 func TestThrottleQuietRun(t *testing.T) {
-	g := newThrottleRig(t, retry.Throttle{Window: time.Minute})
+	g := newThrottleRig(t, retry.Throttle{Window: 30 * time.Second})
 	g.call("", errRefused) // t = 0
 	for range 600 {        // a success a second up to t = 600 s
 		g.clock.add(time.Second)
 		g.call("", nil)
 	}
-	for range 40 { // then a failure a second up to t = 640 s
+	for range 20 { // then a failure a second up to t = 620 s
 		g.clock.add(time.Second)
 		g.call("", errRefused)
 	}
-	// The window reaches back 55 to 60 s: 16 to 20 accepts (from 585 or
-	// 581 s to 600 s) and 40 refusals. Every accept kept would give 0,
-	// none 0.976.
-	lo, hi := sre(2, 60, 20), sre(2, 56, 16)
+	// The window reaches back 27.5 to 30 s: 7 to 10 accepts (from 592.5
+	// or 590 s to 600 s) and 20 refusals. Every accept kept would give 0,
+	// none 0.952.
+	lo, hi := sre(2, 30, 10), sre(2, 27, 7)
 	if got := g.p(""); got < lo-0.01 || got > hi+0.01 {
 		t.Errorf("p = %.3f, want %.3f to %.3f", got, lo, hi)
 	}
@@ -427,10 +432,11 @@ func TestThrottlePerKey(t *testing.T) {
 }
 
 // TestThrottleOutage: at 100 calls a second, a full outage lets through
-// a small share of attempts once the accepts of before have left the
-// window; once the dependency is back, the probability returns to zero.
-// Shed attempts count as requests, so the attempts let through grow about
-// e² times a window, and the return takes a few windows.
+// about √N attempts a Window, N the calls a Window, once the accepts of
+// before and the refusals they allowed have left the window: with R
+// refusals in the window p = R/(R+1), so each Window lets N/(R+1) through,
+// and R² ≈ N. Shed attempts, not counted, do not hold p up when the
+// dependency is back: it is 0 within a Window.
 func TestThrottleOutage(t *testing.T) {
 	const (
 		window = 10 * time.Second
@@ -451,28 +457,51 @@ func TestThrottleOutage(t *testing.T) {
 	if calls, ran := run(window, nil); ran != calls {
 		t.Fatalf("healthy: %d of %d calls ran, want all", ran, calls)
 	}
-	calls, ran := run(window, errRefused)
-	t.Logf("outage, first window: %d of %d calls ran", ran, calls)
-	calls, ran = run(5*window, errRefused)
-	t.Logf("outage, next 5 windows: %d of %d calls ran", ran, calls)
-	// p = R/(R+1) with R ≈ 1000 a window: about one attempt a window.
-	if ran > calls/100 {
-		t.Errorf("outage after a window: %d of %d calls ran, want at most 1%%", ran, calls)
-	}
-	if p := g.p(""); p < 0.99 {
-		t.Errorf("p = %.3f in the outage, want >= 0.99", p)
+	calls, ran := run(2*window, errRefused)
+	t.Logf("outage, first 2 windows: %d of %d calls ran", ran, calls)
+	calls, ran = run(4*window, errRefused)
+	perWindow, n := float64(ran)/4, float64(calls)/4
+	t.Logf("outage, next 4 windows: %d of %d calls ran, %.0f a window (√%.0f = %.0f)", ran, calls, perWindow, n, math.Sqrt(n))
+	if perWindow < math.Sqrt(n)/2 || perWindow > 2*math.Sqrt(n) {
+		t.Errorf("%.0f attempts a window in the outage, want about √%.0f = %.0f (within a factor of 2)", perWindow, n, math.Sqrt(n))
 	}
 	back := time.Duration(0)
 	for g.p("") > 0 {
-		if back >= 10*window {
-			t.Fatalf("p = %.3f %v after the dependency came back, want 0 within %v", g.p(""), back, 10*window)
+		if back >= window {
+			t.Fatalf("p = %.3f %v after the dependency came back, want 0 within a Window (%v)", g.p(""), back, window)
 		}
 		run(window/10, nil)
 		back += window / 10
 	}
-	t.Logf("p back to 0 %v (%.1f windows) after the dependency", back, float64(back)/float64(window))
-	if back < window {
-		t.Errorf("p back to 0 after %v, want more than a window (shed attempts count as requests)", back)
+	t.Logf("p back to 0 %v after the dependency", back)
+
+	// An overload: the dependency accepts 10 a second (A = 100 a
+	// Window) and refuses the rest. The client sends about
+	// √(N·(K·A+1)) = √(1000·201) ≈ 448 a Window, more than K·A = 200.
+	var second time.Time
+	accepted := 0
+	overloaded := func() error {
+		if now := g.clock.Now().Truncate(time.Second); !now.Equal(second) {
+			second, accepted = now, 0
+		}
+		if accepted < 10 {
+			accepted++
+			return nil
+		}
+		return errRefused
+	}
+	sent := 0
+	for i := range int(8 * window / step) {
+		g.clock.add(step)
+		ran, _ := g.callCtx(context.Background(), "", func(context.Context) error { return overloaded() })
+		if ran && i >= int(4*window/step) {
+			sent++
+		}
+	}
+	perWindow = float64(sent) / 4
+	t.Logf("overload, last 4 windows: %.0f sent a window, √(1000·201) = %.0f, K·A = 200", perWindow, math.Sqrt(1000*201))
+	if want := math.Sqrt(1000 * 201); math.Abs(perWindow-want) > 0.25*want {
+		t.Errorf("%.0f attempts a window under the overload, want about %.0f (±25%%)", perWindow, want)
 	}
 }
 
@@ -520,7 +549,7 @@ func TestThrottleTransport(t *testing.T) {
 		shed     int64 // Stats.Throttled after the step
 	}{
 		{name: "503s, nothing shed", draw: drawNever, requests: 10, code: 503, hits: 20, throttle: sre(2, 20, 0)},
-		{name: "first attempts shed", draw: drawAlways, requests: 3, code: 0, hits: 0, throttle: sre(2, 23, 0), shed: 3},
+		{name: "first attempts shed", draw: drawAlways, requests: 3, code: 0, hits: 0, throttle: sre(2, 20, 0), shed: 3},
 		{name: "200s", healthy: true, draw: drawNever, requests: 23, code: 200, hits: 23, throttle: 0, shed: 3},
 	}
 	for _, st := range steps {
@@ -592,7 +621,7 @@ func TestThrottleRetryShed(t *testing.T) {
 	}
 }
 
-// TestThrottleZero: the zero Throttle is K = 2 over 2 minutes; without
+// TestThrottleZero: the zero Throttle is K = 2 over 10 seconds; without
 // WithThrottle, Stats report none.
 func TestThrottleZero(t *testing.T) {
 	g := newThrottleRig(t, retry.Throttle{})
@@ -601,13 +630,13 @@ func TestThrottleZero(t *testing.T) {
 	if got, want := g.p(""), sre(2, 100, 30); got != want {
 		t.Errorf("p = %.4f, want %.4f (K = 2)", got, want)
 	}
-	g.clock.add(110 * time.Second)
+	g.clock.add(9 * time.Second)
 	if got, want := g.p(""), sre(2, 100, 30); got != want {
-		t.Errorf("p = %.4f after 110 s, want %.4f (window 2 min)", got, want)
+		t.Errorf("p = %.4f after 9 s, want %.4f (window 10 s)", got, want)
 	}
-	g.clock.add(10 * time.Second)
+	g.clock.add(time.Second)
 	if got := g.p(""); got != 0 {
-		t.Errorf("p = %.4f after 120 s, want 0", got)
+		t.Errorf("p = %.4f after 10 s, want 0", got)
 	}
 	st := retry.New().Stats()
 	if st.Throttle != nil || st.Throttled != 0 {
