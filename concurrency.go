@@ -30,8 +30,8 @@ import (
 // A limit that starts above what the dependency serves, under load that
 // fills it from the start, sees only queued latencies at first. Until it
 // knows its baseline is no queue's, it checks: the latency must hold with
-// a quarter more attempts in flight, or a probe lowers the limit to a
-// quarter of itself for a moment, times the attempts that start once the
+// a quarter more attempts in flight, or else a probe lowers the limit to
+// a quarter of itself for a moment, times the attempts that start once the
 // queue has drained, and sets the limit from what it measured. So the
 // limit finds the dependency's capacity from far above it: from two to ten
 // times above, within ±20% of it in 2 to 6 s, for dependencies of 10 to

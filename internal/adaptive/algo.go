@@ -31,7 +31,8 @@ type algo struct {
 	limit      float64
 	base       time.Duration // the baseline; zero until the first windows
 	basePeak   int           // the most attempts in flight when it was measured
-	sure       bool          // a probe found no queue under the baseline
+	sure       bool          // the baseline is known to be no queue's
+	testing    bool          // the limit grew a quarter to see whether it is
 	prev       time.Duration // the mean latency of the last window; zero after a probe
 	knee       float64       // under it the limit doubles: where windows last saw a queue, or before failures cut it
 	queued     bool          // the last window saw a queue
@@ -187,15 +188,17 @@ func (l *algo) update(age time.Duration) {
 		// The baseline may be a queue's. A latency that stays at it with
 		// a quarter more attempts in flight than it was measured at is
 		// no queue's (a queue's latency grows with them): try that
-		// first. A latency above it may be a queue's that the baseline
-		// shares: look under it, once the latency has stopped growing
-		// (as a queue fills, it grows from window to window).
+		// first. A queue that came with the quarter more may be one the
+		// baseline shares: look under it, once the latency has stopped
+		// growing (as a queue fills, it grows from window to window).
+		// Any other queue the gradient below cuts, as it would anyway.
 		switch {
 		case !queue && 4*w.peak >= 5*l.basePeak:
-			l.sure = true
+			l.sure, l.testing = true, false
 		case !queue:
-			l.limit = min(max(l.limit*5/4, l.limit+1), l.max)
+			l.limit, l.testing = min(max(l.limit*5/4, l.limit+1), l.max), true
 			return
+		case !l.testing:
 		case float64(rtt) > float64(prev)*noise:
 			return
 		default:

@@ -21,17 +21,19 @@
 // The baseline falls to the lowest mean seen two windows in a row. It may
 // be a queue's: a limit that starts above what the dependency serves,
 // under load that fills it, sees only queued latencies. Until it is known
-// to be no queue's, a window that reaches the limit either shows that (the
-// latency holds with a quarter more attempts in flight than the baseline
-// was measured with: the limit grows a quarter to see it) or, once the
-// latency has stopped growing, starts a probe: the limit falls to a
-// quarter of itself (at least 2), the attempts in flight drain to it, and
-// the attempts that start after are timed until their mean is known
-// within 2% or for ten means. A probe well under the baseline (by a tenth,
-// beyond two standard errors) replaces it, sets the limit by Little's law
-// (the throughput before the probe times the new baseline, with the
-// allowance) and another probe follows; otherwise the probe's mean is the
-// baseline, known. When a run of windows has halved the limit and the
+// to be no queue's, a window that reaches the limit without a queue grows
+// it by a quarter: a latency that holds with a quarter more attempts in
+// flight than the baseline was measured with is no queue's (a queue's
+// latency grows with them). A queue that comes with the quarter more may
+// be one the baseline shares: once the latency has stopped growing, a
+// probe lowers the limit to a quarter of itself (at least 2), waits until
+// the attempts in flight have drained to it, and times the attempts that
+// start after until their mean is known within 2% or for ten means. A
+// probe well under the baseline (by a tenth, beyond two standard errors)
+// replaces it, sets the limit by Little's law (the throughput before the
+// probe times the new baseline, with the allowance), and the check goes
+// on; otherwise the probe's mean is the baseline, known. A queue that
+// comes otherwise, the windows' gradient cuts. When a run of windows has halved the limit and the
 // latency fell by less than a quarter, a probe measures the latency again
 // and the baseline may rise to it (the dependency became slower), never
 // above MaxLatency.

@@ -146,7 +146,7 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 	p := l.probe
 	l.probe = probe{}
 	l.limit = p.from
-	l.prev, l.w, l.run, l.queued = 0, window{}, 0, false
+	l.prev, l.w, l.run, l.queued, l.testing = 0, window{}, 0, false, false
 	if !measured {
 		return
 	}
@@ -162,7 +162,7 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 		// The baseline was a queue's, and the probe may have met one too,
 		// if its limit was still above what the dependency serves: look
 		// again, under the limit that follows.
-		l.base, l.sure = mean, false
+		l.base, l.sure, l.testing = mean, false, true
 	default: // the baseline is no queue's: the probe measured it afresh
 		l.base, l.sure = mean, true
 	}
