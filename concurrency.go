@@ -34,7 +34,7 @@ import (
 // a quarter of itself for a moment, times the attempts that start once the
 // queue has drained, and sets the limit from what it measured. So the
 // limit finds the dependency's capacity from far above it: from two to ten
-// times above, within ±20% of it in 2 to 6 s, for dependencies of 10 to
+// times above, within ±20% of it in 1.6 to 6 s, for dependencies of 10 to
 // 200 workers (TestConcurrencyFindsCapacity). Attempts during a probe that
 // find the limit reached are refused or wait, as at any limit.
 //
@@ -54,7 +54,7 @@ import (
 // incident's latency becomes the new normal (a dependency healthy above
 // it is held low). Limits of several clients of one dependency each take
 // the queue of the others they meet for latency: together they hold a
-// little more than the dependency serves (110 to 112 in flight, on
+// little more than the dependency serves (about 110 in flight, on
 // average, for 100 workers and three clients:
 // TestConcurrencyStaggeredClients).
 //
@@ -70,11 +70,10 @@ import (
 //
 // The limit starts at Initial and grows only as attempts come back, so a
 // client far busier than Initial has calls refused at first: 500 callers,
-// each calling every 80 ms a loopback server that answers in 20 ms, had
-// about three in four refused for the first half second, then about one
-// in twenty after the first second (one in eight at worst, in 250 ms
-// steps over 10 s). Set Initial near the concurrency the
-// dependency is known to serve, or give MaxWait.
+// each calling every 80 ms a dependency that answers in 20 ms, had about
+// three in four refused for the first half second and none from a second
+// and a quarter on (TestConcurrencyStartup, in virtual time). Set Initial
+// near the concurrency the dependency is known to serve, or give MaxWait.
 //
 // The limit is off unless WithConcurrency is given. Zero fields take the
 // defaults given beside them, field by field. Concurrency is a plain value;

@@ -99,12 +99,13 @@ type Options struct {
 	// flight, as in retry.Concurrency: defaults 20, 1 and 1000 (Max at
 	// least Min and Initial); each at most 1,000,000, Min <= Initial <= Max.
 	// Set Initial to the requests the handler serves at once when that is
-	// known (its workers, its database pool): the limit stays at Initial
-	// while less than half of it is in use, so an overload that finds it
-	// far above what the handler serves queues requests in the handler for
-	// the limit's first few windows (about 300 ms of 100-130 ms latencies
-	// for a handler of 4 workers at 20 ms under Initial 20, against 40 ms
-	// with Initial 4; see bench/cmd/shedload).
+	// known (its workers, its database pool): the limit grows only while
+	// it is reached, so at light load it stays at Initial, and an
+	// overload that finds it far above what the handler serves queues
+	// requests in the handler for the limit's first few windows (about
+	// 300 to 500 ms of 110 ms latencies for a handler of 4 workers at
+	// 20 ms under Initial 20, against 40 ms with Initial 4; see
+	// bench/cmd/shedload).
 	Initial, Min, Max int
 	// MaxLatency is the ceiling on the baseline, the handler's latency
 	// when nothing queues: default 10 s.
