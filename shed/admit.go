@@ -151,6 +151,7 @@ func (s *Shedder) admit(ctx context.Context, req Request, c client) (Ticket, *Re
 		limit := s.lim.Limit()
 		if most := max(int(float64(limit)*s.opts.ClientShare), 1); most < limit {
 			if slot = s.share.take(c, most); slot == 0 {
+				s.lim.Want() // the limit, through the share, held it back
 				return Ticket{}, s.overload(ReasonClient, q)
 			}
 		}

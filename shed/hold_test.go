@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -143,6 +144,51 @@ func TestLimitHoldsAtHalfLoad(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLimitGrowsThroughClientShare: one client over its share of the
+// permits (Options.ClientShare, three quarters by default) never reaches
+// the limit itself, yet the limit, through the share, holds it back: while
+// the handler's latency stays at its baseline, the limit grows to what the
+// handler serves. So a limit cut while the handler was slow (Initial 4
+// against 16 workers here) comes back once it is fast again.
+func TestLimitGrowsThroughClientShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const workers, service = 16, 20 * time.Millisecond
+		s, err := shed.New(shed.Options{Initial: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newPool(workers, service)
+		var wg sync.WaitGroup
+		ctx, cancel := context.WithCancel(t.Context())
+		var served atomic.Int64
+		for range 2 * workers { // more than the handler serves, always waiting
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					tk, refusal := s.Admit(ctx, shed.Request{Key: "one client"})
+					if refusal != nil {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					p.serve()
+					s.Done(tk)
+					served.Add(1)
+				}
+			})
+		}
+		time.Sleep(5 * time.Second)
+		limit := s.Stats().Limit
+		before := served.Load()
+		time.Sleep(time.Second)
+		rate := served.Load() - before
+		cancel()
+		wg.Wait()
+		t.Logf("limit %d after 5 s; %d served in the next second (the handler serves %d)", limit, rate, int(workers*time.Second/service))
+		if limit < workers {
+			t.Errorf("limit %d after 5 s, want at least the handler's %d workers: one client's share held it back", limit, workers)
+		}
+	})
 }
 
 func minMax(xs []int) (lo, hi int) {

@@ -47,8 +47,8 @@ type algo struct {
 
 // window is a run of samples: its start, its samples, the successes among
 // them and the slow failures (drops), the sum and sum of squares of the
-// successes' latencies (in seconds), and the most attempts in flight a
-// sample saw.
+// successes' latencies (in seconds), the most attempts in flight a sample
+// saw, and whether an attempt found the limit reached.
 type window struct {
 	start     time.Time
 	n         int
@@ -56,6 +56,7 @@ type window struct {
 	drops     int
 	sum, sum2 float64
 	peak      int
+	wanted    bool
 }
 
 // add counts a latency of x seconds.
@@ -89,6 +90,14 @@ func newAlgo(c Config) algo {
 // current returns the limit, rounded.
 func (l *algo) current() int { return int(math.Round(l.limit)) }
 
+// want notes that an attempt found the limit, or a share of it, reached,
+// outside a probe (whose limit is lowered on purpose).
+func (l *algo) want() {
+	if !l.probe.on {
+		l.w.wanted = true
+	}
+}
+
 // probing reports whether a probe is on.
 func (l *algo) probing() bool { return l.probe.on }
 
@@ -105,7 +114,7 @@ func (l *algo) sample(rtt time.Duration, inflight int, failed bool, now time.Tim
 	}
 	w := &l.w
 	if w.n == 0 || now.Before(w.start) { // a new window, or the clock went back
-		*w = window{start: now}
+		*w = window{start: now, wanted: w.wanted}
 	}
 	w.n++
 	w.peak = max(w.peak, inflight)
@@ -183,7 +192,7 @@ func (l *algo) update(age time.Duration) {
 	// noise: two of its standard errors, or the tolerance.
 	noise := 1 + max(tolerance, 2*w.rel())
 	queue := float64(rtt) > float64(l.base)*noise
-	reached := w.peak >= l.current()
+	reached := w.peak >= l.current() || w.wanted
 	if reached && !l.sure {
 		// The baseline may be a queue's. A latency that stays at it with
 		// a quarter more attempts in flight than it was measured at is

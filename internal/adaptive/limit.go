@@ -85,6 +85,12 @@ type Limit struct {
 	mu      sync.Mutex
 	algo    algo
 	samples uint64 // timed permits given back since the last window closed
+
+	// wanted is set when an attempt found the limit reached, and taken
+	// into the window by the next Done: written on refusals only, it sits
+	// apart from the fields read on every acquisition.
+	_      [64]byte
+	wanted atomic.Bool
 }
 
 // New returns a limit of c.
@@ -102,10 +108,19 @@ func New(c Config) *Limit {
 func (p *Limit) Acquire() (timed, ok bool) {
 	if p.inflight.Add(1) > p.limit.Load() {
 		p.inflight.Add(-1)
+		p.Want()
 		return false, false
 	}
 	m := p.mask.Load()
 	return m == 0 || rand.Uint64()&m == 0, true
+}
+
+// Want notes that an attempt found the limit, or a share of it, reached:
+// the limit holds attempts back, and may grow while the latency allows.
+func (p *Limit) Want() {
+	if !p.wanted.Load() {
+		p.wanted.Store(true)
+	}
 }
 
 // Release gives a permit back without a sample. A permit given back twice
@@ -130,6 +145,9 @@ func (p *Limit) Done(rtt time.Duration, failed bool, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.samples++
+	if p.wanted.Load() && p.wanted.Swap(false) {
+		p.algo.want()
+	}
 	if !p.algo.sample(rtt, int(n)+1, failed, now) {
 		return
 	}
