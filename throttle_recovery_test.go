@@ -46,10 +46,16 @@ func (r throttleRun) run(t *testing.T, after time.Duration) (ps []float64, shed 
 	t.Helper()
 	var failing atomic.Bool
 	var calls atomic.Uint64
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(3, 29))
+	random := func() float64 { // the calls run at once, and a *rand.Rand is not safe for that
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Float64()
+	}
 	opts := []retry.Option{
 		retry.WithThrottle(r.th), once, retry.WithBudget(retry.Budget{Off: true}),
-		retry.WithAttemptTimeout(time.Second),
-		retry.WithRandom(rand.New(rand.NewPCG(3, 29)).Float64),
+		retry.WithAttemptTimeout(time.Second), retry.WithRandom(random),
 	}
 	if r.clock != nil {
 		opts = append(opts, retry.WithClock(r.clock))
