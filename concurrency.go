@@ -34,7 +34,7 @@ import (
 // a quarter of itself for a moment, times the attempts that start once the
 // queue has drained, and sets the limit from what it measured. So the
 // limit finds the dependency's capacity from far above it: from two to ten
-// times above, within ±20% of it in 1.6 to 6 s, for dependencies of 10 to
+// times above, within ±20% of it in 2 to 7 s, for dependencies of 10 to
 // 200 workers (TestConcurrencyFindsCapacity). Attempts during a probe that
 // find the limit reached are refused or wait, as at any limit.
 //
@@ -54,7 +54,7 @@ import (
 // incident's latency becomes the new normal (a dependency healthy above
 // it is held low). Limits of several clients of one dependency each take
 // the queue of the others they meet for latency: together they hold a
-// little more than the dependency serves (about 110 in flight, on
+// little more than the dependency serves (110 to 115 in flight, on
 // average, for 100 workers and three clients:
 // TestConcurrencyStaggeredClients).
 //

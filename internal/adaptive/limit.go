@@ -32,11 +32,12 @@
 // probe well under the baseline (by a tenth, beyond two standard errors)
 // replaces it, sets the limit by Little's law (the throughput before the
 // probe times the new baseline, with the allowance), and the check goes
-// on; otherwise the probe's mean is the baseline, known. A queue that
-// comes otherwise, the windows' gradient cuts. When a run of windows has halved the limit and the
-// latency fell by less than a quarter, a probe measures the latency again
-// and the baseline may rise to it (the dependency became slower), never
-// above MaxLatency.
+// on; otherwise the baseline is known, the lower of the probe's mean and
+// itself (a probe's mean above it is its sampling error, not a queue). A
+// queue that comes otherwise, the windows' gradient cuts. When a run of
+// windows has halved the limit and the latency fell by less than a
+// quarter, a probe measures the latency again and the baseline may rise to
+// it (the dependency became slower), never above MaxLatency.
 //
 // A failure that came back in under half the baseline says nothing of
 // load and is left out. A window of mostly slower failures (timeouts)

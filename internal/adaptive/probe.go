@@ -164,7 +164,7 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 		// again, under the limit that follows.
 		l.base, l.sure, l.testing = mean, false, true
 	default: // the baseline is no queue's: the probe measured it afresh
-		l.base, l.sure = mean, true
+		l.base, l.sure = min(l.base, mean), true
 	}
 	l.base, l.basePeak = min(l.base, l.maxLatency), int(l.probeLimit(p.from))
 	if g := float64(l.base) / float64(p.rtt); g < 1-probeLower && !p.rise {
