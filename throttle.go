@@ -57,8 +57,9 @@ import (
 // attempts to a dependency that is down (at a cap of 0.8, 4,009 instead
 // of 1,191 through a 3-minute outage at 100 calls a second), and they
 // hold the probability up longer once it is back (4 s instead of 1 s);
-// on the simulator's metastable failure it changed recovery by a second
-// at most.
+// on the simulator's metastable failure it brought recovery 0 to 2 s
+// sooner (9 to 12 s after the trigger instead of 10 to 12 s, for fleets
+// of 1 to 1,000 clients).
 //
 // Throttling is off unless WithThrottle is given. Zero fields take the
 // defaults given beside them, field by field: the zero Throttle is K = 2
