@@ -21,6 +21,7 @@ const (
 	probeLower    = 0.1                    // a probe that finds a latency under the baseline by this share probes again
 	riseWindows   = 3                      // windows lowering the limit before a probe may raise the baseline
 	riseShare     = 0.75                   // the share of their highest latency the latency kept
+	steadyWindows = 2                      // windows of a queue that no longer shrinks before a probe looks under the baseline
 )
 
 // algo is the latency-gradient algorithm on the times it is given. It is
@@ -36,6 +37,7 @@ type algo struct {
 	prev       time.Duration // the mean latency of the last window; zero after a probe
 	knee       float64       // under it the limit doubles: where windows last saw a queue, or before failures cut it
 	queued     bool          // the last window saw a queue
+	steady     int           // windows in a row, before the baseline is known, whose queue the gradient no longer shrinks
 	clear      bool          // the last window reached the limit and saw no queue
 	failing    bool          // the last window was mostly slow failures
 	w          window        // the window being filled
@@ -208,6 +210,19 @@ func (l *algo) update(age time.Duration) {
 			l.limit, l.testing = min(max(l.limit*5/4, l.limit+1), l.max), true
 			return
 		case !l.testing:
+			// The gradient below cuts this queue. When the latency has
+			// stopped falling with it for two windows in a row, with
+			// fewer attempts in flight than the baseline was measured
+			// with, that baseline was no latency the dependency holds
+			// (measured as a queue filled, its latency behind the
+			// attempts in flight): look under it.
+			if l.steady++; float64(rtt)*noise < float64(prev) || w.peak >= l.basePeak {
+				l.steady = 0
+			}
+			if l.steady >= steadyWindows {
+				l.startProbe(false, rtt)
+				return
+			}
 		case float64(rtt) > float64(prev)*noise:
 			return
 		default:

@@ -34,7 +34,10 @@
 // probe times the new baseline, with the allowance), and the check goes
 // on; otherwise the baseline is known, the lower of the probe's mean and
 // itself (a probe's mean above it is its sampling error, not a queue). A
-// queue that comes otherwise, the windows' gradient cuts. When a run of
+// queue that comes otherwise, the windows' gradient cuts; when it stays
+// (its latency no longer falling for two windows, with fewer attempts in
+// flight than the baseline was measured with), the baseline was measured
+// as a queue filled, and a probe looks under it. When a run of
 // windows has halved the limit and the latency fell by less than a
 // quarter, a probe measures the latency again and the baseline may rise to
 // it (the dependency became slower), never above MaxLatency.

@@ -84,6 +84,7 @@ func (p *probe) latency(age time.Duration) (mean time.Duration, rel float64, n, 
 // baseline replace it.
 func (l *algo) startProbe(rise bool, rtt time.Duration) {
 	l.probe = probe{on: true, rise: rise, from: l.limit, rtt: rtt}
+	l.steady = 0
 	l.limit = l.probeLimit(l.limit)
 	l.run = 0
 }
