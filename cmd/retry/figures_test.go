@@ -219,7 +219,7 @@ func TestMetastableFigures(t *testing.T) {
 	}
 	said(t, fmt.Sprintf("the failure ends %s after the trigger at each of those sizes", strings.TrimSuffix(rec(none[1000]), "s")+" s"))
 	at95 := rows("--rate", "95")
-	said(t, fmt.Sprintf("the budget alone takes %s to recover and the breaker does best (%s)", strings.TrimSuffix(rec(at95["budget"][1]), "s")+" s", strings.TrimSuffix(rec(at95["breaker"][1]), "s")+" s"))
+	said(t, fmt.Sprintf("the budget alone takes %s to recover, the breaker %s and adaptive throttling %s", secs(at95["budget"][1])+" s", secs(at95["breaker"][1])+" s", secs(at95["throttle"][1])+" s"))
 	half := []string{"--rate", "100", "--duration", "1m", "--fail-rate", "0.5"}
 	on, off := loadRun(t, half...), loadRun(t, append(half, "--budget", "off")...)
 	said(t, fmt.Sprintf("gets %.2f times its requests instead of %.2f, at a price: %.2f%% of calls succeed instead of %.2f%%", on.Amplification, off.Amplification, 100*on.SuccessRate, 100*off.SuccessRate))
