@@ -1,0 +1,243 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/steadyhq/retry"
+	retryredis "github.com/steadyhq/retry/redis"
+)
+
+// BenchmarkFleetScale measures what the fleet's shared state costs as
+// processes and keys grow: for each size P × K, P Retriers (the
+// processes), each with its own go-redis client and its own components,
+// on one redis-server of their own on a loopback port, each with
+// FLEET_SCALE_GOROUTINES goroutines (default 16) calling a 1 ms
+// dependency that never fails, the calls spread round robin over K keys,
+// every shared component per key. For each size it runs the cases
+//
+//   - none: no breaker and no limiter (the Retrier's own budget);
+//   - local breaker: an in-process breaker per key;
+//   - shared breaker: Breaker.Store, per key;
+//   - shared limiter: NewLimiter per key, never binding;
+//   - everything shared: shared breaker, limiter and budget, per key,
+//
+// FLEET_SCALE_ROUNDS times (default 3), each for FLEET_SCALE_DURATION
+// (default 2s), the cases interleaved and their order rotated from round
+// to round, so that a change in the machine's load falls on every case
+// alike; a warm-up pass of each case comes first. It prints the median
+// over the rounds of each ratio (calls/s of the shared case over its
+// in-process counterpart), of the Redis commands per call and of the
+// commands a second (INFO commandstats before and after each run, INFO
+// left out), and the p99 latencies; FLEET_SCALE_SIZES (default
+// "3x1,10x1,10x10,10x100") chooses the sizes:
+//
+//	cd redis && go test -run '^$' -bench FleetScale -benchtime 1x -timeout 30m .
+func BenchmarkFleetScale(b *testing.B) {
+	dur := envDuration("FLEET_SCALE_DURATION", 2*time.Second)
+	rounds := envInt("FLEET_SCALE_ROUNDS", 3)
+	goroutines := envInt("FLEET_SCALE_GOROUTINES", 16)
+	sizes := os.Getenv("FLEET_SCALE_SIZES")
+	if sizes == "" {
+		sizes = "3x1,10x1,10x10,10x100"
+	}
+	load := func() string { l, _ := os.ReadFile("/proc/loadavg"); return strings.TrimSpace(string(l)) }
+	fmt.Printf("\nBenchmarkFleetScale: %v per run, %d rounds, %d goroutines a process, %d CPUs, load average at start %s\n",
+		dur, rounds, goroutines, runtime.NumCPU(), load())
+	var table []string
+	for _, size := range strings.Split(sizes, ",") {
+		p, k, ok := strings.Cut(strings.TrimSpace(size), "x")
+		procs, err1 := strconv.Atoi(p)
+		keys, err2 := strconv.Atoi(k)
+		if !ok || err1 != nil || err2 != nil || procs < 1 || keys < 1 {
+			b.Fatalf("FLEET_SCALE_SIZES: %q: want PROCSxKEYS", size)
+		}
+		b.Run(size, func(b *testing.B) {
+			table = append(table, scaleSize(b, procs, keys, goroutines, rounds, dur))
+		})
+	}
+	fmt.Printf("\nload average at end %s\n\n", load())
+	fmt.Println("| processes × keys | shared breaker vs local | cmds/call | shared limiter vs none | cmds/call | everything shared vs none | cmds/call | Redis cmds/s, everything shared | p99 none / local breaker / shared breaker / shared limiter / everything |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, row := range table {
+		fmt.Println(row)
+	}
+	fmt.Println()
+}
+
+// scaleCase is one configuration of BenchmarkFleetScale's processes.
+type scaleCase struct {
+	name string
+	opts func(c goredis.UniversalClient, opts retryredis.Options) ([]retry.Option, error)
+}
+
+var scaleCases = []scaleCase{
+	{name: "none", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, error) { return nil, nil }},
+	{name: "local breaker", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, error) {
+		return []retry.Option{retry.WithBreaker(retry.Breaker{PerKey: true})}, nil
+	}},
+	{name: "shared breaker", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, error) {
+		st, err := retryredis.NewStore(c, o)
+		return []retry.Option{retry.WithBreaker(retry.Breaker{Store: st, PerKey: true})}, err
+	}},
+	{name: "shared limiter", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, error) {
+		l, err := retryredis.NewLimiter(c, 1e6, 100000, true, o)
+		return []retry.Option{retry.WithRateLimit(retry.RateLimit{Shared: l})}, err
+	}},
+	{name: "everything shared", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, error) {
+		st, err1 := retryredis.NewStore(c, o)
+		l, err2 := retryredis.NewLimiter(c, 1e6, 100000, true, o)
+		bg, err3 := retryredis.NewBudget(c, retry.Budget{PerKey: true}, o)
+		return []retry.Option{
+			retry.WithBreaker(retry.Breaker{Store: st, PerKey: true}),
+			retry.WithRateLimit(retry.RateLimit{Shared: l}),
+			retry.WithBudget(retry.Budget{Shared: bg}),
+		}, errors.Join(err1, err2, err3)
+	}},
+}
+
+// scaleRun is what one run of one case measured.
+type scaleRun struct {
+	rate, perCall, cmdsPerSec float64
+	p99                       time.Duration
+}
+
+// scaleSize runs every case at procs × keys and returns its row of the
+// table.
+func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Duration) string {
+	s := startServer(b)
+	admin := s.Client()
+	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond})
+	// The Retriers of each case, built once: their state stays warm from
+	// round to round, as a process's would.
+	fleets := make([][]*retry.Retrier, len(scaleCases))
+	for i, sc := range scaleCases {
+		for range procs {
+			c := s.ClientWith(func(o *goredis.Options) { o.PoolSize = 32 })
+			o, err := sc.opts(c, retryredis.Options{Prefix: fmt.Sprintf("scale:%d:", i)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			fleets[i] = append(fleets[i], retry.New(append([]retry.Option{policy}, o...)...))
+		}
+	}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "dep-" + strconv.Itoa(i)
+	}
+	run := func(rs []*retry.Retrier, d time.Duration) scaleRun {
+		// The previous run's last round trips (counts sent an interval
+		// after its calls) land before this run's count starts.
+		time.Sleep(300 * time.Millisecond)
+		before := commands(b, admin)
+		stop := time.Now().Add(d)
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		start := time.Now()
+		for _, r := range rs {
+			for range goroutines {
+				off := int(next.Add(1))
+				wg.Go(func() {
+					own := make([]time.Duration, 0, 8192)
+					for i := off; time.Now().Before(stop); i++ {
+						t0 := time.Now()
+						_ = retry.Run(context.Background(), func(context.Context) error {
+							time.Sleep(time.Millisecond)
+							return nil
+						}, r, retry.WithKey(names[i%keys]))
+						own = append(own, time.Since(t0))
+					}
+					mu.Lock()
+					lat = append(lat, own...)
+					mu.Unlock()
+				})
+			}
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		cmds := commands(b, admin) - before
+		slices.Sort(lat)
+		n := len(lat)
+		return scaleRun{rate: float64(n) / elapsed.Seconds(), perCall: float64(cmds) / float64(n),
+			cmdsPerSec: float64(cmds) / elapsed.Seconds(), p99: lat[n*99/100]}
+	}
+	for i := range scaleCases {
+		run(fleets[i], dur/4) // warm-up: first reads, scripts loaded, pools dialed
+	}
+	runs := make([][]scaleRun, len(scaleCases))
+	for r := range rounds {
+		for j := range scaleCases {
+			i := (j + r) % len(scaleCases)
+			runtime.GC()
+			runs[i] = append(runs[i], run(fleets[i], dur))
+			b.Logf("%d×%d round %d %-17s %8.0f calls/s, %.3f cmds/call, %6.0f cmds/s, p99 %.2f ms",
+				procs, keys, r, scaleCases[i].name, runs[i][r].rate, runs[i][r].perCall, runs[i][r].cmdsPerSec, ms(runs[i][r].p99))
+		}
+	}
+	// ratio is the median over the rounds of case a's calls/s over case
+	// b's in the same round.
+	ratio := func(a, base int) float64 {
+		var v []float64
+		for r := range rounds {
+			v = append(v, runs[a][r].rate/runs[base][r].rate)
+		}
+		return median(v)
+	}
+	med := func(i int, f func(scaleRun) float64) float64 {
+		var v []float64
+		for _, x := range runs[i] {
+			v = append(v, f(x))
+		}
+		return median(v)
+	}
+	perCall := func(x scaleRun) float64 { return x.perCall }
+	p99 := func(x scaleRun) float64 { return ms(x.p99) }
+	const none, local, shared, limiter, all = 0, 1, 2, 3, 4
+	b.ReportMetric(ratio(shared, local), "breaker-ratio")
+	b.ReportMetric(ratio(limiter, none), "limiter-ratio")
+	b.ReportMetric(ratio(all, none), "all-ratio")
+	b.ReportMetric(med(all, func(x scaleRun) float64 { return x.cmdsPerSec }), "cmds/s")
+	b.ReportMetric(0, "ns/op")
+	return fmt.Sprintf("| %d × %d | %.2f× | %.3f | %.2f× | %.3f | %.2f× | %.3f | %s | %.1f / %.1f / %.1f / %.1f / %.1f ms |",
+		procs, keys, ratio(shared, local), med(shared, perCall), ratio(limiter, none), med(limiter, perCall),
+		ratio(all, none), med(all, perCall), thousands(med(all, func(x scaleRun) float64 { return x.cmdsPerSec })),
+		med(none, p99), med(local, p99), med(shared, p99), med(limiter, p99), med(all, p99))
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
