@@ -154,6 +154,7 @@ type breakers struct {
 	fallbacks atomic.Int64
 	// recent keeps the last changes of state, for Stats.BreakerChanges.
 	recent recent[stateChange]
+	fleet  *fleetSync // with a Store: the syncs of every breaker
 }
 
 // breaker is one circuit breaker; with Breaker.Store, also the shared
@@ -182,7 +183,7 @@ func (bs *breakers) newBreaker(key string) *breaker {
 		b.c.stripes = 16 // one of up to 1024
 	}
 	if bs.spec.Store != nil {
-		b.shared = newSharedBreaker(bs.spec.Store, bs, key)
+		b.shared = newSharedBreaker(bs.fleet, key)
 	}
 	return b
 }

@@ -3,6 +3,7 @@ package retry
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,15 +14,17 @@ import (
 // it as Breaker.Store.
 //
 // Each process decides alone, from the fleet's state as it last read it,
-// and counts its outcomes locally; about once per SyncInterval, while it
-// has calls, one Sync sends those counts and reads the fleet's state back.
-// The store sums the fleet's counts over Window and trips the breaker on
-// the sum (FailureRatio and MinRequests apply to it); it keeps the time the
+// and counts its outcomes locally. About once per SyncInterval, while it
+// has calls, the Retrier makes one Sync for all its breakers: it sends each
+// one's counts and reads every state back, so that what a process must
+// sync in an interval goes in one request, however many keys it calls. The
+// store sums the fleet's counts over Window and trips the breaker on the
+// sum (FailureRatio and MinRequests apply to it); it keeps the time the
 // breaker stays open, and it grants the half-open probes, Probes of them
 // fleet-wide. A process's attempts wait on the store only to claim a probe,
-// before its first attempts (a process that has never read the fleet's
-// state reads it first), or after a quiet spell longer than two intervals,
-// for at most StoreWait each time.
+// before the first attempts on a key (a process that has never read a
+// breaker's state reads it first), or after a quiet spell longer than two
+// intervals, for at most StoreWait each time.
 //
 // A store may lose a breaker's state (a restart with empty data, a flush,
 // an expired key) and answer with a generation lower than the one a
@@ -35,20 +38,25 @@ import (
 // Implementations must be safe for concurrent use and must not hold a call
 // past ctx's deadline.
 type BreakerStore interface {
-	// Sync adds s to the fleet's breaker name, whose settings are b (its
-	// zero fields set to their defaults, as the Retrier passes them), and
-	// returns the breaker's state, in one round trip. Counts of another
-	// generation than the breaker's are dropped; a claim is granted only
-	// in the half-open state, while fewer than b.Probes are claimed.
-	Sync(ctx context.Context, name string, b Breaker, s BreakerSync) (BreakerFleet, error)
-	// SyncInterval is how often a process with calls syncs each breaker.
+	// Sync adds each of syncs to the fleet's breaker it names, all of
+	// settings b (its zero fields set to their defaults, as the Retrier
+	// passes them), and returns the breakers' states in the order of
+	// syncs. Counts of another generation than the breaker's are
+	// dropped; a claim is granted only in the half-open state, while fewer
+	// than b.Probes are claimed. A store may answer from what it last read
+	// of the fleet, and send the counts later, as long as the fleet trips
+	// on them within two intervals of their Sync. An error fails every
+	// breaker of the call; BreakerFleet.Err fails one.
+	Sync(ctx context.Context, b Breaker, syncs []BreakerSync) ([]BreakerFleet, error)
+	// SyncInterval is how often a process with calls syncs its breakers.
 	SyncInterval() time.Duration
 }
 
-// BreakerSync is what one process sends a BreakerStore: its outcomes
-// since its last Sync, and whether it claims a probe.
+// BreakerSync is what one process sends a BreakerStore for one breaker:
+// its outcomes since its last Sync, and whether it claims a probe.
 type BreakerSync struct {
-	Generation uint64 // the fleet's generation the outcomes belong to
+	Name       string // the breaker: its key with Breaker.PerKey, or ""
+	Generation uint64 // the fleet's generation the outcomes belong to; 0 before the first reply
 	Successes  uint64 // attempts that succeeded in the closed state
 	Failures   uint64 // attempts that failed in the closed state
 	Claim      bool   // claim one half-open probe
@@ -65,30 +73,170 @@ type BreakerFleet struct {
 	Generation uint64        // changes with every change of State
 	OpenFor    time.Duration // while open: how long it stays open from the reply
 	Claimed    bool          // the Sync's claim was granted: its caller runs a probe
+	// Err, when not nil, says that the store could not sync this breaker
+	// (its key alone failed); the process's own breaker stands in.
+	Err error
+}
+
+// fleetSync syncs a Retrier's shared breakers with its BreakerStore: one
+// Sync for all of them, started by a call that finds the last one older
+// than the interval (or by a timer, so that a process that falls quiet
+// still sends its counts), and, at once, one for breakers that have never
+// been read or have probe outcomes to send. Each runs on a goroutine of
+// its own that ends with its round trip: no goroutine outlives one round
+// trip bounded by the interval and StoreWait.
+type fleetSync struct {
+	store    BreakerStore
+	bs       *breakers
+	interval time.Duration
+
+	seq     atomic.Uint64 // requests sent to the store, numbered in order
+	tried   atomic.Int64  // unix ns at which the last sync of every breaker started
+	flight  atomic.Pointer[flight]
+	counted atomic.Bool // outcomes wait to be sent
+	flush   atomic.Bool // a timer will send them
+}
+
+// flight is a sync under way; done closes when it has its answer.
+type flight struct{ done chan struct{} }
+
+func newFleetSync(bs *breakers) *fleetSync {
+	fs := &fleetSync{store: bs.spec.Store, bs: bs, interval: bs.spec.Store.SyncInterval()}
+	if fs.interval <= 0 {
+		fs.interval = 100 * time.Millisecond
+	}
+	return fs
+}
+
+// kick starts a sync unless one is under way, and returns the one under
+// way: of every breaker when all, else of those never read or with probe
+// outcomes to send.
+func (fs *fleetSync) kick(all bool) *flight {
+	for {
+		if f := fs.flight.Load(); f != nil {
+			return f
+		}
+		f := &flight{done: make(chan struct{})}
+		if fs.flight.CompareAndSwap(nil, f) {
+			if all {
+				fs.tried.Store(time.Now().UnixNano())
+			}
+			go fs.syncs(f, all)
+			return f
+		}
+	}
+}
+
+// syncs runs the sync f, and another at once while probe outcomes or
+// breakers never read are waiting.
+func (fs *fleetSync) syncs(f *flight, all bool) {
+	for {
+		more := fs.sync(all)
+		fs.flight.Store(nil)
+		close(f.done)
+		if !more {
+			return
+		}
+		f = &flight{done: make(chan struct{})}
+		if !fs.flight.CompareAndSwap(nil, f) {
+			return
+		}
+		all = false
+	}
+}
+
+// each calls f for every shared breaker of the Retrier.
+func (fs *fleetSync) each(f func(sb *sharedBreaker)) {
+	if fs.bs.single != nil {
+		f(fs.bs.single.shared)
+		return
+	}
+	fs.bs.keys.each(func(_ string, b *breaker) { f(b.shared) })
+}
+
+// sync sends, in one Sync, the counts and probe outcomes kept since the
+// last one, of every breaker when all, and reads their states back. Counts
+// that fail to reach the store are dropped: the local breakers have them.
+// It reports whether probe outcomes kept from a sync that failed, or
+// breakers never read, wait for another.
+func (fs *fleetSync) sync(all bool) (more bool) {
+	var sbs []*sharedBreaker
+	var in []BreakerSync
+	fs.counted.Store(false)
+	fs.each(func(sb *sharedBreaker) {
+		if all || sb.view.Load().synced == 0 || sb.probesWaiting() {
+			sbs = append(sbs, sb)
+			in = append(in, sb.take())
+		}
+	})
+	if len(in) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fs.interval+fs.bs.spec.StoreWait)
+	defer cancel()
+	seq := fs.seq.Add(1)
+	out, err := fs.store.Sync(ctx, fs.bs.spec, in)
+	if err == nil && len(out) != len(in) {
+		err = fmt.Errorf("retry: BreakerStore.Sync returned %d states for %d breakers", len(out), len(in))
+	}
+	for i, sb := range sbs {
+		e := err
+		if e == nil {
+			e = out[i].Err
+		}
+		if e != nil {
+			sb.failed.Store(true)
+			sb.keepProbes(in[i])
+			continue
+		}
+		sb.update(out[i], seq)
+		more = more || sb.probesWaiting()
+	}
+	return more && err == nil
+}
+
+// counts notes outcomes waiting to be sent. They go out with the sync that
+// the next call starts, or at the latest one interval later, by a timer,
+// so that a process that falls quiet still sends them.
+func (fs *fleetSync) counts() {
+	if !fs.counted.Load() {
+		fs.counted.Store(true)
+	}
+	if !fs.flush.Load() && fs.flush.CompareAndSwap(false, true) {
+		time.AfterFunc(fs.interval, fs.flushed)
+	}
+}
+
+// flushed starts a sync of counts still unsent one interval after they
+// were counted, unless a sync started within the interval; then it looks
+// again one interval after that sync.
+func (fs *fleetSync) flushed() {
+	if !fs.counted.Load() {
+		fs.flush.Store(false)
+		return
+	}
+	if age := time.Duration(time.Now().UnixNano() - fs.tried.Load()); age < fs.interval {
+		time.AfterFunc(fs.interval-age, fs.flushed)
+		return
+	}
+	fs.flush.Store(false)
+	fs.kick(true)
 }
 
 // sharedBreaker is a breaker whose state is the fleet's, kept by a
-// BreakerStore. Attempts decide from fleetView, the state as last read;
-// outcomes are counted on atomics and sent by the next sync, which runs on
-// a goroutine of its own, started by a call that finds the view older than
-// the interval and ending with its round trip. No goroutine outlives one
-// round trip bounded by the interval and StoreWait.
+// BreakerStore through the Retrier's fleetSync. Attempts decide from
+// fleetView, the state as last read; outcomes are counted on atomics and
+// sent by the next sync.
 type sharedBreaker struct {
-	store    BreakerStore
-	bs       *breakers
-	key      string
-	interval time.Duration
+	fs  *fleetSync
+	key string
 
 	view   atomic.Pointer[fleetView]
-	seq    atomic.Uint64 // requests sent to the store, numbered in order
-	local  atomic.Bool   // the last decision was the local breaker's
-	tried  atomic.Int64  // unix ns at which the last sync started
-	failed atomic.Bool   // the last round trip failed
-	flight atomic.Pointer[flight]
+	local  atomic.Bool // the last decision was the local breaker's
+	failed atomic.Bool // the last round trip failed
 	claim  atomic.Bool // a claim is in flight
 
 	successes, failures atomic.Uint64 // since the last sync
-	flush               atomic.Bool   // a timer will send them
 
 	mu     sync.Mutex
 	probes BreakerSync // probe outcomes not yet sent
@@ -104,101 +252,65 @@ type fleetView struct {
 	fence  uint64 // the last request sent when the view was taken
 }
 
-// flight is a sync under way; done closes when it has its answer.
-type flight struct{ done chan struct{} }
-
-func newSharedBreaker(store BreakerStore, bs *breakers, key string) *sharedBreaker {
-	sb := &sharedBreaker{store: store, bs: bs, key: key, interval: store.SyncInterval()}
-	if sb.interval <= 0 {
-		sb.interval = 100 * time.Millisecond
-	}
+func newSharedBreaker(fs *fleetSync, key string) *sharedBreaker {
+	sb := &sharedBreaker{fs: fs, key: key}
 	// Never synced: the first call reads the fleet's state, within
 	// StoreWait, before it decides.
 	sb.view.Store(&fleetView{state: BreakerClosed})
 	return sb
 }
 
-// current returns the view a call decides on, starting a sync when the
-// view is older than the interval. A view older than two intervals (a
-// quiet process) is refreshed first, within storeWait. It returns
-// nil when the store failed or did not answer in time: the local breaker
-// then stands in.
+// current returns the view a call decides on, starting a sync of every
+// breaker when the last one is older than the interval. A breaker never
+// read, or whose view is older than two intervals (a quiet process), is
+// read first, within storeWait. It returns nil when the store failed or
+// did not answer in time: the local breaker then stands in.
 func (sb *sharedBreaker) current(ctx context.Context, now int64) *fleetView {
+	fs := sb.fs
 	v := sb.view.Load()
-	age := time.Duration(now - v.synced)
-	if age < sb.interval {
+	if time.Duration(now-v.synced) < fs.interval {
 		return v
 	}
 	var f *flight
-	if time.Duration(now-sb.tried.Load()) >= sb.interval {
-		f = sb.kick()
+	if time.Duration(now-fs.tried.Load()) >= fs.interval {
+		f = fs.kick(true)
 	}
-	if age < 2*sb.interval {
+	if v.synced != 0 && time.Duration(now-v.synced) < 2*fs.interval {
 		return v
 	}
-	if f == nil {
-		f = sb.flight.Load()
+	if sb.failed.Load() && v.synced != 0 {
+		return nil // its last round trip failed: the local breaker, without waiting
 	}
-	if f != nil && !sb.failed.Load() {
-		t := time.NewTimer(sb.storeWait(ctx))
+	t := time.NewTimer(sb.storeWait(ctx))
+	defer t.Stop()
+	for {
+		if f == nil {
+			f = fs.flight.Load()
+		}
+		if f == nil {
+			f = fs.kick(v.synced != 0) // a breaker never read: a sync of those
+		}
+		timedOut := false
 		select {
 		case <-f.done:
 		case <-t.C:
+			timedOut = true
 		case <-ctx.Done():
 		}
-		t.Stop()
 		v = sb.view.Load()
-	}
-	if time.Duration(time.Now().UnixNano()-v.synced) < 2*sb.interval {
-		return v
-	}
-	return nil
-}
-
-// kick starts a sync unless one is under way, and returns it.
-func (sb *sharedBreaker) kick() *flight {
-	for {
-		if f := sb.flight.Load(); f != nil {
-			return f
+		switch {
+		case v.synced != 0 && time.Duration(time.Now().UnixNano()-v.synced) < 2*fs.interval:
+			return v
+		case timedOut, sb.failed.Load(), ctx.Err() != nil:
+			return nil
 		}
-		f := &flight{done: make(chan struct{})}
-		if sb.flight.CompareAndSwap(nil, f) {
-			sb.tried.Store(time.Now().UnixNano())
-			go sb.syncs(f)
-			return f
-		}
+		f = nil // the sync that ended did not read this breaker: another
 	}
 }
 
-// syncs runs the sync f, and runs another at once while probe outcomes are
-// waiting to be sent.
-func (sb *sharedBreaker) syncs(f *flight) {
-	for {
-		sb.sync()
-		sb.flight.Store(nil)
-		close(f.done)
-		if sb.failed.Load() || !sb.probesWaiting() {
-			return // outcomes kept from a failed sync wait for the next interval's
-		}
-		f = &flight{done: make(chan struct{})}
-		if !sb.flight.CompareAndSwap(nil, f) {
-			return
-		}
-		sb.tried.Store(time.Now().UnixNano())
-	}
-}
-
-func (sb *sharedBreaker) probesWaiting() bool {
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	p := sb.probes
-	return p.ProbeSuccesses+p.ProbeFailures+p.ProbeReleases > 0
-}
-
-// sync sends the counts and probe outcomes kept since the last one and
-// reads the fleet's state back. Counts that fail to reach the store are
-// dropped: the local breaker has them.
-func (sb *sharedBreaker) sync() {
+// take returns what the next sync sends: the probe outcomes kept, or the
+// counts since the last sync.
+func (sb *sharedBreaker) take() BreakerSync {
 	v := sb.view.Load()
 	s := BreakerSync{Generation: v.gen}
 	sb.mu.Lock()
@@ -210,16 +322,15 @@ func (sb *sharedBreaker) sync() {
 	if s.Generation == v.gen {
 		s.Successes, s.Failures = sb.successes.Swap(0), sb.failures.Swap(0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sb.interval+sb.bs.spec.StoreWait)
-	defer cancel()
-	seq := sb.seq.Add(1)
-	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, s)
-	if err != nil {
-		sb.failed.Store(true)
-		sb.keepProbes(s)
-		return
-	}
-	sb.update(fl, seq)
+	s.Name = sb.key
+	return s
+}
+
+func (sb *sharedBreaker) probesWaiting() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	p := sb.probes
+	return p.ProbeSuccesses+p.ProbeFailures+p.ProbeReleases > 0
 }
 
 // keepProbes puts back the probe outcomes of a sync that failed, so that
@@ -265,7 +376,7 @@ func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 		default:
 			return // a late reply
 		}
-		nv.fence = sb.seq.Load()
+		nv.fence = sb.fs.seq.Load()
 		if sb.view.CompareAndSwap(old, nv) {
 			break
 		}
@@ -276,14 +387,12 @@ func (sb *sharedBreaker) update(fl BreakerFleet, seq uint64) {
 		sb.failures.Store(0)
 	}
 	if old.state != nv.state {
-		sb.bs.record(sb.key, old.state, nv.state, now)
+		sb.fs.bs.record(sb.key, old.state, nv.state, now)
 	}
 }
 
-// count keeps the outcome of an attempt run in the closed state. Counts
-// go out with the sync that the next call starts, or at the latest one
-// interval later, by a timer, so that a process that falls quiet still
-// sends them.
+// count keeps the outcome of an attempt run in the closed state, for the
+// next sync.
 func (sb *sharedBreaker) count(outcome error) {
 	switch outcome {
 	case nil:
@@ -293,25 +402,7 @@ func (sb *sharedBreaker) count(outcome error) {
 	default:
 		sb.failures.Add(1)
 	}
-	if !sb.flush.Load() && sb.flush.CompareAndSwap(false, true) {
-		time.AfterFunc(sb.interval, sb.flushed)
-	}
-}
-
-// flushed starts a sync of counts still unsent one interval after they
-// were counted, unless a sync started within the interval; then it looks
-// again one interval after that sync.
-func (sb *sharedBreaker) flushed() {
-	if sb.successes.Load()+sb.failures.Load() == 0 {
-		sb.flush.Store(false)
-		return
-	}
-	if age := time.Duration(time.Now().UnixNano() - sb.tried.Load()); age < sb.interval {
-		time.AfterFunc(sb.interval-age, sb.flushed)
-		return
-	}
-	sb.flush.Store(false)
-	sb.kick()
+	sb.fs.counts()
 }
 
 // probed keeps the outcome of a probe claimed in gen for the next sync,
@@ -330,14 +421,14 @@ func (sb *sharedBreaker) probed(gen uint64, outcome error) {
 		sb.probes.ProbeFailures++
 	}
 	sb.mu.Unlock()
-	sb.kick()
+	sb.fs.kick(false)
 }
 
 // storeWait is how long a call may wait for the store: StoreWait, and at
 // most half of what is left of ctx's deadline, so that the local breaker
 // still has time.
 func (sb *sharedBreaker) storeWait(ctx context.Context) time.Duration {
-	w := sb.bs.spec.StoreWait
+	w := sb.fs.bs.spec.StoreWait
 	if dl, ok := ctx.Deadline(); ok {
 		w = min(w, time.Until(dl)/2)
 	}
@@ -349,13 +440,13 @@ func (sb *sharedBreaker) storeWait(ctx context.Context) time.Duration {
 func (sb *sharedBreaker) claimProbe(ctx context.Context, v *fleetView) (fl BreakerFleet, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, sb.storeWait(ctx))
 	defer cancel()
-	seq := sb.seq.Add(1)
-	fl, err := sb.store.Sync(ctx, sb.key, sb.bs.spec, BreakerSync{Generation: v.gen, Claim: true})
-	if err != nil {
+	seq := sb.fs.seq.Add(1)
+	out, err := sb.fs.store.Sync(ctx, sb.fs.bs.spec, []BreakerSync{{Name: sb.key, Generation: v.gen, Claim: true}})
+	if err != nil || len(out) != 1 || out[0].Err != nil {
 		return fl, false
 	}
-	sb.update(fl, seq)
-	return fl, true
+	sb.update(out[0], seq)
+	return out[0], true
 }
 
 // allow admits one attempt on the fleet's state, in two steps as
@@ -375,7 +466,7 @@ func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time
 		return nil, time.Duration(v.until-now) + 1, true
 	default: // half-open, or open past its time: claim a probe
 		if !sb.claim.CompareAndSwap(false, true) {
-			return nil, sb.bs.spec.recheck(), true // this process is claiming
+			return nil, sb.fs.bs.spec.recheck(), true // this process is claiming
 		}
 		fl, ok := sb.claimProbe(ctx, v)
 		sb.claim.Store(false)
@@ -390,7 +481,7 @@ func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time
 		case fl.State == BreakerOpen && fl.OpenFor > 0:
 			return nil, fl.OpenFor + 1, true
 		case fl.State != BreakerClosed:
-			return nil, sb.bs.spec.recheck(), true // the fleet's probes are out
+			return nil, sb.fs.bs.spec.recheck(), true // the fleet's probes are out
 		}
 	}
 	if ended(ctx) {

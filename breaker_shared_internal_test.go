@@ -9,8 +9,8 @@ import (
 // nopStore is a BreakerStore that is never reached in these tests.
 type nopStore struct{}
 
-func (nopStore) Sync(context.Context, string, Breaker, BreakerSync) (BreakerFleet, error) {
-	return BreakerFleet{}, nil
+func (nopStore) Sync(_ context.Context, _ Breaker, in []BreakerSync) ([]BreakerFleet, error) {
+	return make([]BreakerFleet, len(in)), nil
 }
 func (nopStore) SyncInterval() time.Duration { return time.Hour }
 
@@ -46,9 +46,9 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var changes []string
 			bs := newBreakers(Breaker{Store: nopStore{}, OnChange: func(_, from, to string) { changes = append(changes, from+">"+to) }}.withDefaults())
-			sb := newSharedBreaker(nopStore{}, bs, "")
+			sb := bs.single.shared
 			for _, r := range tt.replies {
-				sb.seq.Store(r.sent)
+				sb.fs.seq.Store(r.sent)
 				sb.update(r.fl, r.seq)
 			}
 			bs.flush()

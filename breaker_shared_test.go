@@ -42,27 +42,36 @@ func newMemStore(interval time.Duration) *memStore {
 
 func (s *memStore) SyncInterval() time.Duration { return s.interval }
 
-func (s *memStore) Sync(ctx context.Context, name string, b retry.Breaker, in retry.BreakerSync) (retry.BreakerFleet, error) {
+func (s *memStore) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSync) ([]retry.BreakerFleet, error) {
 	s.syncs.Add(1)
-	if in.Claim {
-		s.claims.Add(1)
-	}
 	s.mu.Lock()
 	down, slow := s.down, s.slow
 	s.mu.Unlock()
 	if slow {
 		<-ctx.Done()
-		return retry.BreakerFleet{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 	if down {
-		return retry.BreakerFleet{}, errStoreDown
+		return nil, errStoreDown
+	}
+	out := make([]retry.BreakerFleet, len(in))
+	for i, e := range in {
+		out[i] = s.sync(b, e)
+	}
+	return out, nil
+}
+
+// sync applies one breaker's sync, as the Redis store's script does.
+func (s *memStore) sync(b retry.Breaker, in retry.BreakerSync) retry.BreakerFleet {
+	if in.Claim {
+		s.claims.Add(1)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.fleet[name]
+	f := s.fleet[in.Name]
 	if f == nil {
 		f = &memBreaker{state: retry.BreakerClosed}
-		s.fleet[name] = f
+		s.fleet[in.Name] = f
 	}
 	now := time.Now()
 	open := func() {
@@ -99,7 +108,7 @@ func (s *memStore) Sync(ctx context.Context, name string, b retry.Breaker, in re
 		f.claimed++
 		out.Claimed = true
 	}
-	return out, nil
+	return out
 }
 
 func (s *memStore) set(down, slow bool) {

@@ -29,6 +29,9 @@ func (h *holds) hold(ctx context.Context, maxWait time.Duration, a *ask, wait, h
 
 func newBreakers(b Breaker) *breakers {
 	bs := &breakers{spec: b}
+	if b.Store != nil {
+		bs.fleet = newFleetSync(bs)
+	}
 	if b.PerKey {
 		bs.keys = newKeyed[*breaker](maxKeys)
 	} else {

@@ -19,7 +19,7 @@ type (
 	nilDecider struct{}
 )
 
-func (*nilStore) Sync(context.Context, string, retry.Breaker, retry.BreakerSync) (retry.BreakerFleet, error) {
+func (*nilStore) Sync(context.Context, retry.Breaker, []retry.BreakerSync) ([]retry.BreakerFleet, error) {
 	panic("called on a nil store")
 }
 func (*nilStore) SyncInterval() time.Duration { panic("called on a nil store") }

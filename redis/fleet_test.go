@@ -55,7 +55,7 @@ func TestFleetBreaker(t *testing.T) {
 			// what is measured.
 			warm := retry.Breaker{Window: time.Second, OpenTimeout: time.Second, Probes: 1, MinRequests: 1, FailureRatio: 1}
 			for _, st := range stores {
-				if _, err := st.Sync(ctx, "warm", warm, retry.BreakerSync{}); err != nil {
+				if _, err := syncOne(ctx, st, "warm", warm, retry.BreakerSync{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -405,4 +405,14 @@ func TestLimiterDeadlineIsRateLimited(t *testing.T) {
 	if n := outcomes[string(retry.ReasonCanceled)]; n*50 > total {
 		t.Errorf("%d of %d calls ended by their deadline while waiting for a token, want them rate_limited (%v)", n, total, outcomes)
 	}
+}
+
+// syncOne syncs one breaker through s, as a Retrier with one breaker does.
+func syncOne(ctx context.Context, s *retryredis.Store, name string, b retry.Breaker, in retry.BreakerSync) (retry.BreakerFleet, error) {
+	in.Name = name
+	out, err := s.Sync(ctx, b, []retry.BreakerSync{in})
+	if err != nil {
+		return retry.BreakerFleet{}, err
+	}
+	return out[0], out[0].Err
 }

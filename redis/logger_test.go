@@ -127,7 +127,8 @@ func TestLoggerRateLimited(t *testing.T) {
 }
 
 // TestKeyNames: every key a component writes is the prefix followed by a
-// hash tag naming the component and its key.
+// hash tag naming the component and its key, or, for the Store's list of
+// breakers that are not quiet, {breakers}.
 func TestKeyNames(t *testing.T) {
 	s := startServer(t)
 	c := s.Client()
@@ -167,7 +168,7 @@ func TestKeyNames(t *testing.T) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		ok := false
-		for _, tag := range []string{"p:{breaker:k}", "p:{limit:k}", "p:{budget:k}", "p:{deadletters:s}"} {
+		for _, tag := range []string{"p:{breaker:k}", "p:{breakers}", "p:{limit:k}", "p:{budget:k}", "p:{deadletters:s}"} {
 			if len(k) >= len(tag) && k[:len(tag)] == tag {
 				ok, seen[tag] = true, true
 			}
@@ -176,7 +177,7 @@ func TestKeyNames(t *testing.T) {
 			t.Errorf("key %q: want the prefix and a hash tag naming the component", k)
 		}
 	}
-	if len(seen) != 4 || dl.Stream() != "p:{deadletters:s}" {
+	if len(seen) != 5 || dl.Stream() != "p:{deadletters:s}" {
 		t.Errorf("keys %v (stream %q), want one of each component's", keys, dl.Stream())
 	}
 }

@@ -42,9 +42,18 @@ type Options struct {
 	// component runs on its fallback after a failed round trip before it
 	// asks Redis again; default 100 ms.
 	SyncInterval time.Duration
-	// StateTTL is how long the Store keeps the state of a breaker nobody
-	// uses (at least twice its Window and OpenTimeout); default 24 h. An
-	// expired state starts again closed.
+	// Heartbeat is how often a process with calls, but nothing new to
+	// tell, talks to Redis for each key: a Store sends a quiet breaker's
+	// successes (and reads an open one alone) once a Heartbeat, and a
+	// Limiter's lease lasts at most a Heartbeat; default 2 s, and at least
+	// SyncInterval. A longer one asks less of Redis; see the package
+	// documentation for what each costs.
+	Heartbeat time.Duration
+	// StateTTL is how long the Store keeps the state of an open or
+	// half-open breaker nobody uses (at least twice its Window and
+	// OpenTimeout); default 24 h. An expired state starts again closed. A
+	// closed breaker's state lives twice its Window, or twice the
+	// Heartbeat, after its last sync.
 	StateTTL time.Duration
 	// Logger, when set, receives the Redis errors of the component at
 	// level Warn, at most one record a second per component (the
@@ -60,13 +69,14 @@ const (
 	DefaultTimeout      = 50 * time.Millisecond
 	DefaultSyncInterval = 100 * time.Millisecond
 	DefaultStateTTL     = 24 * time.Hour
+	DefaultHeartbeat    = 2 * time.Second
 )
 
 func (o Options) withDefaults(who string) (Options, error) {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"Timeout", o.Timeout}, {"SyncInterval", o.SyncInterval}, {"StateTTL", o.StateTTL}} {
+	}{{"Timeout", o.Timeout}, {"SyncInterval", o.SyncInterval}, {"Heartbeat", o.Heartbeat}, {"StateTTL", o.StateTTL}} {
 		if f.v < 0 {
 			return o, fmt.Errorf("redis: %s: Options.%s = %v: must be >= 0", who, f.name, f.v)
 		}
@@ -86,6 +96,10 @@ func (o Options) withDefaults(who string) (Options, error) {
 	if o.StateTTL == 0 {
 		o.StateTTL = DefaultStateTTL
 	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	o.Heartbeat = max(o.Heartbeat, o.SyncInterval)
 	return o, nil
 }
 

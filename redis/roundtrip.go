@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // roundTrip runs f, one Redis round trip, under a context bounded by
@@ -63,11 +65,27 @@ type keyHealth struct {
 	down     atomic.Bool  // the last round trip failed
 	next     atomic.Int64 // while down: unix ns after which one request may ask Redis
 	cutSince atomic.Int64 // unix ns of the first cut round trip since the last success; 0 if none
+	last     atomic.Pointer[error]
 }
 
 // errResting is the error of a request not sent because Redis failed
 // within the last SyncInterval and another request is asking.
 var errResting = errors.New("not asked: Redis failed within the last SyncInterval")
+
+// resting is the error of a request for what (the component and its
+// key) not sent because the key rests: it names the key's last failure,
+// so that a key of the wrong type can be told from a server that is down.
+func (k *keyHealth) resting(what string) error {
+	return fmt.Errorf("redis: %s: %w; last failure: %v", what, errResting, k.lastErr())
+}
+
+// lastErr is the key's last failure, or nil.
+func (k *keyHealth) lastErr() error {
+	if p := k.last.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // logEvery is the least time between two error records of one component.
 const logEvery = time.Second
@@ -117,6 +135,7 @@ func (k *keyHealth) failed(ctx context.Context, err error, cut bool, what string
 	h := k.h
 	h.errors.Add(1)
 	h.lastFail.Store(time.Now().UnixNano())
+	k.last.Store(&err)
 	if !k.down.Load() {
 		k.next.Store(time.Now().Add(h.retry).UnixNano())
 		if k.down.CompareAndSwap(false, true) {
@@ -175,4 +194,36 @@ func (h *health) status() (onFleet bool, lastSync time.Time, errors int64) {
 		lastSync = time.Unix(0, ns)
 	}
 	return h.onFleet(), lastSync, h.errors.Load()
+}
+
+// pipeline sends the commands build queues on p in one pipeline (on a
+// Redis Cluster, one per master, in parallel), bounded by timeout as
+// roundTrip bounds a round trip, and returns them, each with its own
+// error, with the error of the round trip itself (when that is not nil,
+// no command is returned: they may still be running). Scripts are sent by
+// their SHA; when Redis lost them (a restart), the commands are built again
+// with eval set, and sent with their source.
+func pipeline(ctx context.Context, client goredis.UniversalClient, timeout time.Duration, build func(ctx context.Context, p goredis.Pipeliner, eval bool) []*goredis.Cmd) ([]*goredis.Cmd, error) {
+	return roundTrip(ctx, timeout, func(ctx context.Context) ([]*goredis.Cmd, error) {
+		p := client.Pipeline()
+		cmds := build(ctx, p, false)
+		p.Exec(ctx) // each command keeps its error
+		for _, c := range cmds {
+			if goredis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				p = client.Pipeline()
+				cmds = build(ctx, p, true)
+				p.Exec(ctx)
+				break
+			}
+		}
+		return cmds, ctx.Err()
+	})
+}
+
+// runScript queues sc on p: by its SHA, or with its source when eval.
+func runScript(ctx context.Context, p goredis.Pipeliner, eval bool, sc *goredis.Script, keys []string, args ...any) *goredis.Cmd {
+	if eval {
+		return sc.Eval(ctx, p, keys, args...)
+	}
+	return sc.EvalSha(ctx, p, keys, args...)
 }

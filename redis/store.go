@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +18,9 @@ var _ retry.BreakerStore = (*Store)(nil)
 // retry.Breaker.Store and every process using the same Redis and prefix
 // shares one breaker (one per key with Breaker.PerKey). It implements
 // retry.BreakerStore: each process decides its attempts from the fleet's
-// state as last read and sends its counts about once per
-// Options.SyncInterval, in the round trip that reads the state back.
+// state as last read, and about once per Options.SyncInterval, while it has
+// calls, syncs all its breakers in one round trip (on a Redis Cluster, one
+// per master, in parallel).
 //
 // Each breaker is one Redis hash, PREFIX{breaker:NAME} (the braces keep it
 // in one slot of a Redis Cluster), read and written by one Lua script: a ring
@@ -31,30 +31,66 @@ var _ retry.BreakerStore = (*Store)(nil)
 // that instant, grants at most Breaker.Probes claims, and closes it on
 // Probes successes or reopens it on a failure. Claims not answered within
 // another OpenTimeout lapse and the probes start again, so a process that
-// dies while probing cannot hold the breaker half-open. The hash lives for
-// Options.StateTTL, or twice the window or the open time when longer.
+// dies while probing cannot hold the breaker half-open.
+//
+// Redis's work grows with failures, not with keys × processes. Every
+// breaker of the prefix that is not quiet (open, half-open, or closed with
+// a failure within its window) is listed in one more hash,
+// PREFIX{breakers}, which each process reads once an interval while it
+// has calls; a breaker it does not list is closed and quiet, and the
+// process answers its own syncs of it from what it knows. A process sends
+// a breaker's counts to Redis in that interval's round trip when it has a
+// failure to count, when the breaker is listed (so that the fleet's window
+// holds everyone's successes while anyone fails), or once per
+// Options.Heartbeat; and it reads a breaker alone when it claims a probe,
+// sends a probe's outcome, or knows it open or half-open (once per
+// Heartbeat, so that a state Redis lost is seen). A failure thus reaches
+// Redis in the interval it is synced, and a breaker it trips is listed at
+// once, for the whole fleet to read in its next round trip: every process
+// sees a change within two intervals. While no breaker fails, a process's
+// round trip reads the list and sends the breakers whose heartbeat is due:
+// about 3 + 5·K·SyncInterval/Heartbeat Redis commands an interval for K
+// breakers. A process holds the successes of a quiet breaker for up to a
+// Heartbeat, so that while some processes fail and others do not, the
+// fleet's window may lack up to a Heartbeat of the others' successes (a
+// fifth of the default 10 s Window), which errs toward opening.
+//
+// The hash of a closed breaker lives twice its Window or twice the
+// Heartbeat, whichever is longer, after its last sync: the state of a
+// breaker nobody has called for that long is a new one's. An open or
+// half-open breaker's lives Options.StateTTL (or twice the Window or
+// OpenTimeout when longer), and its entry in the list as long. So Redis
+// keeps a state for the breakers called within the last twice Window, and
+// for those that failed within StateTTL. A Store keeps what it knows of
+// at most 4,096 breakers, the one synced least recently dropped first.
 //
 // Each round trip is bounded by Options.Timeout and its context. When
 // Redis fails or is slower, Sync returns the error, counted in Stats and
 // logged to Options.Logger, and the Retrier's own breaker decides
 // (retry.Stats.BreakerFallbacks, and false in retry.Stats.BreakersOnFleet)
-// until Redis answers again. When Redis loses a breaker's state (a
-// restart with empty data, FLUSHALL, the key expired), it starts again
-// closed, and every process takes that state at its next sync. A breaker's
-// generations start at Redis's time in microseconds when its state is
-// made, so that they grow across such a loss: a late reply from before it
-// cannot pass for a newer state. A process that has never synced sends
-// generation 0, and its counts count in the current generation. A Store needs no Close; a round trip that the client does not cut
+// until Redis answers again; while the list cannot be read (its key's
+// master down), each breaker is read alone, so that the others go on. A
+// state in Redis that no Store wrote (an opened-until time further ahead
+// than the state lives, a number that is not finite) is such a failure
+// too. When Redis loses a breaker's state (a restart with empty data,
+// FLUSHALL, the key expired), it starts again closed, and every process
+// takes that state at its next sync. A breaker's generations start at
+// Redis's time in microseconds when its state is made, so that they grow
+// across such a loss: a late reply from before it cannot pass for a newer
+// state. A Store needs no Close; a round trip that the client does not cut
 // at Timeout finishes on a goroutine of its own.
 //
 // A Store is safe for concurrent use. Build it with NewStore.
 type Store struct {
-	client          goredis.UniversalClient
-	opts            Options
-	health          *health
-	keys            sync.Map // breaker name → *keyHealth
-	syncs           atomic.Int64
-	claims, granted atomic.Int64
+	client   goredis.UniversalClient
+	opts     Options
+	health   *health
+	recs     *records
+	feed     atomic.Pointer[feedView]
+	listed   *keyHealth  // of the list of breakers that are not quiet
+	cleaning atomic.Bool // a write drops the list's lapsed entries
+
+	syncs, claims, granted atomic.Int64
 }
 
 // NewStore returns a Store on client.
@@ -66,19 +102,23 @@ func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, opts: opts, health: newHealth("breaker store", opts)}, nil
+	h := newHealth("breaker store", opts)
+	return &Store{client: client, opts: opts, health: h, recs: newRecords(), listed: h.key()}, nil
 }
 
 // StoreStats counts a Store's round trips.
 type StoreStats struct {
-	Syncs   int64 // round trips asked for
-	Errors  int64 // round trips that failed: Redis down, slow or refusing
+	Syncs   int64 // round trips to Redis
+	Errors  int64 // breakers (and reads of the list) whose round trip failed: Redis down, slow or refusing
 	Claims  int64 // probe claims asked for
 	Granted int64 // probe claims granted
 	// OnFleet is false while a breaker's round trips fail (its last one
 	// failed, within the last two intervals and a Timeout); each
 	// breaker's own state is in retry.Stats.BreakersOnFleet.
 	OnFleet bool
+	// Breakers is the number of breakers the Store keeps what it knows
+	// of: at most 4,096.
+	Breakers int
 }
 
 // errNilStore is the error of Sync on a nil *Store.
@@ -89,7 +129,8 @@ func (s *Store) Stats() StoreStats {
 	if s == nil {
 		return StoreStats{}
 	}
-	return StoreStats{Syncs: s.syncs.Load(), Errors: s.health.errors.Load(), Claims: s.claims.Load(), Granted: s.granted.Load(), OnFleet: s.health.onFleet()}
+	return StoreStats{Syncs: s.syncs.Load(), Errors: s.health.errors.Load(), Claims: s.claims.Load(), Granted: s.granted.Load(),
+		OnFleet: s.health.onFleet(), Breakers: s.recs.len()}
 }
 
 // FleetStatus reports whether s runs on the fleet's state (as
@@ -104,15 +145,6 @@ func (s *Store) FleetStatus() (onFleet bool, lastSync time.Time, errors int64) {
 	return s.health.status()
 }
 
-// keyHealth returns what the Store knows of Redis for the breaker name.
-func (s *Store) keyHealth(name string) *keyHealth {
-	if k, ok := s.keys.Load(name); ok {
-		return k.(*keyHealth)
-	}
-	k, _ := s.keys.LoadOrStore(name, s.health.key())
-	return k.(*keyHealth)
-}
-
 // SyncInterval returns Options.SyncInterval; zero for a nil *Store.
 func (s *Store) SyncInterval() time.Duration {
 	if s == nil {
@@ -124,155 +156,428 @@ func (s *Store) SyncInterval() time.Duration {
 // key is the hash of the breaker name.
 func (s *Store) key(name string) string { return s.opts.key("breaker", name) }
 
-// syncScript is the fleet's breaker; see Store. KEYS[1] is its hash;
-// ARGV: generation, successes, failures, claim (0 or 1), probe successes,
-// probe failures, probe releases, failure ratio, min requests, window ms,
-// open ms, probes, TTL ms. It returns {state (0 closed, 1 half-open, 2
-// open), generation, ms left open, claim granted (0 or 1)}.
-var syncScript = goredis.NewScript(`
-local k = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', k, 'st', 'gen', 'until', 'claimed', 'ok')
-local st = tonumber(h[1]) or 0
-local gen = tonumber(h[2])
-local g = tonumber(ARGV[1]) or -1
-if not gen then
-	-- A new breaker, or one whose state Redis lost: its generations start
-	-- at the time in microseconds (exact below 2^53), past those of any
-	-- state lost before, which changes far less often than once a
-	-- microsecond.
-	gen = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
--- A process that has never synced (generation 0) counts in the current
--- generation.
-if g == 0 then g = gen end
-local untl = tonumber(h[3]) or 0
-local claimed = tonumber(h[4]) or 0
-local ok = tonumber(h[5]) or 0
-local ratio = tonumber(ARGV[8]) or 1
-local minreq = tonumber(ARGV[9]) or 1
-local slice = math.max(math.floor((tonumber(ARGV[10]) or 10000) / 10), 1)
-local openms = tonumber(ARGV[11]) or 30000
-local probes = tonumber(ARGV[12]) or 1
-local N = 10
-local ring = {}
-for i = 0, N - 1 do
-	ring[#ring + 1] = 'e' .. i
-	ring[#ring + 1] = 's' .. i
-	ring[#ring + 1] = 'f' .. i
-end
-local function clear() redis.call('HDEL', k, unpack(ring)) end
-local function open()
-	st = 2; gen = gen + 1; untl = now + openms; claimed = 0; ok = 0
-	clear()
-end
-if st == 2 and now >= untl then
-	st = 1; gen = gen + 1; claimed = 0; ok = 0
-end
-if st == 1 and now >= untl + openms then
-	gen = gen + 1; claimed = 0; ok = 0; untl = now
-end
-if g == gen then
-	if st == 0 then
-		local sc = tonumber(ARGV[2]) or 0
-		local fc = tonumber(ARGV[3]) or 0
-		if sc + fc > 0 then
-			local e = math.floor(now / slice)
-			local i = e % N
-			if tonumber(redis.call('HGET', k, 'e' .. i)) ~= e then
-				redis.call('HSET', k, 'e' .. i, e, 's' .. i, sc, 'f' .. i, fc)
-			else
-				redis.call('HINCRBY', k, 's' .. i, sc)
-				redis.call('HINCRBY', k, 'f' .. i, fc)
-			end
-			local v = redis.call('HMGET', k, unpack(ring))
-			local n, f = 0, 0
-			for j = 0, N - 1 do
-				local ej = tonumber(v[3 * j + 1])
-				if ej and ej > e - N then
-					n = n + (tonumber(v[3 * j + 2]) or 0) + (tonumber(v[3 * j + 3]) or 0)
-					f = f + (tonumber(v[3 * j + 3]) or 0)
-				end
-			end
-			if n > 0 and n >= minreq and f >= ratio * n then open() end
-		end
-	elseif st == 1 then
-		if (tonumber(ARGV[6]) or 0) > 0 then
-			open()
-		else
-			claimed = math.max(claimed - (tonumber(ARGV[7]) or 0), 0)
-			ok = ok + (tonumber(ARGV[5]) or 0)
-			if ok >= probes then
-				st = 0; gen = gen + 1; claimed = 0; ok = 0
-				clear()
-			end
-		end
-	end
-end
-local granted = 0
-if ARGV[4] == '1' and st == 1 and claimed < probes then
-	claimed = claimed + 1; granted = 1
-end
-redis.call('HSET', k, 'st', st, 'gen', gen, 'until', untl, 'claimed', claimed, 'ok', ok)
-redis.call('PEXPIRE', k, ARGV[13])
-local left = 0
-if st == 2 then left = untl - now end
-return {st, gen, left, granted}`)
+// feedKey is the list of breakers that are not quiet; feedKey+":lapse"
+// orders them by the time their entries lapse.
+func (s *Store) feedKey() string { return s.opts.Prefix + "{breakers}" }
 
-// Sync implements retry.BreakerStore in one round trip (the script; see
-// Store), bounded by Options.Timeout and ctx. A nil *Store returns an
-// error.
-func (s *Store) Sync(ctx context.Context, name string, b retry.Breaker, in retry.BreakerSync) (retry.BreakerFleet, error) {
+// toSend is one breaker's sync that goes to Redis.
+type toSend struct {
+	i     int // in the Sync's breakers
+	rec   *record
+	in    retry.BreakerSync
+	cmd   *goredis.Cmd
+	args  []any
+	pairs []any // successes held: slices ago, and count
+}
+
+// Sync implements retry.BreakerStore in one round trip (see Store),
+// bounded by Options.Timeout and ctx. A nil *Store returns an error.
+func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSync) ([]retry.BreakerFleet, error) {
 	if s == nil {
-		return retry.BreakerFleet{}, errNilStore
-	}
-	s.syncs.Add(1)
-	if in.Claim {
-		s.claims.Add(1)
+		return nil, errNilStore
 	}
 	switch {
 	case b.Window <= 0:
-		return retry.BreakerFleet{}, fmt.Errorf("redis: Store.Sync: Window = %v: must be > 0 (the Retrier passes its breaker's settings with their defaults set)", b.Window)
+		return nil, fmt.Errorf("redis: Store.Sync: Window = %v: must be > 0 (the Retrier passes its breaker's settings with their defaults set)", b.Window)
 	case b.OpenTimeout <= 0:
-		return retry.BreakerFleet{}, fmt.Errorf("redis: Store.Sync: OpenTimeout = %v: must be > 0", b.OpenTimeout)
+		return nil, fmt.Errorf("redis: Store.Sync: OpenTimeout = %v: must be > 0", b.OpenTimeout)
 	case b.Probes == 0 || b.MinRequests == 0:
-		return retry.BreakerFleet{}, fmt.Errorf("redis: Store.Sync: Probes = %d, MinRequests = %d: must be > 0", b.Probes, b.MinRequests)
+		return nil, fmt.Errorf("redis: Store.Sync: Probes = %d, MinRequests = %d: must be > 0", b.Probes, b.MinRequests)
 	}
-	claim := 0
-	if in.Claim {
-		claim = 1
+	out := make([]retry.BreakerFleet, len(in))
+	if len(in) == 0 {
+		return out, nil
 	}
-	ttl := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
-	key := s.key(name)
-	kh := s.keyHealth(name)
-	if kh.skip(time.Now()) {
-		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, errResting)
+	now := time.Now()
+	interval, beat := s.opts.SyncInterval, s.opts.Heartbeat
+	ttlOpen := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
+	ttlClosed := 2 * max(b.Window, beat)
+	// The successes a Store holds are kept by slice of the window, on the
+	// local clock, and sent with how many slices ago they came, so that
+	// they age out of the fleet's window when they should.
+	sliceMs := max(b.Window.Milliseconds()/window, 1)
+	idx := now.UnixMilli() / sliceMs
+	// The list is read again when it is half an interval old, or, for a
+	// sync of breakers that are all new to the Store (a Retrier's first
+	// read of a key), a whole interval: so that a process calling ever new
+	// keys still makes about one round trip an interval.
+	fv := s.feed.Load()
+	stale := interval / 2
+	if s.allNew(in) {
+		stale = interval
 	}
-	res, err := roundTrip(ctx, s.opts.Timeout, func(ctx context.Context) ([]int64, error) {
-		return syncScript.Run(ctx, s.client, []string{key},
-			strconv.FormatUint(in.Generation, 10), in.Successes, in.Failures, claim,
-			in.ProbeSuccesses, in.ProbeFailures, in.ProbeReleases,
+	fresh := fv != nil && now.Sub(fv.at) < stale
+	usable := fv != nil && now.Sub(fv.at) <= interval+s.opts.Timeout
+	readFeed := false
+	if !fresh && !s.listed.skip(now) {
+		readFeed = true
+	} else if !fresh && !usable {
+		fv = nil // neither read nor usable: each breaker is read alone
+	}
+
+	var sends []*toSend
+	var cached, unknown []int
+	s.recs.mu.Lock()
+	send := func(i int, rec *record) {
+		e := in[i]
+		if rec.health.skip(now) {
+			out[i].Err = rec.health.resting("breaker " + s.key(e.Name))
+			return
+		}
+		sd := &toSend{i: i, rec: rec, in: e}
+		if e.ProbeSuccesses+e.ProbeFailures+e.ProbeReleases == 0 {
+			sd.in.Generation = rec.pendGen
+			if rec.pendGen == 0 {
+				sd.in.Generation = e.Generation
+			}
+			sd.in.Successes, sd.in.Failures = 0, rec.pendF
+			rec.pendF = 0
+			sd.pairs = rec.takeHeld(idx)
+		}
+		sends = append(sends, sd)
+	}
+	for i, e := range in {
+		if e.Claim {
+			s.claims.Add(1)
+		}
+		rec := s.recs.get(e.Name, now, beat, s.health.key)
+		if e.Successes+e.Failures > 0 {
+			if e.Generation != rec.pendGen {
+				if rec.pendGen != 0 && e.Generation != 0 {
+					rec.dropHeld() // counts of an older generation
+				}
+				if e.Generation != 0 {
+					rec.pendGen = e.Generation
+				}
+			}
+			if e.Successes > 0 {
+				rec.hold(idx, e.Successes)
+			}
+			rec.pendF += e.Failures
+		}
+		switch {
+		case s.needsRedis(rec, e, fv, readFeed, now, idx):
+			send(i, rec)
+		case !rec.known:
+			unknown = append(unknown, i)
+		default:
+			cached = append(cached, i)
+		}
+	}
+	// A breaker this Store has never read alone goes in the round trip
+	// when there is one (so that a key of the wrong type, or a state out
+	// of range, is seen at once); without one, the list answers for it,
+	// and the next round trip reads it.
+	for _, i := range unknown {
+		if len(sends) > 0 || readFeed {
+			send(i, s.recs.get(in[i].Name, now, beat, s.health.key))
+		} else {
+			cached = append(cached, i)
+		}
+	}
+	s.recs.mu.Unlock()
+
+	if len(sends) > 0 || readFeed {
+		s.roundTrip(ctx, b, ttlOpen, ttlClosed, sends, readFeed, out, idx)
+	}
+	fv = s.feed.Load()
+	if fv != nil && time.Since(fv.at) > interval+s.opts.Timeout {
+		fv = nil
+	}
+	s.recs.mu.Lock()
+	for _, i := range cached {
+		rec := s.recs.get(in[i].Name, now, beat, s.health.key)
+		out[i] = s.answer(rec, fv, time.Now())
+	}
+	s.recs.mu.Unlock()
+	return out, nil
+}
+
+// allNew reports whether the Store has no record of any breaker of in.
+func (s *Store) allNew(in []retry.BreakerSync) bool {
+	s.recs.mu.Lock()
+	defer s.recs.mu.Unlock()
+	for _, e := range in {
+		if _, ok := s.recs.m[e.Name]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// needsRedis reports whether a breaker's sync goes to Redis: with a probe
+// to claim or an outcome to send, a failure to count, its last round trip
+// failed, the list unknown, listed with counts to send (someone fails), or
+// its heartbeat due. s.recs.mu is held.
+func (s *Store) needsRedis(rec *record, e retry.BreakerSync, fv *feedView, reading bool, now time.Time, idx int64) bool {
+	switch {
+	case e.Claim, e.ProbeSuccesses+e.ProbeFailures+e.ProbeReleases > 0, rec.pendF > 0, rec.health.down.Load():
+		return true
+	case fv == nil && !reading:
+		return true // the list cannot be read: each breaker alone
+	}
+	due := now.Sub(rec.sent) >= s.opts.Heartbeat
+	if rec.known && rec.state != 0 {
+		if fv != nil && fv.at.After(rec.at) {
+			if _, ok := fv.entries[rec.name]; !ok {
+				return true // not listed since it was: its state changed, or Redis lost it
+			}
+		}
+		return due // open or half-open: read it alone once a heartbeat
+	}
+	if !rec.heldSuccesses(idx) {
+		return false
+	}
+	if fv != nil {
+		if ent, ok := fv.entries[rec.name]; ok && ent.lapse > redisNow(fv.redisMs, fv.at, now) {
+			return true // someone fails: successes count now
+		}
+	}
+	return due
+}
+
+// answer is a breaker's state as the Store knows it, from its own last
+// reply or the list, whichever is newer; nil fv means the list is not
+// known. s.recs.mu is held.
+func (s *Store) answer(rec *record, fv *feedView, now time.Time) retry.BreakerFleet {
+	if fv == nil {
+		return retry.BreakerFleet{Err: fmt.Errorf("redis: breaker %s: the list of breakers not quiet (%s) could not be read: %w", s.key(rec.name), s.feedKey(), s.listed.lastErr())}
+	}
+	if err := fv.bad[rec.name]; err != nil {
+		return retry.BreakerFleet{Err: fmt.Errorf("redis: breaker %s: %w", s.key(rec.name), err)}
+	}
+	ent, listed := fv.entries[rec.name]
+	if rec.known && (!listed || rec.gen >= ent.gen) {
+		return fleetState(rec.state, rec.gen, rec.untilMs, redisNow(rec.redisMs, rec.at, now))
+	}
+	if listed {
+		return fleetState(ent.state, ent.gen, ent.untilMs, redisNow(fv.redisMs, fv.at, now))
+	}
+	return retry.BreakerFleet{State: retry.BreakerClosed, Generation: rec.pendGen}
+}
+
+// fleetState is a state of the script's or the list's, at Redis's time
+// nowMs: open past its time is half-open.
+func fleetState(st int, gen uint64, untilMs, nowMs int64) retry.BreakerFleet {
+	switch {
+	case st == 2 && untilMs > nowMs:
+		return retry.BreakerFleet{State: retry.BreakerOpen, Generation: gen, OpenFor: time.Duration(untilMs-nowMs) * time.Millisecond}
+	case st == 2, st == 1:
+		return retry.BreakerFleet{State: retry.BreakerHalfOpen, Generation: gen}
+	}
+	return retry.BreakerFleet{State: retry.BreakerClosed, Generation: gen}
+}
+
+// roundTrip sends the breakers' syncs, and reads the list when readFeed,
+// in one pipeline, and fills out with the syncs' replies; then, when a
+// reply changed what the list should say, it writes the list.
+func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClosed time.Duration, sends []*toSend, readFeed bool, out []retry.BreakerFleet, idx int64) {
+	s.syncs.Add(1)
+	timeout := s.opts.Timeout
+	var claimed bool
+	for _, sd := range sends {
+		claimed = claimed || sd.in.Claim
+		claim := 0
+		if sd.in.Claim {
+			claim = 1
+		}
+		sd.args = append([]any{strconv.FormatUint(sd.in.Generation, 10), sd.in.Failures, claim,
+			sd.in.ProbeSuccesses, sd.in.ProbeFailures, sd.in.ProbeReleases,
 			strconv.FormatFloat(b.FailureRatio, 'g', -1, 64), b.MinRequests,
 			max(b.Window.Milliseconds(), 1), max(b.OpenTimeout.Milliseconds(), 1), b.Probes,
-			max(ttl.Milliseconds(), 1)).Int64Slice()
+			max(ttlOpen.Milliseconds(), 1), max(ttlClosed.Milliseconds(), 1)}, sd.pairs...)
+	}
+	cut := false
+	if claimed {
+		// A claim is on a call's path: leave half of what is left of the
+		// caller's deadline to the fallback.
+		if dl, ok := ctx.Deadline(); ok {
+			if half := time.Until(dl) / 2; half < timeout {
+				timeout, cut = max(half, 0), true
+			}
+		}
+	}
+	cmds, err := pipeline(ctx, s.client, timeout, func(ctx context.Context, p goredis.Pipeliner, eval bool) []*goredis.Cmd {
+		var cmds []*goredis.Cmd
+		if readFeed {
+			cmds = append(cmds, runScript(ctx, p, eval, feedRead, []string{s.feedKey()}))
+		}
+		for _, sd := range sends {
+			cmds = append(cmds, runScript(ctx, p, eval, syncScript, []string{s.key(sd.in.Name)}, sd.args...))
+		}
+		return cmds
 	})
-	if err == nil && (len(res) != 4 || res[0] < 0 || res[0] > 2 || res[1] < 0) {
-		err = fmt.Errorf("unexpected reply %v", res)
+	got := time.Now()
+	if err == nil {
+		if readFeed {
+			s.readFeed(ctx, cmds[0], nil, got, ttlOpen)
+			cmds = cmds[1:]
+		}
+		for j, sd := range sends {
+			sd.cmd = cmds[j]
+		}
+	} else if readFeed {
+		s.readFeed(ctx, nil, err, got, ttlOpen)
+	}
+	var writes []any
+	fv := s.feed.Load()
+	s.recs.mu.Lock()
+	defer func() {
+		s.recs.mu.Unlock()
+		switch {
+		case len(writes) == 0:
+		case claimed:
+			// On a goroutine of its own, bounded by Timeout: a claim's
+			// caller does not wait for it.
+			go s.writeFeed(context.WithoutCancel(ctx), ttlOpen, writes)
+		default:
+			s.writeFeed(ctx, ttlOpen, writes)
+		}
+	}()
+	for _, sd := range sends {
+		key := s.key(sd.in.Name)
+		e := err
+		var v []int64
+		if e == nil {
+			v, e = sd.cmd.Int64Slice()
+		}
+		var r syncReply
+		if e == nil {
+			r, e = parseSyncReply(v, ttlOpen.Milliseconds())
+		}
+		if e != nil {
+			sd.rec.health.failed(ctx, e, cut, "breaker "+key)
+			out[sd.i].Err = fmt.Errorf("redis: breaker %s: %w", key, e)
+			// Successes wait for the next round trip; failures too.
+			if sd.in.ProbeSuccesses+sd.in.ProbeFailures+sd.in.ProbeReleases == 0 && (sd.rec.pendGen == sd.in.Generation || sd.rec.pendGen == 0) {
+				sd.rec.putBack(idx, sd.pairs)
+				sd.rec.pendF += sd.in.Failures
+			}
+			continue
+		}
+		sd.rec.health.ok()
+		rec := sd.rec
+		rec.known, rec.state, rec.gen, rec.redisMs, rec.at, rec.sent = true, r.state, r.gen, r.nowMs, got, got
+		rec.untilMs = 0
+		if r.state == 2 {
+			rec.untilMs = r.nowMs + r.leftMs
+		}
+		if rec.pendGen != 0 && rec.pendGen != r.gen {
+			rec.dropHeld() // counted since, in a generation that ended
+		}
+		rec.pendGen = r.gen
+		out[sd.i] = fleetState(r.state, r.gen, rec.untilMs, r.nowMs)
+		out[sd.i].Claimed = r.granted
+		if r.granted {
+			s.granted.Add(1)
+		}
+		writes = append(writes, s.listEntry(rec, fv, sd.in.Failures > 0, r, b, ttlOpen)...)
+	}
+}
+
+// listEntry returns the arguments of feedWrite that bring the list up to
+// a breaker's reply r, or nil when it says as much already: a breaker open
+// or half-open is listed for as long as its state lives; a closed one, for
+// a Window after a failure (its entry renewed when less than half of it is
+// left) or after it closed. s.recs.mu is held.
+func (s *Store) listEntry(rec *record, fv *feedView, failed bool, r syncReply, b retry.Breaker, ttlOpen time.Duration) []any {
+	var ent feedEntry
+	listed := false
+	if fv != nil {
+		ent, listed = fv.entries[rec.name]
+	}
+	lapse := r.nowMs + b.Window.Milliseconds()
+	switch {
+	case r.state != 0 && (!listed || ent.gen != r.gen || ent.state != r.state):
+		lapse = r.nowMs + ttlOpen.Milliseconds()
+	case r.state == 0 && listed && (ent.gen != r.gen || ent.state != 0):
+		// Closed again: listed for a window, so that all see it.
+	case r.state == 0 && failed && (!listed || ent.lapse < r.nowMs+b.Window.Milliseconds()/2):
+		if rec.lastFailedSent.After(time.Now().Add(-s.opts.SyncInterval)) && !listed {
+			return nil // written within the interval; the list read then did not show it yet
+		}
+		rec.lastFailedSent = time.Now()
+	default:
+		return nil
+	}
+	return []any{rec.name, r.gen, r.state, rec.untilMs, lapse}
+}
+
+// readFeed takes the list read by cmd (or its failure err) as the Store's
+// view of it.
+func (s *Store) readFeed(ctx context.Context, cmd *goredis.Cmd, err error, got time.Time, ttlOpen time.Duration) {
+	var v []any
+	if err == nil {
+		v, err = cmd.Slice()
+	}
+	var nowMs int64
+	var flat []any
+	if err == nil {
+		ok1, ok2 := false, false
+		if len(v) == 2 {
+			nowMs, ok1 = v[0].(int64)
+			flat, ok2 = v[1].([]any)
+		}
+		if !ok1 || !ok2 || nowMs <= 0 || len(flat)%2 != 0 {
+			err = fmt.Errorf("unexpected reply %.200v", v)
+		}
 	}
 	if err != nil {
-		kh.failed(ctx, err, false, "breaker "+key)
-		return retry.BreakerFleet{}, fmt.Errorf("redis: breaker %s: %w", key, err)
+		s.listed.failed(ctx, err, false, "list of breakers "+s.feedKey())
+		return
 	}
-	kh.ok()
-	out := retry.BreakerFleet{
-		State:      []string{retry.BreakerClosed, retry.BreakerHalfOpen, retry.BreakerOpen}[res[0]],
-		Generation: uint64(res[1]),
-		OpenFor:    time.Duration(max(res[2], 0)) * time.Millisecond,
-		Claimed:    res[3] == 1,
+	s.listed.ok()
+	fv := &feedView{entries: make(map[string]feedEntry, len(flat)/2), redisMs: nowMs, at: got}
+	lapsed := false
+	for j := 0; j < len(flat); j += 2 {
+		name, _ := flat[j].(string)
+		val, _ := flat[j+1].(string)
+		ent, err := parseFeedEntry(val, nowMs, ttlOpen.Milliseconds())
+		if err != nil {
+			if fv.bad == nil {
+				fv.bad = map[string]error{}
+			}
+			fv.bad[name] = fmt.Errorf("list of breakers %s: %w", s.feedKey(), err)
+			s.health.errors.Add(1)
+			continue
+		}
+		if ent.lapse <= nowMs {
+			lapsed = true
+			continue // quiet again, or its state expired
+		}
+		fv.entries[name] = ent
 	}
-	if out.Claimed {
-		s.granted.Add(1)
+	if lapsed && s.cleaning.CompareAndSwap(false, true) {
+		// Entries that lapsed go with the next write; with none coming,
+		// with one of their own, on a goroutine bounded by Timeout.
+		go func() {
+			defer s.cleaning.Store(false)
+			s.writeFeed(context.WithoutCancel(ctx), ttlOpen, nil)
+		}()
 	}
-	return out, nil
+	s.recs.mu.Lock()
+	for name, rec := range s.recs.m {
+		r := rec.Value.(*record)
+		_, r.listed = fv.entries[name]
+		if r.known && r.state != 0 && !r.listed && r.at.Before(got) {
+			r.sent = time.Time{} // open as far as it knows, and not listed: read it
+		}
+	}
+	s.recs.mu.Unlock()
+	s.feed.Store(fv)
+}
+
+// writeFeed writes entries to the list, within Timeout; a failure is
+// counted and logged, and the replies stand.
+func (s *Store) writeFeed(ctx context.Context, ttlOpen time.Duration, entries []any) {
+	args := append([]any{max(ttlOpen.Milliseconds(), 1)}, entries...)
+	cmds, err := pipeline(ctx, s.client, s.opts.Timeout, func(ctx context.Context, p goredis.Pipeliner, eval bool) []*goredis.Cmd {
+		return []*goredis.Cmd{runScript(ctx, p, eval, feedWrite, []string{s.feedKey(), s.feedKey() + ":lapse"}, args...)}
+	})
+	if err == nil {
+		err = cmds[0].Err()
+	}
+	if err != nil {
+		s.listed.failed(ctx, err, false, "list of breakers "+s.feedKey())
+	}
 }

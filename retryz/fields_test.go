@@ -116,7 +116,11 @@ func TestJSONFieldsStable(t *testing.T) {
 // breakers to report whether they decided on the fleet's state.
 type memStore struct{}
 
-func (memStore) Sync(context.Context, string, retry.Breaker, retry.BreakerSync) (retry.BreakerFleet, error) {
-	return retry.BreakerFleet{State: retry.BreakerClosed, Generation: 1}, nil
+func (memStore) Sync(_ context.Context, _ retry.Breaker, in []retry.BreakerSync) ([]retry.BreakerFleet, error) {
+	out := make([]retry.BreakerFleet, len(in))
+	for i := range out {
+		out[i] = retry.BreakerFleet{State: retry.BreakerClosed, Generation: 1}
+	}
+	return out, nil
 }
 func (memStore) SyncInterval() time.Duration { return time.Second }
