@@ -46,6 +46,12 @@ const budgetSlices = 10
 //
 // The keys of one budget (of one key, with PerKey) share the hash tag
 // PREFIX{budget:KEY}, so that they sit in one slot of a Redis Cluster.
+// A process keeps the successes of at most 1,024 keys unsent; past that,
+// it drops them all and starts again, which only makes the budget
+// stricter. A counter in Redis that is not a whole number from 0 to 2^53,
+// or a balance that is not a finite number within ±2^53 (written by
+// another program), fails the round trip: the process falls back on its
+// own bucket, counted, as with Redis down.
 //
 // When Redis fails or is slower than Options.Timeout, the process falls
 // back on a bucket of its own by the same rule (its Tokens, TimeoutTokens
@@ -64,7 +70,8 @@ type Budget struct {
 	opts   Options
 	slice  time.Duration
 	global *tally
-	keys   sync.Map // key → *tally, with Budget.PerKey
+	keys   sync.Map     // key → *tally, with Budget.PerKey
+	nkeys  atomic.Int64 // entries of keys, bounded by maxLeaseKeys
 
 	health                     *health
 	granted, denied, fallbacks atomic.Int64
@@ -149,7 +156,16 @@ func (b *Budget) tally(key string) *tally {
 	if t, ok := b.keys.Load(key); ok {
 		return t.(*tally)
 	}
-	t, _ := b.keys.LoadOrStore(key, newTally(b.health, b.spec))
+	if b.nkeys.Load() >= maxLeaseKeys {
+		// Past the bound, the tallies start again: the successes not yet
+		// sent are lost, which only makes the budget stricter.
+		b.keys.Clear()
+		b.nkeys.Store(0)
+	}
+	t, loaded := b.keys.LoadOrStore(key, newTally(b.health, b.spec))
+	if !loaded {
+		b.nkeys.Add(1)
+	}
 	return t.(*tally)
 }
 

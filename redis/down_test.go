@@ -38,7 +38,10 @@ func newMember(t *testing.T, c goredis.UniversalClient) fleetMember {
 		t.Fatal(err)
 	}
 	m := fleetMember{store: store}
-	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {
+	// Leases of one interval (a Heartbeat as short as the interval): each
+	// call with Redis away finds its process's lease ended, and meets
+	// the fallback.
+	if m.limiter, err = retryredis.NewLimiter(c, 1000, 10, false, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync, Heartbeat: storeSync}); err != nil {
 		t.Fatal(err)
 	}
 	if m.budget, err = retryredis.NewBudget(c, retry.Budget{Tokens: 1000}, retryredis.Options{Timeout: storeTimeout, SyncInterval: storeSync}); err != nil {

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -82,5 +83,118 @@ func TestFleetLimiterLeases(t *testing.T) {
 				t.Errorf("%d fallbacks with Redis up", fallbacks)
 			}
 		})
+	}
+}
+
+// TestLimiterSmallKeys: leases fit keys with little traffic. Three
+// processes calling 20 keys, each key a few times a second in each
+// process, lease about once a Heartbeat a key, not once a call; where the
+// calls of a key ask for more than its limit, the fleet is admitted the
+// limit within 5%; and the tokens a lease leaves unspent go back to the
+// fleet's bucket when its term ends, for another process to take.
+func TestLimiterSmallKeys(t *testing.T) {
+	s := startServer(t)
+	const interval, beat = 50 * time.Millisecond, 500 * time.Millisecond
+	opts := retryredis.Options{SyncInterval: interval, Heartbeat: beat, Timeout: time.Second}
+	newLimiters := func(limit float64, burst int) []*retryredis.Limiter {
+		ls := make([]*retryredis.Limiter, 3)
+		for i := range ls {
+			l, err := retryredis.NewLimiter(s.Client(), limit, burst, true, retryredis.Options{Prefix: fmt.Sprintf("%s:%v:", t.Name(), limit), SyncInterval: opts.SyncInterval, Heartbeat: opts.Heartbeat, Timeout: opts.Timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls[i] = l
+		}
+		return ls
+	}
+	// run has each process reserve on each of keys every pace for d, and
+	// returns the tokens granted a second, by key, over the last
+	// three-quarters of d (the first quarter leases and settles).
+	run := func(ls []*retryredis.Limiter, keys []string, pace, d time.Duration) (calls int64, rate map[string]float64) {
+		var mu sync.Mutex
+		granted := map[string]int64{}
+		var n atomic.Int64
+		from := time.Now().Add(d / 4)
+		end := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for _, l := range ls {
+			for _, k := range keys {
+				wg.Go(func() {
+					for time.Now().Before(end) {
+						n.Add(1)
+						if _, _, ok := l.Reserve(t.Context(), k, time.Now(), 500*time.Millisecond); ok && time.Now().After(from) {
+							mu.Lock()
+							granted[k]++
+							mu.Unlock()
+						}
+						time.Sleep(pace)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		rate = map[string]float64{}
+		for k, g := range granted {
+			rate[k] = float64(g) / (0.75 * d.Seconds())
+		}
+		return n.Load(), rate
+	}
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("small-%d", i)
+	}
+
+	// Little traffic, a generous limit: about 10 calls a second a key in
+	// each process (half a call an interval), 600 a second in all; a
+	// lease a key about once a Heartbeat (every 5 calls), not once a call.
+	ls := newLimiters(1000, 1000)
+	calls, _ := run(ls, keys, 100*time.Millisecond, 2*time.Second)
+	var leases, fallbacks int64
+	for _, l := range ls {
+		st := l.Stats()
+		leases += st.Leases
+		fallbacks += st.Fallbacks
+	}
+	t.Logf("little traffic: %d calls, %d leases", calls, leases)
+	if most := min(calls/3, int64(3*20*(2*time.Second/beat+2))); leases > most || fallbacks != 0 {
+		t.Errorf("%d leases and %d fallbacks for %d calls, want at most %d leases (a lease a key and process about once a Heartbeat, and the first) on the fleet's bucket", leases, fallbacks, calls, most)
+	}
+
+	// More demand than the limit on each of two keys: 3 × 40 calls a
+	// second asking for a limit of 50.
+	_, rate := run(newLimiters(50, 5), keys[:2], 25*time.Millisecond, 2*time.Second)
+	for _, k := range keys[:2] {
+		t.Logf("key %s: admitted %.1f/s of a 50/s limit", k, rate[k])
+		if rate[k] < 0.95*50 || rate[k] > 1.05*50 {
+			t.Errorf("key %s: admitted %.1f/s, want within 5%% of the limit, 50/s", k, rate[k])
+		}
+	}
+
+	// A lease left unspent: one process leases a key's whole burst of
+	// 100 and stops; once the lease's term ends the tokens are back in the
+	// fleet's bucket, which refills at only 10 a second, and another
+	// process takes them at once.
+	ls = newLimiters(10, 100)
+	reserve := func(l *retryredis.Limiter) bool {
+		_, _, ok := l.Reserve(t.Context(), "k", time.Now(), 300*time.Millisecond)
+		return ok
+	}
+	for range 5 { // the first lease is one token; the next, the demand's
+		reserve(ls[0])
+	}
+	if st := ls[0].Stats(); st.Allowed < 50 {
+		t.Fatalf("%+v: want a lease of most of the burst", st)
+	}
+	waitFor(t, beat+4*interval+500*time.Millisecond, "the unspent tokens given back", func() bool { return ls[0].Stats().GivenBack > 0 })
+	got := 0
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+		if reserve(ls[1]) {
+			got++
+		}
+	}
+	back := ls[0].Stats().GivenBack
+	t.Logf("given back %d tokens; another process took %d in 200 ms (the bucket refills 2 in that time)", back, got)
+	if got < int(back)-5 {
+		t.Errorf("another process took %d tokens in 200 ms after %d were given back", got, back)
 	}
 }

@@ -24,18 +24,32 @@ import (
 // locally, so that Redis sees one request per batch rather than one per
 // attempt.
 //
-// A batch is sized to the process's recent demand: its reservations per
-// second over the last lease, times the lease's term (Options.SyncInterval),
-// at least 1 and at most the burst; Redis grants the whole tokens the bucket
-// holds, up to that. Tokens not spent within the term lapse, so that
-// a process cannot save them up and spend them later as a burst beyond the
-// fleet's limit. When the bucket is empty, Redis names the time of its next
-// token; the process's calls wait for it, within their deadline, and one of
-// them asks again. One request per process and key is in flight at a time;
-// the others wait for its answer, at most Options.Timeout.
+// A lease is sized to the process's recent demand over its term, its
+// reservations per second times the term, at most the burst. While the
+// fleet is granted less than half its limit over the share window, a
+// lease's term is Options.Heartbeat (2 s by default), and a lease is at
+// least a floor, the process's part of an interval's tokens (the limit
+// times SyncInterval, at most the burst, over the processes that leased
+// within the share window below): so each process asks Redis about once a
+// Heartbeat a key, and a key with little traffic not once a call. While it
+// is granted more, tokens are scarce: the term is SyncInterval and there
+// is no floor, so that the leases follow the demand.
+// Redis grants the whole tokens the bucket holds, up to that. Tokens not
+// spent within the term are given back to the fleet's bucket: with the
+// next lease of the key, or, for a key that fell quiet, within an
+// interval of the term's end, the lapsed leases of a Limiter given back in
+// one round trip. So a process cannot save tokens up and spend them later
+// as a burst beyond the fleet's limit, and the fleet loses none to a
+// lease sized larger than what was spent (only those of a process that
+// dies, or of a give-back Redis fails). When the bucket is empty, Redis
+// names the time of its next token; the process's calls wait for it,
+// within their deadline, and one of them asks again. One request per
+// process and key is in flight at a time; the others wait for its answer,
+// at most Options.Timeout.
 //
 // Each lease also tells the process its share of the limit: over the last
-// ten terms (the share window), the tokens it was granted, plus an equal
+// ten sync intervals (the share window), the tokens it was granted, less
+// those it gave back, plus an equal
 // part of what the fleet left unused, among the processes that leased in
 // that window; at least half of an equal part.
 //
@@ -86,11 +100,17 @@ type Limiter struct {
 	nkeys    atomic.Int64 // entries of keys, bounded by maxLeaseKeys
 
 	allowed, leases, waits, denied, fallbacks atomic.Int64
+	givenBack                                 atomic.Int64
 	share                                     atomic.Uint64 // math.Float64bits of the last share
+
+	lapseMu sync.Mutex
+	lapsing map[*lease]bool // leases with tokens left, to give back when they lapse
+	timer   bool            // a timer will give them back
 }
 
 // lease is one process's tokens of one key's bucket.
 type lease struct {
+	key      string
 	mu       sync.Mutex
 	tokens   int        // leased and not yet spent
 	lapses   time.Time  // when they lapse
@@ -100,6 +120,8 @@ type lease struct {
 	rate     float64    // reservations per second, smoothed
 	fetching *fetch     // the request in flight, if any
 	granted  []grant    // this process's leases within the share window
+	lessees  int        // processes that leased within the share window, as the last lease told
+	busy     bool       // the fleet was granted half the limit or more within the window, as it told
 	health   *keyHealth // of this key's bucket in Redis
 }
 
@@ -144,6 +166,7 @@ func NewLimiter(client goredis.UniversalClient, limit float64, burst int, perKey
 	lim := &Limiter{client: client, limit: l, perSec: limit, perKey: perKey, opts: opts, fallback: local,
 		id: processID(), health: newHealth("limiter", opts)}
 	lim.global.health = lim.health.key()
+	lim.lapsing = map[*lease]bool{}
 	lim.share.Store(math.Float64bits(1))
 	return lim, nil
 }
@@ -185,6 +208,9 @@ type LimiterStats struct {
 	// this process at while Redis fails, from the last lease (of the last
 	// key leased, with perKey); 1 before the first.
 	Share float64
+	// GivenBack counts the tokens of leases whose term ended unspent,
+	// given back to the fleet's buckets.
+	GivenBack int64
 }
 
 // Stats returns the limiter's counters; a nil *Limiter's are zero.
@@ -194,7 +220,7 @@ func (l *Limiter) Stats() LimiterStats {
 	}
 	return LimiterStats{Allowed: l.allowed.Load(), Leases: l.leases.Load(), Waits: l.waits.Load(), Denied: l.denied.Load(),
 		Fallbacks: l.fallbacks.Load(), Errors: l.health.errors.Load(), OnFleet: l.health.onFleet(),
-		Share: math.Float64frombits(l.share.Load())}
+		Share: math.Float64frombits(l.share.Load()), GivenBack: l.givenBack.Load()}
 }
 
 // FleetStatus reports whether l runs on the fleet's state (as
@@ -222,7 +248,7 @@ func (l *Limiter) lease(key string) *lease {
 		l.keys.Clear()
 		l.nkeys.Store(0)
 	}
-	ls, loaded := l.keys.LoadOrStore(key, &lease{health: l.health.key()})
+	ls, loaded := l.keys.LoadOrStore(key, &lease{key: key, health: l.health.key()})
 	if !loaded {
 		l.nkeys.Add(1)
 	}
@@ -232,8 +258,9 @@ func (l *Limiter) lease(key string) *lease {
 // maxLeaseKeys bounds the per-key leases a Limiter keeps.
 const maxLeaseKeys = 1024
 
-// batch is the size of the next lease: the demand over one term.
-func (ls *lease) batch(now time.Time, term time.Duration, burst int) int {
+// batch is the size of the next lease: the demand over one term, at least
+// floor, at most the burst.
+func (ls *lease) batch(now time.Time, term time.Duration, burst, floor int) int {
 	if el := now.Sub(ls.since).Seconds(); !ls.since.IsZero() && el > 0 {
 		r := float64(ls.asked) / el
 		if ls.rate == 0 {
@@ -244,60 +271,91 @@ func (ls *lease) batch(now time.Time, term time.Duration, burst int) int {
 	}
 	ls.asked, ls.since = 0, now
 	n := int(math.Ceil(ls.rate * term.Seconds()))
-	return min(max(n, 1), max(burst, 1))
+	return min(max(n, floor, 1), max(burst, 1))
 }
 
 // takeScript is GCRA (as redis_rate's) granting whole tokens: up to
 // ARGV[3] of those the bucket KEYS[1] holds, with an emission interval of
-// ARGV[1] seconds and a burst of ARGV[2], on Redis's clock. It also keeps
-// the lessees of the share window of ARGV[5] ms: KEYS[2], a sorted set of
-// process names (ARGV[4]) by the time of their last lease, and KEYS[3], the
-// tokens granted in each tenth of the window. It returns {granted, seconds
-// until the next token when none, lessees, tokens granted in the window}.
-// redis_rate's AllowAtMost would charge a fraction of a token it does not
-// grant.
+// ARGV[1] seconds and a burst of ARGV[2], on Redis's clock, after taking
+// back ARGV[6] tokens a lease left unspent. It also keeps the lessees of
+// the share window of ARGV[5] ms: KEYS[2], a sorted set of process names
+// (ARGV[4]) by the time of their last lease, and KEYS[3], the tokens
+// granted, less those given back, in each tenth of the window. It returns
+// {granted, seconds until the next token when none, lessees, tokens
+// granted in the window}; with ARGV[3] = 0 it only gives back, and returns
+// {0, '0', 0, 0}. redis_rate's AllowAtMost would charge a fraction of a
+// token it does not grant. A bucket time that is not a finite number, or
+// further ahead than a full bucket's, is an error: it was not written by a
+// Limiter of this limit.
 var takeScript = goredis.NewScript(`
 local emission = tonumber(ARGV[1])
 local burst_offset = emission * tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local win = tonumber(ARGV[5])
+local back = tonumber(ARGV[6]) or 0
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = (tonumber(t[1]) - 1483228800) + tonumber(t[2]) / 1000000
-local tat = tonumber(redis.call('GET', KEYS[1]) or '') or now
+local raw = redis.call('GET', KEYS[1])
+local tat = now
+if raw then
+	tat = tonumber(raw)
+	if not tat or tat ~= tat or tat > now + burst_offset + 0.001 or tat < 0 then
+		error({err = 'retry: limiter bucket out of range: ' .. KEYS[1] .. ' = ' .. tostring(raw)})
+	end
+end
+if back > 0 then tat = tat - back * emission end
 tat = math.max(tat, now)
-local diff = now - (tat - burst_offset)
--- now, counted in seconds since 2017, has a resolution of about 6e-8 s:
--- a token whose time has just come must not be lost to it.
-local avail = math.floor(diff / emission + 1e-6 + 2.5e-7 / emission)
 local g, wait = 0, '0'
-if avail < 1 then
-	wait = string.format('%.9f', emission - diff)
-else
-	g = math.min(avail, n)
-	local new_tat = tat + g * emission
-	redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1)
+if n > 0 then
+	local diff = now - (tat - burst_offset)
+	-- now, counted in seconds since 2017, has a resolution of about 6e-8 s:
+	-- a token whose time has just come must not be lost to it.
+	local avail = math.floor(diff / emission + 1e-6 + 2.5e-7 / emission)
+	if avail < 1 then
+		wait = string.format('%.9f', emission - diff)
+	else
+		g = math.min(avail, n)
+		tat = tat + g * emission
+	end
+end
+if g > 0 or back > 0 then
+	if tat > now then
+		redis.call('SET', KEYS[1], string.format('%.17g', tat), 'PX', math.ceil((tat - now) * 1000) + 1)
+	else
+		redis.call('DEL', KEYS[1])
+	end
+end
+local slice = math.max(math.floor(win / 10), 1)
+local e = math.floor(ms / slice)
+local i = e % 10
+if n == 0 then
+	if back > 0 and tonumber(redis.call('HGET', KEYS[3], 'e' .. i)) == e then
+		redis.call('HINCRBY', KEYS[3], 'n' .. i, -back)
+	end
+	return {0, '0', 0, 0}
 end
 redis.call('ZADD', KEYS[2], ms, ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms - win)
 local procs = redis.call('ZCARD', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], win)
-local slice = math.max(math.floor(win / 10), 1)
-local e = math.floor(ms / slice)
-local i = e % 10
 if tonumber(redis.call('HGET', KEYS[3], 'e' .. i)) ~= e then
-	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g)
-elseif g > 0 then
-	redis.call('HINCRBY', KEYS[3], 'n' .. i, g)
+	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g - back)
+elseif g - back ~= 0 then
+	redis.call('HINCRBY', KEYS[3], 'n' .. i, g - back)
 end
 redis.call('PEXPIRE', KEYS[3], 2 * win)
 local v = redis.call('HMGET', KEYS[3], 'e0', 'n0', 'e1', 'n1', 'e2', 'n2', 'e3', 'n3', 'e4', 'n4', 'e5', 'n5', 'e6', 'n6', 'e7', 'n7', 'e8', 'n8', 'e9', 'n9')
 local total = 0
 for j = 0, 9 do
 	local ej = tonumber(v[2 * j + 1])
-	if ej and ej > e - 10 then total = total + (tonumber(v[2 * j + 2]) or 0) end
+	local nj = tonumber(v[2 * j + 2]) or 0
+	if nj ~= nj or nj == math.huge or nj == -math.huge then
+		error({err = 'retry: limiter share out of range: ' .. KEYS[3] .. ' n' .. j .. ' = ' .. tostring(v[2 * j + 2])})
+	end
+	if ej and ej > e - 10 then total = total + nj end
 end
-return {g, wait, procs, total}`)
+return {g, wait, procs, math.max(total, 0)}`)
 
 // taken is what takeScript granted and told.
 type taken struct {
@@ -307,15 +365,25 @@ type taken struct {
 	Fleet      int // tokens the fleet was granted within the window
 }
 
-// take leases up to n tokens from the bucket of key.
-func (l *Limiter) take(ctx context.Context, name string, n int) (taken, error) {
-	emission := float64(l.limit.Period) / float64(l.limit.Rate) / 1e9
+// take leases up to n tokens from the bucket of key, after giving back
+// back tokens of a lease that lapsed.
+func (l *Limiter) take(ctx context.Context, name string, n, back int) (taken, error) {
 	v, err := takeScript.Run(ctx, l.client, []string{name, name + ":lessees", name + ":granted"},
-		strconv.FormatFloat(emission, 'g', -1, 64), l.limit.Burst, n, l.id, l.window().Milliseconds()).Slice()
+		strconv.FormatFloat(l.emission(), 'g', -1, 64), l.limit.Burst, n, l.id, l.window().Milliseconds(), back).Slice()
 	if err != nil {
 		return taken{}, err
 	}
-	bad := fmt.Errorf("unexpected reply %v", v)
+	return l.parseTaken(v)
+}
+
+// emission is the limit's emission interval, in seconds.
+func (l *Limiter) emission() float64 { return float64(l.limit.Period) / float64(l.limit.Rate) / 1e9 }
+
+// parseTaken checks a reply of takeScript: whole numbers of tokens and
+// processes, and a wait for the next token no longer than the emission
+// interval.
+func (l *Limiter) parseTaken(v []any) (taken, error) {
+	bad := fmt.Errorf("unexpected reply %.200v", v)
 	if len(v) != 4 {
 		return taken{}, bad
 	}
@@ -324,10 +392,10 @@ func (l *Limiter) take(ctx context.Context, name string, n int) (taken, error) {
 	procs, ok3 := v[2].(int64)
 	fleet, ok4 := v[3].(int64)
 	secs, perr := strconv.ParseFloat(ra, 64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || perr != nil || g < 0 || secs != secs || procs < 0 || fleet < 0 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || perr != nil || g < 0 || g > int64(l.limit.Burst) || !(secs >= 0 && secs <= l.emission()*1.001+0.002) || procs < 0 || fleet < 0 {
 		return taken{}, bad
 	}
-	return taken{Allowed: int(g), RetryAfter: time.Duration(min(secs, 1e9) * 1e9), Lessees: int(procs), Fleet: int(fleet)}, nil
+	return taken{Allowed: int(g), RetryAfter: time.Duration(secs * 1e9), Lessees: int(procs), Fleet: int(fleet)}, nil
 }
 
 // window is the share window: ten lease terms.
@@ -337,7 +405,7 @@ func (l *Limiter) window() time.Duration { return shareSlices * l.opts.SyncInter
 // res: its own grants in the window plus an equal part of the fleet's
 // unused tokens, at least half an equal part, at most the whole limit.
 // ls.mu is held.
-func (l *Limiter) shareOf(ls *lease, now time.Time, res taken) float64 {
+func (l *Limiter) shareOf(ls *lease, now time.Time, res taken, back int) float64 {
 	from := now.Add(-l.window())
 	kept := ls.granted[:0]
 	own := 0
@@ -347,10 +415,11 @@ func (l *Limiter) shareOf(ls *lease, now time.Time, res taken) float64 {
 			own += g.n
 		}
 	}
-	if res.Allowed > 0 {
-		kept = append(kept, grant{at: now, n: res.Allowed})
-		own += res.Allowed
+	if res.Allowed-back != 0 {
+		kept = append(kept, grant{at: now, n: res.Allowed - back})
+		own += res.Allowed - back
 	}
+	own = max(own, 0)
 	ls.granted = kept
 	procs := float64(max(res.Lessees, 1))
 	whole := l.perSec * l.window().Seconds() // the limit's tokens in the window
@@ -478,13 +547,16 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			ls.mu.Unlock()
 			return local()
 		}
-		n := ls.batch(t, l.opts.SyncInterval, l.limit.Burst)
+		term := l.term(ls)
+		n := ls.batch(t, term, l.limit.Burst, l.floor(ls))
+		back := ls.tokens // lapsed: given back with this request
+		ls.tokens = 0
 		f := &fetch{done: make(chan struct{})}
 		ls.fetching = f
 		ls.mu.Unlock()
 
 		name := l.opts.key("limit", key)
-		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n) })
+		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, back) })
 		got := time.Now()
 		// The key's health first: the waiters woken below read it.
 		if err == nil {
@@ -499,14 +571,21 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		f.failed = err != nil && ls.health.down.Load()
 		close(f.done)
 		if err == nil {
-			share := l.shareOf(ls, got, res)
+			l.givenBack.Add(int64(back))
+			ls.lessees = res.Lessees
+			ls.busy = float64(res.Fleet) >= 0.5*l.perSec*l.window().Seconds()
+			share := l.shareOf(ls, got, res, back)
 			l.share.Store(math.Float64bits(share))
 			l.fallback.setShare(key, share)
 		}
 		if err == nil && res.Allowed > 0 {
 			ls.tokens = res.Allowed - 1 // this call's
-			ls.lapses = got.Add(l.opts.SyncInterval)
+			ls.lapses = got.Add(term)
+			left := ls.tokens
 			ls.mu.Unlock()
+			if left > 0 {
+				l.lapse(ls)
+			}
 			l.leases.Add(1)
 			l.allowed.Add(int64(res.Allowed))
 			return 0, nil, true
@@ -521,6 +600,100 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			return 0, nil, false
 		}
 		return local() // Redis failed, or is slower than half of what is left
+	}
+}
+
+// term is how long the next lease of ls lasts: an interval while the
+// fleet uses half its limit or more, so that the leases follow the demand
+// closely where tokens are scarce; a Heartbeat while it uses less, so that
+// a process asks Redis once a Heartbeat a key. ls.mu is held.
+func (l *Limiter) term(ls *lease) time.Duration {
+	if ls.busy {
+		return l.opts.SyncInterval
+	}
+	return l.opts.Heartbeat
+}
+
+// floor is the least a lease of ls asks for while the fleet uses less than
+// half its limit: the process's part of an interval's tokens, at most its
+// part of the burst, among the processes that leased within the share
+// window; 1 before its first lease, and while tokens are scarce.
+func (l *Limiter) floor(ls *lease) int {
+	if ls.lessees == 0 || ls.busy {
+		return 1
+	}
+	p := float64(ls.lessees)
+	return int(math.Ceil(min(l.perSec*l.opts.SyncInterval.Seconds(), float64(l.limit.Burst)) / p))
+}
+
+// lapse notes a lease with tokens left, so that they are given back when
+// its term ends if no request of its key does so first: one timer per
+// Limiter, and one round trip for all the leases that lapsed.
+func (l *Limiter) lapse(ls *lease) {
+	l.lapseMu.Lock()
+	defer l.lapseMu.Unlock()
+	l.lapsing[ls] = true
+	if !l.timer {
+		l.timer = true
+		time.AfterFunc(l.opts.Heartbeat+l.opts.SyncInterval, l.giveBack)
+	}
+}
+
+// giveBack gives the tokens of the leases whose term ended back to the
+// fleet's buckets, in one round trip, and looks again an interval later
+// while leases with tokens are left. Tokens a failed round trip could not
+// give back are lost to the fleet for their term, as a lease of a process
+// that died is.
+func (l *Limiter) giveBack() {
+	now := time.Now()
+	type back struct {
+		ls *lease
+		n  int
+	}
+	var backs []*back
+	l.lapseMu.Lock()
+	for ls := range l.lapsing {
+		ls.mu.Lock()
+		switch {
+		case ls.tokens == 0:
+			delete(l.lapsing, ls)
+		case now.Before(ls.lapses) || ls.fetching != nil:
+		default:
+			backs = append(backs, &back{ls: ls, n: ls.tokens})
+			ls.tokens = 0
+			delete(l.lapsing, ls)
+		}
+		ls.mu.Unlock()
+	}
+	if len(l.lapsing) > 0 {
+		time.AfterFunc(l.opts.SyncInterval, l.giveBack)
+	} else {
+		l.timer = false
+	}
+	l.lapseMu.Unlock()
+	if len(backs) == 0 {
+		return
+	}
+	emission := strconv.FormatFloat(l.emission(), 'g', -1, 64)
+	cmds, err := pipeline(context.Background(), l.client, l.opts.Timeout, func(ctx context.Context, p goredis.Pipeliner, eval bool) []*goredis.Cmd {
+		var cmds []*goredis.Cmd
+		for _, b := range backs {
+			name := l.opts.key("limit", b.ls.key)
+			cmds = append(cmds, runScript(ctx, p, eval, takeScript, []string{name, name + ":lessees", name + ":granted"},
+				emission, l.limit.Burst, 0, l.id, l.window().Milliseconds(), b.n))
+		}
+		return cmds
+	})
+	for i, b := range backs {
+		e := err
+		if e == nil {
+			e = cmds[i].Err()
+		}
+		if e != nil {
+			b.ls.health.failed(context.Background(), e, false, "limiter "+l.opts.key("limit", b.ls.key))
+			continue
+		}
+		l.givenBack.Add(int64(b.n))
 	}
 }
 
