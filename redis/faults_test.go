@@ -50,11 +50,14 @@ type faulty struct {
 	admin   *goredis.Client
 	masters []*server
 	cc      *goredis.ClusterClient
+	busy    func() // stops the clients that saturate Redis
 }
 
 func newFaulty(t *testing.T) *faulty {
 	s := startServer(t)
-	return &faulty{s: s, p: startProxy(t, s.Addr()), admin: s.Client()}
+	f := &faulty{s: s, p: startProxy(t, s.Addr()), admin: s.Client()}
+	t.Cleanup(f.unsaturate)
+	return f
 }
 
 func newClusterFaulty(t *testing.T) *faulty {
@@ -175,6 +178,54 @@ var faults = []fault{
 		inject: func(t *testing.T, f *faulty) { f.p.Partition() },
 		heal:   func(t *testing.T, f *faulty) { f.p.Heal() },
 	},
+	{
+		// Redis at its command limit: other clients keep it busy, each of
+		// 16 with a 50 ms command back to back (DEBUG SLEEP, which holds
+		// the server as a long script does, without burning a core of a
+		// shared machine), so that every command waits in line for up to
+		// 800 ms and is served in the end.
+		name:   "Redis at its command limit",
+		inject: func(t *testing.T, f *faulty) { f.saturate(t) },
+		heal:   func(t *testing.T, f *faulty) { f.unsaturate() },
+	},
+}
+
+// saturate starts 16 clients that keep Redis busy until unsaturate.
+func (f *faulty) saturate(t *testing.T) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		c := f.s.ClientWith(func(o *goredis.Options) { o.ReadTimeout = 5 * time.Second })
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.Do(context.Background(), "DEBUG", "SLEEP", "0.05")
+			}
+		})
+	}
+	f.busy = func() {
+		close(stop)
+		wg.Wait()
+	}
+	// The busy clients hold Redis before the fault's clock starts.
+	waitFor(t, time.Second, "Redis saturated", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		return f.admin.Ping(ctx).Err() != nil
+	})
+}
+
+// unsaturate stops the busy clients and returns once their last commands
+// have run.
+func (f *faulty) unsaturate() {
+	if f.busy != nil {
+		f.busy()
+		f.busy = nil
+	}
 }
 
 // clusterFaults are the faults of a 3-master Cluster (no replicas).
@@ -208,6 +259,120 @@ var clusterFaults = []fault{
 		},
 		heal: func(*testing.T, *faulty) {},
 	},
+	{
+		// The slots of every key the components use move to another
+		// master while the processes call and sync: for a while each is
+		// migrating (its keys answered by the old master or, once moved,
+		// through ASK by the new), then it is the new master's. Redis
+		// answers throughout.
+		name:    "Cluster: slots migrated to another master mid-sync",
+		answers: true,
+		inject: func(t *testing.T, f *faulty) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				f.migrate(t, "{breaker:}", "{breaker:a}", "{breaker:b}", "{breakers}", "{limit:}", "{limit:a}", "{limit:b}",
+					"{budget:}", "{budget:a}", "{budget:b}", "{deadletters:faults}")
+			}()
+			f.busy = func() { <-done }
+		},
+		heal: func(t *testing.T, f *faulty) { f.unsaturate() },
+	},
+}
+
+// migrate moves the slot of each hash tag to the next master, the
+// official way (IMPORTING on the new master, MIGRATING on the old, MIGRATE
+// of the slot's keys in one command, then the slot's new owner told to
+// every master), pausing 50 ms in each step so that the processes' round
+// trips meet every one.
+func (f *faulty) migrate(t *testing.T, tags ...string) {
+	ctx := context.Background()
+	ids := make([]string, len(f.masters))
+	cs := make([]*goredis.Client, len(f.masters))
+	for i, m := range f.masters {
+		cs[i] = m.Client()
+		id, err := cs[i].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ids[i] = id
+	}
+	owner := func(slot int64) int {
+		slots, err := cs[0].ClusterSlots(ctx).Result()
+		if err != nil {
+			t.Error(err)
+			return -1
+		}
+		for _, r := range slots {
+			if int64(r.Start) <= slot && slot <= int64(r.End) {
+				for i, id := range ids {
+					if r.Nodes[0].ID == id {
+						return i
+					}
+				}
+			}
+		}
+		t.Errorf("no master owns slot %d", slot)
+		return -1
+	}
+	moved := map[int64]bool{}
+	for _, tag := range tags {
+		slot, err := cs[0].ClusterKeySlot(ctx, tag).Result()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if moved[slot] {
+			continue
+		}
+		moved[slot] = true
+		from := owner(slot)
+		if from < 0 {
+			return
+		}
+		to := (from + 1) % len(cs)
+		steps := [][]any{
+			{to, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]},
+			{from, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]},
+		}
+		for _, st := range steps {
+			if err := cs[st[0].(int)].Do(ctx, st[1:]...).Err(); err != nil {
+				t.Errorf("%v: %v", st[1:], err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		keys, err := cs[from].ClusterGetKeysInSlot(ctx, int(slot), 10_000).Result()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		t.Logf("slot %d (%s): %d keys from master %d to %d", slot, tag, len(keys), from, to)
+		if len(keys) > 0 {
+			host, port, _ := strings.Cut(f.masters[to].Addr(), ":")
+			args := append([]any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}, anys(keys)...)
+			if err := cs[from].Do(ctx, args...).Err(); err != nil {
+				t.Errorf("MIGRATE %d keys of slot %d: %v", len(keys), slot, err)
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		for _, i := range []int{to, from, 3 - to - from} {
+			if err := cs[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err(); err != nil {
+				t.Errorf("SETSLOT %d NODE on master %d: %v", slot, i, err)
+				return
+			}
+		}
+	}
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // member is one process's component under test, used as a user would:
