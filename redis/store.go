@@ -87,6 +87,7 @@ type Store struct {
 	health   *health
 	recs     *records
 	feed     atomic.Pointer[feedView]
+	trip     *keyHealth  // of the round trips as a whole
 	listed   *keyHealth  // of the list of breakers that are not quiet
 	cleaning atomic.Bool // a write drops the list's lapsed entries
 
@@ -103,7 +104,7 @@ func NewStore(client goredis.UniversalClient, opts Options) (*Store, error) {
 		return nil, err
 	}
 	h := newHealth("breaker store", opts)
-	return &Store{client: client, opts: opts, health: h, recs: newRecords(), listed: h.key()}, nil
+	return &Store{client: client, opts: opts, health: h, recs: newRecords(), trip: h.key(), listed: h.key()}, nil
 }
 
 // StoreStats counts a Store's round trips.
@@ -189,6 +190,19 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 		return out, nil
 	}
 	now := time.Now()
+	if s.trip.skip(now) {
+		// The last round trip failed as a whole within the interval: the
+		// breakers run on the process's own, their counts kept.
+		err := s.trip.resting("breaker store")
+		for i, e := range in {
+			if e.Claim {
+				s.claims.Add(1)
+			}
+			out[i].Err = err
+		}
+		s.holdAll(in, now, b)
+		return out, nil
+	}
 	interval, beat := s.opts.SyncInterval, s.opts.Heartbeat
 	ttlOpen := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
 	ttlClosed := 2 * max(b.Window, beat)
@@ -230,8 +244,7 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 			if rec.pendGen == 0 {
 				sd.in.Generation = e.Generation
 			}
-			sd.in.Successes, sd.in.Failures = 0, rec.pendF
-			rec.pendF = 0
+			sd.in.Successes, sd.in.Failures = 0, rec.takeFailures(now, b.Window)
 			sd.pairs = rec.takeHeld(idx)
 		}
 		sends = append(sends, sd)
@@ -241,20 +254,7 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 			s.claims.Add(1)
 		}
 		rec := s.recs.get(e.Name, now, beat, s.health.key)
-		if e.Successes+e.Failures > 0 {
-			if e.Generation != rec.pendGen {
-				if rec.pendGen != 0 && e.Generation != 0 {
-					rec.dropHeld() // counts of an older generation
-				}
-				if e.Generation != 0 {
-					rec.pendGen = e.Generation
-				}
-			}
-			if e.Successes > 0 {
-				rec.hold(idx, e.Successes)
-			}
-			rec.pendF += e.Failures
-		}
+		rec.merge(e, idx, now)
 		switch {
 		case s.needsRedis(rec, e, fv, readFeed, now, idx):
 			send(i, rec)
@@ -278,7 +278,12 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 	s.recs.mu.Unlock()
 
 	if len(sends) > 0 || readFeed {
-		s.roundTrip(ctx, b, ttlOpen, ttlClosed, sends, readFeed, out, idx)
+		if err := s.roundTrip(ctx, b, ttlOpen, ttlClosed, sends, readFeed, out, idx); err != nil {
+			for _, i := range cached {
+				out[i].Err = fmt.Errorf("redis: breaker %s: %w", s.key(in[i].Name), err)
+			}
+			return out, nil
+		}
 	}
 	fv = s.feed.Load()
 	if fv != nil && time.Since(fv.at) > interval+s.opts.Timeout {
@@ -291,6 +296,19 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 	}
 	s.recs.mu.Unlock()
 	return out, nil
+}
+
+// holdAll keeps the counts of in, which a resting Store does not send,
+// for the round trip after the rest.
+func (s *Store) holdAll(in []retry.BreakerSync, now time.Time, b retry.Breaker) {
+	idx := now.UnixMilli() / max(b.Window.Milliseconds()/window, 1)
+	s.recs.mu.Lock()
+	defer s.recs.mu.Unlock()
+	for _, e := range in {
+		if e.Successes+e.Failures > 0 {
+			s.recs.get(e.Name, now, s.opts.Heartbeat, s.health.key).merge(e, idx, now)
+		}
+	}
 }
 
 // allNew reports whether the Store has no record of any breaker of in.
@@ -370,8 +388,9 @@ func fleetState(st int, gen uint64, untilMs, nowMs int64) retry.BreakerFleet {
 
 // roundTrip sends the breakers' syncs, and reads the list when readFeed,
 // in one pipeline, and fills out with the syncs' replies; then, when a
-// reply changed what the list should say, it writes the list.
-func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClosed time.Duration, sends []*toSend, readFeed bool, out []retry.BreakerFleet, idx int64) {
+// reply changed what the list should say, it writes the list. It returns
+// the error of a round trip that failed as a whole.
+func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClosed time.Duration, sends []*toSend, readFeed bool, out []retry.BreakerFleet, idx int64) error {
 	s.syncs.Add(1)
 	timeout := s.opts.Timeout
 	var claimed bool
@@ -408,16 +427,29 @@ func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClos
 		return cmds
 	})
 	got := time.Now()
-	if err == nil {
-		if readFeed {
-			s.readFeed(ctx, cmds[0], nil, got, ttlOpen)
-			cmds = cmds[1:]
+	if err == nil && failedWhole(cmds) {
+		err = cmds[0].Err()
+	}
+	if err != nil {
+		// Redis down, slow or cut off: the round trip failed, not its
+		// breakers. The Store rests one interval, and then the list is
+		// read again.
+		s.trip.failed(ctx, err, cut, "round trip")
+		s.recs.mu.Lock()
+		for _, sd := range sends {
+			out[sd.i].Err = fmt.Errorf("redis: breaker %s: %w", s.key(sd.in.Name), err)
+			sd.keep(idx)
 		}
-		for j, sd := range sends {
-			sd.cmd = cmds[j]
-		}
-	} else if readFeed {
-		s.readFeed(ctx, nil, err, got, ttlOpen)
+		s.recs.mu.Unlock()
+		return err
+	}
+	s.trip.ok()
+	if readFeed {
+		s.readFeed(ctx, cmds[0], nil, got, ttlOpen)
+		cmds = cmds[1:]
+	}
+	for j, sd := range sends {
+		sd.cmd = cmds[j]
 	}
 	var writes []any
 	fv := s.feed.Load()
@@ -436,11 +468,7 @@ func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClos
 	}()
 	for _, sd := range sends {
 		key := s.key(sd.in.Name)
-		e := err
-		var v []int64
-		if e == nil {
-			v, e = sd.cmd.Int64Slice()
-		}
+		v, e := sd.cmd.Int64Slice()
 		var r syncReply
 		if e == nil {
 			r, e = parseSyncReply(v, ttlOpen.Milliseconds())
@@ -448,11 +476,7 @@ func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClos
 		if e != nil {
 			sd.rec.health.failed(ctx, e, cut, "breaker "+key)
 			out[sd.i].Err = fmt.Errorf("redis: breaker %s: %w", key, e)
-			// Successes wait for the next round trip; failures too.
-			if sd.in.ProbeSuccesses+sd.in.ProbeFailures+sd.in.ProbeReleases == 0 && (sd.rec.pendGen == sd.in.Generation || sd.rec.pendGen == 0) {
-				sd.rec.putBack(idx, sd.pairs)
-				sd.rec.pendF += sd.in.Failures
-			}
+			sd.keep(idx)
 			continue
 		}
 		sd.rec.health.ok()
@@ -473,6 +497,33 @@ func (s *Store) roundTrip(ctx context.Context, b retry.Breaker, ttlOpen, ttlClos
 		}
 		writes = append(writes, s.listEntry(rec, fv, sd.in.Failures > 0, r, b, ttlOpen)...)
 	}
+	return nil
+}
+
+// keep holds again the counts of a sync that failed, for the next round
+// trip: successes and failures alike. s.recs.mu is held.
+func (sd *toSend) keep(idx int64) {
+	in, rec := sd.in, sd.rec
+	if in.ProbeSuccesses+in.ProbeFailures+in.ProbeReleases == 0 && (rec.pendGen == in.Generation || rec.pendGen == 0) {
+		rec.putBack(idx, sd.pairs)
+		if in.Failures > 0 && rec.pendF == 0 {
+			rec.pendFSince = time.Now()
+		}
+		rec.pendF += in.Failures
+	}
+}
+
+// failedWhole reports whether every command of a round trip failed, none
+// with a reply of Redis's own (a key of the wrong type, a script's error):
+// Redis is down, slow or cut off, and the round trip failed, not its keys.
+func failedWhole(cmds []*goredis.Cmd) bool {
+	for _, c := range cmds {
+		var reply goredis.Error
+		if err := c.Err(); err == nil || errors.As(err, &reply) {
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 // listEntry returns the arguments of feedWrite that bring the list up to

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/steadyhq/retry"
 )
 
 // maxStoreKeys bounds the breakers a Store keeps what it knows of; past
@@ -26,8 +28,9 @@ type record struct {
 	at      time.Time // when the reply came
 	sent    time.Time // when its counts last went to Redis (its heartbeat)
 
-	pendGen        uint64 // the generation of the counts held
-	pendF          uint64 // failures held (a round trip that failed)
+	pendGen        uint64    // the generation of the counts held
+	pendF          uint64    // failures held (a round trip that failed, or the Store resting)
+	pendFSince     time.Time // when the first of them was held
 	held           [window]heldSlice
 	listed         bool // the list of breakers that are not quiet named it at its last read
 	lastFailedSent time.Time
@@ -41,6 +44,43 @@ const window = 10
 type heldSlice struct {
 	idx int64
 	n   uint64
+}
+
+// merge takes the counts of a sync, of slice idx at now: successes are
+// held, failures until the round trip that sends them. Counts of another
+// generation than those held drop them, unless either is 0 (before a
+// reply): they belong to a state that ended.
+func (r *record) merge(e retry.BreakerSync, idx int64, now time.Time) {
+	if e.Successes+e.Failures == 0 {
+		return
+	}
+	if e.Generation != r.pendGen {
+		if r.pendGen != 0 && e.Generation != 0 {
+			r.dropHeld()
+		}
+		if e.Generation != 0 {
+			r.pendGen = e.Generation
+		}
+	}
+	if e.Successes > 0 {
+		r.hold(idx, e.Successes)
+	}
+	if e.Failures > 0 && r.pendF == 0 {
+		r.pendFSince = now
+	}
+	r.pendF += e.Failures
+}
+
+// takeFailures returns the failures held, and drops them: none if they
+// have been held longer than the window (a long outage of Redis), which
+// the fleet's window would have let go.
+func (r *record) takeFailures(now time.Time, w time.Duration) uint64 {
+	n := r.pendF
+	r.pendF = 0
+	if now.Sub(r.pendFSince) > w {
+		return 0
+	}
+	return n
 }
 
 // hold adds n successes to the slice idx.
