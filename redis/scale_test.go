@@ -22,7 +22,8 @@ import (
 // BenchmarkFleetScale measures what the fleet's shared state costs as
 // processes and keys grow: for each size P × K, P Retriers (the
 // processes), each with its own go-redis client and its own components,
-// on one redis-server of their own on a loopback port, each with
+// on a redis-server of their own on a loopback port (one for each case,
+// so that each case's commands are its own), each with
 // FLEET_SCALE_GOROUTINES goroutines (default 16) calling a 1 ms
 // dependency that never fails, the calls spread round robin over K keys,
 // every shared component per key. For each size it runs the cases
@@ -40,8 +41,8 @@ import (
 // over the rounds of each ratio (calls/s of the shared case over its
 // in-process counterpart), of the Redis commands per call and of the
 // commands a second (INFO commandstats before and after each run, INFO
-// left out), and the p99 latencies; FLEET_SCALE_SIZES (default
-// "3x1,10x1,10x10,10x100") chooses the sizes:
+// left out), and the p99 latencies; FLEET_SCALE_SIZES (default "3x1,10x1,10x10,10x100") chooses
+// the sizes:
 //
 //	cd redis && go test -run '^$' -bench FleetScale -benchtime 1x -timeout 30m .
 func BenchmarkFleetScale(b *testing.B) {
@@ -116,13 +117,14 @@ type scaleRun struct {
 // scaleSize runs every case at procs × keys and returns its row of the
 // table.
 func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Duration) string {
-	s := startServer(b)
-	admin := s.Client()
 	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond})
 	// The Retriers of each case, built once: their state stays warm from
 	// round to round, as a process's would.
 	fleets := make([][]*retry.Retrier, len(scaleCases))
+	admins := make([]*goredis.Client, len(scaleCases))
 	for i, sc := range scaleCases {
+		s := startServer(b)
+		admins[i] = s.Client()
 		for range procs {
 			c := s.ClientWith(func(o *goredis.Options) { o.PoolSize = 32 })
 			o, err := sc.opts(c, retryredis.Options{Prefix: fmt.Sprintf("scale:%d:", i)})
@@ -136,10 +138,8 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 	for i := range names {
 		names[i] = "dep-" + strconv.Itoa(i)
 	}
-	run := func(rs []*retry.Retrier, d time.Duration) scaleRun {
-		// The previous run's last round trips (counts sent an interval
-		// after its calls) land before this run's count starts.
-		time.Sleep(300 * time.Millisecond)
+	run := func(i int, d time.Duration) scaleRun {
+		rs, admin := fleets[i], admins[i]
 		before := commands(b, admin)
 		stop := time.Now().Add(d)
 		var mu sync.Mutex
@@ -175,14 +175,14 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 			cmdsPerSec: float64(cmds) / elapsed.Seconds(), p99: lat[n*99/100]}
 	}
 	for i := range scaleCases {
-		run(fleets[i], dur/4) // warm-up: first reads, scripts loaded, pools dialed
+		run(i, dur/4) // warm-up: first reads, scripts loaded, pools dialed
 	}
 	runs := make([][]scaleRun, len(scaleCases))
 	for r := range rounds {
 		for j := range scaleCases {
 			i := (j + r) % len(scaleCases)
 			runtime.GC()
-			runs[i] = append(runs[i], run(fleets[i], dur))
+			runs[i] = append(runs[i], run(i, dur))
 			b.Logf("%d×%d round %d %-17s %8.0f calls/s, %.3f cmds/call, %6.0f cmds/s, p99 %.2f ms",
 				procs, keys, r, scaleCases[i].name, runs[i][r].rate, runs[i][r].perCall, runs[i][r].cmdsPerSec, ms(runs[i][r].p99))
 		}
@@ -215,6 +215,90 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 		procs, keys, ratio(shared, local), med(shared, perCall), ratio(limiter, none), med(limiter, perCall),
 		ratio(all, none), med(all, perCall), thousands(med(all, func(x scaleRun) float64 { return x.cmdsPerSec })),
 		med(none, p99), med(local, p99), med(shared, p99), med(limiter, p99), med(all, p99))
+}
+
+// BenchmarkFleetCapacity measures what one redis-server carries of the
+// Store's work: 8 clients, as 8 processes' Stores, each sending round trip
+// after round trip of FLEET_CAPACITY_KEYS (default 100) breakers'
+// heartbeats and a read of the list of breakers not quiet, for
+// FLEET_CAPACITY_DURATION (default 3s). It reports Redis's commands a
+// second, its own CPU time (INFO cpu) per command, and what that makes a
+// second of one core: the commands one Redis, single-threaded, carries of
+// this work, whatever else the machine runs.
+//
+//	cd redis && go test -run '^$' -bench FleetCapacity -benchtime 1x .
+func BenchmarkFleetCapacity(b *testing.B) {
+	dur := envDuration("FLEET_CAPACITY_DURATION", 3*time.Second)
+	nkeys := envInt("FLEET_CAPACITY_KEYS", 100)
+	s := startServer(b)
+	admin := s.Client()
+	spec := retry.Breaker{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 30 * time.Second, Probes: 1}
+	var stores []*retryredis.Store
+	for range 8 {
+		// Every sync a heartbeat: a Heartbeat as short as the interval,
+		// and each round trip one interval after the last.
+		st, err := retryredis.NewStore(s.ClientWith(nil), retryredis.Options{SyncInterval: time.Millisecond, Heartbeat: time.Millisecond, Timeout: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		stores = append(stores, st)
+	}
+	in := make([]retry.BreakerSync, nkeys)
+	for i := range in {
+		in[i] = retry.BreakerSync{Name: fmt.Sprintf("dep-%d", i), Successes: 10}
+	}
+	loop := func(d time.Duration) {
+		var wg sync.WaitGroup
+		end := time.Now().Add(d)
+		for _, st := range stores {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					if _, err := st.Sync(context.Background(), spec, in); err != nil {
+						b.Error(err)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	loop(300 * time.Millisecond)
+	before, cpu0, start := commands(b, admin), redisCPU(b, admin), time.Now()
+	loop(dur)
+	cmds, cpu, el := commands(b, admin)-before, redisCPU(b, admin)-cpu0, time.Since(start)
+	perCore := float64(cmds) / cpu
+	b.ReportMetric(float64(cmds)/el.Seconds(), "cmds/s")
+	b.ReportMetric(cpu/float64(cmds)*1e6, "redis-cpu-µs/cmd")
+	b.ReportMetric(perCore, "cmds/core-s")
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("\nBenchmarkFleetCapacity: %d Stores × %d breakers, heartbeats back to back: %s Redis commands a second over %v, %.2f µs of Redis CPU each: one Redis core carries %s commands a second of this work (load average %s)\n\n",
+		len(stores), nkeys, thousands(float64(cmds)/el.Seconds()), dur, cpu/float64(cmds)*1e6, thousands(perCore), loadavg())
+}
+
+func loadavg() string {
+	l, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(l))
+}
+
+// redisCPU returns the CPU time Redis has used, in seconds (INFO cpu).
+func redisCPU(t testing.TB, c *goredis.Client) float64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				sum += f
+			}
+		}
+	}
+	return sum
 }
 
 func median(v []float64) float64 {
