@@ -117,9 +117,8 @@ func TestStoreRestingCause(t *testing.T) {
 
 // TestBreakerStateBounded: the state Redis keeps for a fleet's breakers
 // follows the breakers in use: 3,000 keys called once each (a process
-// keeps 1,024 of them) leave no hash in Redis once twice their Window, or
-// twice the Heartbeat, has passed since their last sync; each stayed
-// StateTTL (24 h) before.
+// keeps 1,024 of them) leave no hash in Redis once twice their Window has
+// passed since their last sync; each stayed StateTTL (24 h) before.
 func TestBreakerStateBounded(t *testing.T) {
 	s := startServer(t)
 	c := s.Client()

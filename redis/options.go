@@ -44,16 +44,16 @@ type Options struct {
 	SyncInterval time.Duration
 	// Heartbeat is how often a process with calls, but nothing new to
 	// tell, talks to Redis for each key: a Store sends a quiet breaker's
-	// successes (and reads an open one alone) once a Heartbeat, and a
-	// Limiter's lease lasts at most a Heartbeat; default 2 s, and at least
-	// SyncInterval. A longer one asks less of Redis; see the package
-	// documentation for what each costs.
+	// successes (and reads an open one alone) once a Heartbeat, or a fifth
+	// of the breaker's Window when that is shorter, and a Limiter's lease
+	// lasts a Heartbeat while the fleet uses less than half its limit;
+	// default 2 s, and at least SyncInterval. A longer one asks less of
+	// Redis; see the package documentation for what each costs.
 	Heartbeat time.Duration
 	// StateTTL is how long the Store keeps the state of an open or
 	// half-open breaker nobody uses (at least twice its Window and
 	// OpenTimeout); default 24 h. An expired state starts again closed. A
-	// closed breaker's state lives twice its Window, or twice the
-	// Heartbeat, after its last sync.
+	// closed breaker's state lives twice its Window after its last sync.
 	StateTTL time.Duration
 	// Logger, when set, receives the Redis errors of the component at
 	// level Warn, at most one record a second per component (the

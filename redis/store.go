@@ -36,33 +36,38 @@ var _ retry.BreakerStore = (*Store)(nil)
 // Redis's work grows with failures, not with keys × processes. Every
 // breaker of the prefix that is not quiet (open, half-open, or closed with
 // a failure within its window) is listed in one more hash,
-// PREFIX{breakers}, which each process reads once an interval while it
-// has calls; a breaker it does not list is closed and quiet, and the
-// process answers its own syncs of it from what it knows. A process sends
-// a breaker's counts to Redis in that interval's round trip when it has a
-// failure to count, when the breaker is listed (so that the fleet's window
-// holds everyone's successes while anyone fails), or once per
-// Options.Heartbeat; and it reads a breaker alone when it claims a probe,
-// sends a probe's outcome, or knows it open or half-open (once per
-// Heartbeat, so that a state Redis lost is seen). A failure thus reaches
-// Redis in the interval it is synced, and a breaker it trips is listed at
-// once, for the whole fleet to read in its next round trip: every process
-// sees a change within two intervals. While no breaker fails, a process's
-// round trip reads the list and sends the breakers whose heartbeat is due:
-// about 3 + 5·K·SyncInterval/Heartbeat Redis commands an interval for K
-// breakers. A process holds the successes of a quiet breaker for up to a
-// Heartbeat, so that while some processes fail and others do not, the
-// fleet's window may lack up to a Heartbeat of the others' successes (a
-// fifth of the default 10 s Window), which errs toward opening.
+// PREFIX{breakers}, which each process reads in its round trip; a breaker
+// it does not list is closed and quiet, and the process answers its own
+// syncs of it from what it knows. A process sends a breaker's counts in
+// that interval's round trip when it has a failure to count, or when the
+// breaker is listed (so that the fleet's window holds everyone's
+// successes while anyone fails); otherwise once a heartbeat: every
+// Options.Heartbeat, or a fifth of the breaker's Window when that is
+// shorter. It reads a breaker alone when it claims a probe, sends a
+// probe's outcome, has not read it before, or knows it open or half-open
+// (once a heartbeat, so that a state Redis lost is seen). A failure thus
+// reaches Redis in the interval it is synced, and a breaker it trips is
+// listed at once, for the whole fleet to read in its next round trip:
+// every process sees a change within two intervals. See the package
+// documentation for what this costs.
 //
-// The hash of a closed breaker lives twice its Window or twice the
-// Heartbeat, whichever is longer, after its last sync: the state of a
-// breaker nobody has called for that long is a new one's. An open or
-// half-open breaker's lives Options.StateTTL (or twice the Window or
-// OpenTimeout when longer), and its entry in the list as long. So Redis
-// keeps a state for the breakers called within the last twice Window, and
-// for those that failed within StateTTL. A Store keeps what it knows of
-// at most 4,096 breakers, the one synced least recently dropped first.
+// A quiet breaker's successes wait in the process for its heartbeat, and
+// are then sent dated by the slice of the window they came in, so that
+// they leave the fleet's window when they should. So while a breaker
+// starts failing in some processes only, the fleet's window lacks the
+// others' successes of their last heartbeat (at most a fifth of the
+// window) for the interval or two before they read the list, which errs
+// toward opening.
+//
+// The hash of a closed breaker lives twice its Window after its last
+// sync: the state of a breaker nobody has called for that long is a new
+// one's. An open or half-open breaker's lives Options.StateTTL (or twice
+// the Window or OpenTimeout when longer), and its entry in the list as
+// long. So Redis keeps a state for the breakers called within the last
+// twice their Window, and for those that failed within StateTTL; the
+// list, for those not quiet (its lapsed entries are dropped as they are
+// seen). A Store keeps what it knows of at most 4,096 breakers, the one
+// synced least recently dropped first.
 //
 // Each round trip is bounded by Options.Timeout and its context. When
 // Redis fails or is slower, Sync returns the error, counted in Stats and
@@ -203,7 +208,7 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 		s.holdAll(in, now, b)
 		return out, nil
 	}
-	interval, beat := s.opts.SyncInterval, s.opts.Heartbeat
+	interval, beat := s.opts.SyncInterval, s.heartbeat(b)
 	ttlOpen := max(s.opts.StateTTL, 2*b.Window, 2*b.OpenTimeout)
 	ttlClosed := 2 * max(b.Window, beat)
 	// The successes a Store holds are kept by slice of the window, on the
@@ -256,7 +261,7 @@ func (s *Store) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSyn
 		rec := s.recs.get(e.Name, now, beat, s.health.key)
 		rec.merge(e, idx, now)
 		switch {
-		case s.needsRedis(rec, e, fv, readFeed, now, idx):
+		case s.needsRedis(rec, e, fv, readFeed, now, idx, beat):
 			send(i, rec)
 		case !rec.known:
 			unknown = append(unknown, i)
@@ -306,9 +311,17 @@ func (s *Store) holdAll(in []retry.BreakerSync, now time.Time, b retry.Breaker) 
 	defer s.recs.mu.Unlock()
 	for _, e := range in {
 		if e.Successes+e.Failures > 0 {
-			s.recs.get(e.Name, now, s.opts.Heartbeat, s.health.key).merge(e, idx, now)
+			s.recs.get(e.Name, now, s.heartbeat(b), s.health.key).merge(e, idx, now)
 		}
 	}
+}
+
+// heartbeat is how often a quiet breaker of settings b syncs: the
+// Heartbeat, at most a fifth of its Window (so that the fleet's window
+// lacks at most a fifth of a quiet process's successes), at least an
+// interval.
+func (s *Store) heartbeat(b retry.Breaker) time.Duration {
+	return max(min(s.opts.Heartbeat, b.Window/5), s.opts.SyncInterval)
 }
 
 // allNew reports whether the Store has no record of any breaker of in.
@@ -327,14 +340,14 @@ func (s *Store) allNew(in []retry.BreakerSync) bool {
 // to claim or an outcome to send, a failure to count, its last round trip
 // failed, the list unknown, listed with counts to send (someone fails), or
 // its heartbeat due. s.recs.mu is held.
-func (s *Store) needsRedis(rec *record, e retry.BreakerSync, fv *feedView, reading bool, now time.Time, idx int64) bool {
+func (s *Store) needsRedis(rec *record, e retry.BreakerSync, fv *feedView, reading bool, now time.Time, idx int64, beat time.Duration) bool {
 	switch {
 	case e.Claim, e.ProbeSuccesses+e.ProbeFailures+e.ProbeReleases > 0, rec.pendF > 0, rec.health.down.Load():
 		return true
 	case fv == nil && !reading:
 		return true // the list cannot be read: each breaker alone
 	}
-	due := now.Sub(rec.sent) >= s.opts.Heartbeat
+	due := now.Sub(rec.sent) >= beat
 	if rec.known && rec.state != 0 {
 		if fv != nil && fv.at.After(rec.at) {
 			if _, ok := fv.entries[rec.name]; !ok {
