@@ -43,9 +43,10 @@
 //     ratio). A trip, a close or a window's first failure adds a write of
 //     the list; a key a process had not read, one sync.
 //   - Limiter: a lease is 12 commands, once a heartbeat a key and process
-//     while the fleet uses less than half its limit (12·P·K/H); where
-//     tokens are scarce, at least once an interval, and as often as the
-//     bucket runs dry.
+//     while the fleet uses less than half its limit (12·P·K/H), and
+//     giving back a lease that lapsed unspent for a key that fell quiet,
+//     about 6; where tokens are scarce, a lease at least once an interval,
+//     and as often as the bucket runs dry.
 //   - Budget: nothing while calls succeed; 6 commands a retry.
 //
 // So 10 processes calling 100 healthy keys ask 3·10/0.1 + 5·10·100/2 =

@@ -148,14 +148,19 @@ func TestLimiterSmallKeys(t *testing.T) {
 	// each process (half a call an interval), 600 a second in all; a
 	// lease a key about once a Heartbeat (every 5 calls), not once a call.
 	ls := newLimiters(1000, 1000)
+	before := commands(t, s.Client())
 	calls, _ := run(ls, keys, 100*time.Millisecond, 2*time.Second)
+	cmds := commands(t, s.Client()) - before
 	var leases, fallbacks int64
 	for _, l := range ls {
 		st := l.Stats()
 		leases += st.Leases
 		fallbacks += st.Fallbacks
 	}
-	t.Logf("little traffic: %d calls, %d leases", calls, leases)
+	t.Logf("little traffic: %d calls, %d leases, %d Redis commands", calls, leases, cmds)
+	if cmds > 14*leases {
+		t.Errorf("%d Redis commands for %d leases, want about 12 a lease and 6 a give-back of one that lapsed", cmds, leases)
+	}
 	if most := min(calls/3, int64(3*20*(2*time.Second/beat+2))); leases > most || fallbacks != 0 {
 		t.Errorf("%d leases and %d fallbacks for %d calls, want at most %d leases (a lease a key and process about once a Heartbeat, and the first) on the fleet's bucket", leases, fallbacks, calls, most)
 	}

@@ -289,3 +289,55 @@ func TestProcessManyKeys(t *testing.T) {
 		t.Errorf("%d fallbacks with Redis healthy", st.BreakerFallbacks)
 	}
 }
+
+// TestListUnreadable: while the list of breakers not quiet cannot be read
+// (its key is of another type here; on a Cluster, its master down), each
+// process reads its breakers alone: the fleet still trips on its summed
+// counts, every process sees it, none falls back to its own breaker, and
+// the failure is counted.
+func TestListUnreadable(t *testing.T) {
+	s := startServer(t)
+	if err := s.Client().Set(t.Context(), "retry:{breakers}", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const interval = 20 * time.Millisecond
+	spec := retry.Breaker{MinRequests: 20, FailureRatio: 0.5, Window: time.Second, OpenTimeout: time.Minute, StoreWait: time.Second, MaxWait: -1}
+	ps := []*scaleProc{
+		newScaleProc(t, s, retryredis.Options{SyncInterval: interval, Timeout: time.Second}, spec),
+		newScaleProc(t, s, retryredis.Options{SyncInterval: interval, Timeout: time.Second}, spec),
+	}
+	call := func(p *scaleProc, fail bool) error {
+		return retry.Run(t.Context(), func(context.Context) error {
+			if fail {
+				return errDown
+			}
+			return nil
+		}, p.r, retry.WithKey("dep"))
+	}
+	for range 5 {
+		for _, p := range ps {
+			call(p, false)
+		}
+		time.Sleep(interval)
+	}
+	for range 12 { // 24 failures, 10 successes: the fleet's ratio trips, neither process's own
+		for _, p := range ps {
+			call(p, true)
+		}
+	}
+	waitFor(t, time.Second, "every process refused by the fleet's open breaker", func() bool {
+		for _, p := range ps {
+			var re *retry.Error
+			if err := call(p, false); !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen {
+				return false
+			}
+		}
+		return true
+	})
+	for i, p := range ps {
+		st, sst := p.r.Stats(), p.store.Stats()
+		if st.BreakerFallbacks != 0 || !st.BreakersOnFleet["dep"] || sst.Errors == 0 {
+			t.Errorf("process %d: %d fallbacks, on the fleet %v, %d store errors: want the fleet's state, read breaker by breaker, and the list's failure counted", i, st.BreakerFallbacks, st.BreakersOnFleet["dep"], sst.Errors)
+		}
+	}
+}

@@ -344,7 +344,7 @@ func (s *Store) needsRedis(rec *record, e retry.BreakerSync, fv *feedView, readi
 	switch {
 	case e.Claim, e.ProbeSuccesses+e.ProbeFailures+e.ProbeReleases > 0, rec.pendF > 0, rec.health.down.Load():
 		return true
-	case fv == nil && !reading:
+	case fv == nil && !reading, s.listed.down.Load():
 		return true // the list cannot be read: each breaker alone
 	}
 	due := now.Sub(rec.sent) >= beat
