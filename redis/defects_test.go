@@ -364,12 +364,14 @@ func TestLimiterWaitBound(t *testing.T) {
 	// Redis answers after 4 Timeouts; a waiter that outwaits Timeout by
 	// half of it is held by the request it waits on.
 	const timeout = 200 * time.Millisecond
-	l, err := retryredis.NewLimiter(c, 1000, 1000, false, retryredis.Options{Timeout: timeout, SyncInterval: 100 * time.Millisecond})
+	// Leases of an interval (a Heartbeat as short): the first lapses
+	// before the next reservation, which must ask Redis.
+	l, err := retryredis.NewLimiter(c, 1000, 1000, false, retryredis.Options{Timeout: timeout, SyncInterval: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Reserve(t.Context(), "", time.Now(), time.Second) // loads the script; a batch of one
-	time.Sleep(time.Second)                             // the demand ages: the next batch is one token
+	time.Sleep(time.Second)                             // the demand ages and the lease lapses
 	slow := &started{latency: latency(4 * timeout), first: make(chan struct{})}
 	c.AddHook(slow)
 	var wg sync.WaitGroup
@@ -622,12 +624,14 @@ func TestOneKeyFails(t *testing.T) {
 func TestLimiterFetcherCanceled(t *testing.T) {
 	s := startServer(t)
 	c := s.ClientWith(func(o *goredis.Options) { o.ReadTimeout, o.WriteTimeout = time.Second, time.Second })
-	l, err := retryredis.NewLimiter(c, 1000, 1000, false, retryredis.Options{Timeout: 100 * time.Millisecond})
+	// Leases of an interval (a Heartbeat as short): the first lapses
+	// before the next reservation, which must ask Redis.
+	l, err := retryredis.NewLimiter(c, 1000, 1000, false, retryredis.Options{Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Reserve(t.Context(), "", time.Now(), time.Second) // loads the script
-	time.Sleep(1200 * time.Millisecond)                 // the demand ages: the next batch is one token
+	time.Sleep(1200 * time.Millisecond)                 // the demand ages and the lease lapses
 	c.AddHook(latency(20 * time.Millisecond))
 	ctx, cancel := context.WithCancel(t.Context())
 	var fetcher, waiters sync.WaitGroup

@@ -25,15 +25,15 @@ import (
 // attempt.
 //
 // A lease is sized to the process's recent demand over its term, its
-// reservations per second times the term, at most the burst. While the
-// fleet is granted less than half its limit over the share window, a
-// lease's term is Options.Heartbeat (2 s by default), and a lease is at
-// least a floor, the process's part of an interval's tokens (the limit
-// times SyncInterval, at most the burst, over the processes that leased
-// within the share window below): so each process asks Redis about once a
-// Heartbeat a key, and a key with little traffic not once a call. While it
-// is granted more, tokens are scarce: the term is SyncInterval and there
-// is no floor, so that the leases follow the demand.
+// reservations per second times the term, at most the burst. Tokens are
+// scarce when, at the process's last lease, the fleet had been granted
+// half its limit or more over the share window (below), or the bucket held
+// less than half its burst. While they are not, a lease's term is
+// Options.Heartbeat (2 s by default), and a lease is at least a floor of 4
+// tokens, so that each process asks Redis about once a Heartbeat a key,
+// and a key with little traffic not once a call. While they are, the term
+// is SyncInterval and there is no floor, so that the leases follow the
+// demand.
 // Redis grants the whole tokens the bucket holds, up to that. Tokens not
 // spent within the term are given back to the fleet's bucket: with the
 // next lease of the key, or, for a key that fell quiet, within an
@@ -121,7 +121,7 @@ type lease struct {
 	fetching *fetch     // the request in flight, if any
 	granted  []grant    // this process's leases within the share window
 	lessees  int        // processes that leased within the share window, as the last lease told
-	busy     bool       // the fleet was granted half the limit or more within the window, as it told
+	busy     bool       // tokens are scarce, as the last lease told
 	health   *keyHealth // of this key's bucket in Redis
 }
 
@@ -282,8 +282,9 @@ func (ls *lease) batch(now time.Time, term time.Duration, burst, floor int) int 
 // (ARGV[4]) by the time of their last lease, and KEYS[3], the tokens
 // granted, less those given back, in each tenth of the window. It returns
 // {granted, seconds until the next token when none, lessees, tokens
-// granted in the window}; with ARGV[3] = 0 it only gives back, and returns
-// {0, '0', 0, 0}. redis_rate's AllowAtMost would charge a fraction of a
+// granted in the window, 1 if the bucket held at least half its burst
+// before this grant}; with ARGV[3] = 0 it only gives back, and returns
+// {0, '0', 0, 0, 0}. redis_rate's AllowAtMost would charge a fraction of a
 // token it does not grant. A bucket time that is not a finite number, or
 // further ahead than a full bucket's, is an error: it was not written by a
 // Limiter of this limit.
@@ -306,12 +307,13 @@ if raw then
 end
 if back > 0 then tat = tat - back * emission end
 tat = math.max(tat, now)
-local g, wait = 0, '0'
+local g, wait, full = 0, '0', 0
 if n > 0 then
 	local diff = now - (tat - burst_offset)
 	-- now, counted in seconds since 2017, has a resolution of about 6e-8 s:
 	-- a token whose time has just come must not be lost to it.
 	local avail = math.floor(diff / emission + 1e-6 + 2.5e-7 / emission)
+	if 2 * avail >= tonumber(ARGV[2]) then full = 1 end
 	if avail < 1 then
 		wait = string.format('%.9f', emission - diff)
 	else
@@ -333,7 +335,7 @@ if n == 0 then
 	if back > 0 and tonumber(redis.call('HGET', KEYS[3], 'e' .. i)) == e then
 		redis.call('HINCRBY', KEYS[3], 'n' .. i, -back)
 	end
-	return {0, '0', 0, 0}
+	return {0, '0', 0, 0, 0}
 end
 redis.call('ZADD', KEYS[2], ms, ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms - win)
@@ -355,14 +357,15 @@ for j = 0, 9 do
 	end
 	if ej and ej > e - 10 then total = total + nj end
 end
-return {g, wait, procs, math.max(total, 0)}`)
+return {g, wait, procs, math.max(total, 0), full}`)
 
 // taken is what takeScript granted and told.
 type taken struct {
 	Allowed    int
 	RetryAfter time.Duration
-	Lessees    int // processes that leased within the share window
-	Fleet      int // tokens the fleet was granted within the window
+	Lessees    int  // processes that leased within the share window
+	Fleet      int  // tokens the fleet was granted within the window
+	Full       bool // the bucket held at least half its burst before the grant
 }
 
 // take leases up to n tokens from the bucket of key, after giving back
@@ -384,18 +387,19 @@ func (l *Limiter) emission() float64 { return float64(l.limit.Period) / float64(
 // interval.
 func (l *Limiter) parseTaken(v []any) (taken, error) {
 	bad := fmt.Errorf("unexpected reply %.200v", v)
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return taken{}, bad
 	}
 	g, ok1 := v[0].(int64)
 	ra, ok2 := v[1].(string)
 	procs, ok3 := v[2].(int64)
 	fleet, ok4 := v[3].(int64)
+	full, ok5 := v[4].(int64)
 	secs, perr := strconv.ParseFloat(ra, 64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || perr != nil || g < 0 || g > int64(l.limit.Burst) || !(secs >= 0 && secs <= l.emission()*1.001+0.002) || procs < 0 || fleet < 0 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || perr != nil || g < 0 || g > int64(l.limit.Burst) || !(secs >= 0 && secs <= l.emission()*1.001+0.002) || procs < 0 || fleet < 0 {
 		return taken{}, bad
 	}
-	return taken{Allowed: int(g), RetryAfter: time.Duration(secs * 1e9), Lessees: int(procs), Fleet: int(fleet)}, nil
+	return taken{Allowed: int(g), RetryAfter: time.Duration(secs * 1e9), Lessees: int(procs), Fleet: int(fleet), Full: full == 1}, nil
 }
 
 // window is the share window: ten lease terms.
@@ -573,7 +577,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		if err == nil {
 			l.givenBack.Add(int64(back))
 			ls.lessees = res.Lessees
-			ls.busy = float64(res.Fleet) >= 0.5*l.perSec*l.window().Seconds()
+			ls.busy = !res.Full || float64(res.Fleet) >= 0.5*l.perSec*l.window().Seconds()
 			share := l.shareOf(ls, got, res, back)
 			l.share.Store(math.Float64bits(share))
 			l.fallback.setShare(key, share)
@@ -603,10 +607,10 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 	}
 }
 
-// term is how long the next lease of ls lasts: an interval while the
-// fleet uses half its limit or more, so that the leases follow the demand
-// closely where tokens are scarce; a Heartbeat while it uses less, so that
-// a process asks Redis once a Heartbeat a key. ls.mu is held.
+// term is how long the next lease of ls lasts: an interval while tokens
+// are scarce (see Limiter), so that the leases follow the demand closely;
+// a Heartbeat otherwise, so that a process asks Redis once a Heartbeat a
+// key. ls.mu is held.
 func (l *Limiter) term(ls *lease) time.Duration {
 	if ls.busy {
 		return l.opts.SyncInterval
@@ -614,17 +618,18 @@ func (l *Limiter) term(ls *lease) time.Duration {
 	return l.opts.Heartbeat
 }
 
-// floor is the least a lease of ls asks for while the fleet uses less than
-// half its limit: the process's part of an interval's tokens, at most its
-// part of the burst, among the processes that leased within the share
-// window; 1 before its first lease, and while tokens are scarce.
+// floor is the least a lease of ls asks for while tokens are not scarce:
+// a few tokens (leaseFloor), so that a key whose demand the process has
+// not yet measured does not lease one token a call; 1 while they are.
 func (l *Limiter) floor(ls *lease) int {
-	if ls.lessees == 0 || ls.busy {
+	if ls.busy {
 		return 1
 	}
-	p := float64(ls.lessees)
-	return int(math.Ceil(min(l.perSec*l.opts.SyncInterval.Seconds(), float64(l.limit.Burst)) / p))
+	return leaseFloor
 }
+
+// leaseFloor is the least a lease asks for while tokens are not scarce.
+const leaseFloor = 4
 
 // lapse notes a lease with tokens left, so that they are given back when
 // its term ends if no request of its key does so first: one timer per
