@@ -95,6 +95,7 @@ type fleetSync struct {
 	flight  atomic.Pointer[flight]
 	counted atomic.Bool // outcomes wait to be sent
 	flush   atomic.Bool // a timer will send them
+	busy    atomic.Int64 // unix ns of a call that found a view between one and two intervals old
 }
 
 // flight is a sync under way; done closes when it has its answer.
@@ -262,9 +263,10 @@ func newSharedBreaker(fs *fleetSync, key string) *sharedBreaker {
 
 // current returns the view a call decides on, starting a sync of every
 // breaker when the last one is older than the interval. A breaker never
-// read, or whose view is older than two intervals (a quiet process), is
-// read first, within storeWait. It returns nil when the store failed or
-// did not answer in time: the local breaker then stands in.
+// read, or whose view is older than two intervals (a quiet process; or
+// four, while a sync is under way in a process that had calls while the
+// view was fresh), is read first, within storeWait. It returns nil when the store failed or did not
+// answer in time: the local breaker then stands in.
 func (sb *sharedBreaker) current(ctx context.Context, now int64) *fleetView {
 	fs := sb.fs
 	v := sb.view.Load()
@@ -275,7 +277,18 @@ func (sb *sharedBreaker) current(ctx context.Context, now int64) *fleetView {
 	if time.Duration(now-fs.tried.Load()) >= fs.interval {
 		f = fs.kick(true)
 	}
-	if v.synced != 0 && time.Duration(now-v.synced) < 2*fs.interval {
+	age := time.Duration(now - v.synced)
+	if v.synced != 0 && age < 2*fs.interval {
+		if fs.busy.Load() < v.synced {
+			fs.busy.Store(now) // a call while the view was fresh: the process is not quiet
+		}
+		return v
+	}
+	if v.synced != 0 && age < 4*fs.interval && fs.busy.Load() >= v.synced && fs.flight.Load() != nil && !sb.failed.Load() {
+		// The process had calls while the view was fresh, and its sync
+		// is late (a slow store, a loaded machine): the calls decide on
+		// the view they have, up to four intervals old, rather than each
+		// wait for the store.
 		return v
 	}
 	if sb.failed.Load() && v.synced != 0 {

@@ -22,6 +22,7 @@ type memStore struct {
 	fleet    map[string]*memBreaker
 	down     bool
 	slow     bool
+	delay    time.Duration // each Sync answers after it
 	syncs    atomic.Int64
 	claims   atomic.Int64
 }
@@ -45,8 +46,17 @@ func (s *memStore) SyncInterval() time.Duration { return s.interval }
 func (s *memStore) Sync(ctx context.Context, b retry.Breaker, in []retry.BreakerSync) ([]retry.BreakerFleet, error) {
 	s.syncs.Add(1)
 	s.mu.Lock()
-	down, slow := s.down, s.slow
+	down, slow, delay := s.down, s.slow, s.delay
 	s.mu.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 	if slow {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -488,5 +498,35 @@ func TestSharedBreakerProbeOutcomeKept(t *testing.T) {
 		}
 		store.set(false, false)
 		waitState(retry.BreakerClosed)
+	})
+}
+
+// TestSharedBreakerLateRoundTrip: a process with calls whose round trips
+// come late (each answers after two and a half intervals) decides on the
+// view it has, up to four intervals old, without a call waiting for the
+// store or falling back to its own breaker.
+func TestSharedBreakerLateRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 10 * time.Millisecond
+		store := newMemStore(interval)
+		r := fleet(1, store, retry.Breaker{StoreWait: 50 * time.Millisecond})[0]
+		_ = r.Run(t.Context(), succeed)
+		synctest.Wait()
+		store.mu.Lock()
+		store.delay = 5 * interval / 2
+		store.mu.Unlock()
+		var longest time.Duration
+		for range 200 {
+			start := time.Now()
+			if err := r.Run(t.Context(), succeed); err != nil {
+				t.Fatal(err)
+			}
+			longest = max(longest, time.Since(start))
+			time.Sleep(interval / 10)
+		}
+		time.Sleep(5 * interval) // the last round trip ends
+		if st := r.Stats(); longest > 0 || st.BreakerFallbacks != 0 {
+			t.Errorf("a call waited %v; %d fallbacks: want none, the view at most four intervals old", longest, st.BreakerFallbacks)
+		}
 	})
 }
