@@ -112,17 +112,19 @@ type Limiter struct {
 type lease struct {
 	key      string
 	mu       sync.Mutex
-	tokens   int        // leased and not yet spent
-	lapses   time.Time  // when they lapse
-	empty    time.Time  // the bucket is empty until then
-	asked    int        // reservations since the last lease
-	since    time.Time  // start of that count
-	rate     float64    // reservations per second, smoothed
-	fetching *fetch     // the request in flight, if any
-	granted  []grant    // this process's leases within the share window
-	lessees  int        // processes that leased within the share window, as the last lease told
-	busy     bool       // tokens are scarce, as the last lease told
-	health   *keyHealth // of this key's bucket in Redis
+	tokens   int           // leased and not yet spent
+	lapses   time.Time     // when they lapse
+	empty    time.Time     // the bucket is empty until then
+	asked    int           // reservations since the last lease
+	since    time.Time     // start of that count
+	rate     float64       // reservations per second, smoothed
+	fetching *fetch        // the request in flight, if any
+	granted  []grant       // this process's leases within the share window
+	term     time.Duration // of the last lease
+	size     int           // tokens of the last lease, and those left then
+	lessees  int           // processes that leased within the share window, as the last lease told
+	busy     bool          // tokens are scarce, as the last lease told
+	health   *keyHealth    // of this key's bucket in Redis
 }
 
 // fetch is a lease request in flight: done closes when it ends, and
@@ -495,7 +497,22 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		if ls.tokens > 0 && t.Before(ls.lapses) {
 			ls.tokens--
+			// A lease three-quarters spent, or with a quarter of its term
+			// left, is renewed ahead, off the call's path, so that calls
+			// seldom wait on Redis; not while tokens are scarce.
+			renew := !ls.busy && ls.fetching == nil && !ls.health.down.Load() &&
+				(4*ls.tokens < ls.size || t.After(ls.lapses.Add(-ls.term/4)))
+			var f *fetch
+			var n int
+			if renew {
+				n = max(ls.batch(t, l.term(ls), l.limit.Burst, l.floor(ls))-ls.tokens, 1)
+				f = &fetch{done: make(chan struct{})}
+				ls.fetching = f
+			}
 			ls.mu.Unlock()
+			if renew {
+				go l.renew(ls, key, n, f)
+			}
 			return 0, nil, true
 		}
 		if f := ls.fetching; f != nil {
@@ -575,16 +592,11 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		f.failed = err != nil && ls.health.down.Load()
 		close(f.done)
 		if err == nil {
-			l.givenBack.Add(int64(back))
-			ls.lessees = res.Lessees
-			ls.busy = !res.Full || float64(res.Fleet) >= 0.5*l.perSec*l.window().Seconds()
-			share := l.shareOf(ls, got, res, back)
-			l.share.Store(math.Float64bits(share))
-			l.fallback.setShare(key, share)
+			l.told(ls, key, res, got, back)
 		}
 		if err == nil && res.Allowed > 0 {
 			ls.tokens = res.Allowed - 1 // this call's
-			ls.lapses = got.Add(term)
+			ls.lapses, ls.term, ls.size = got.Add(term), term, res.Allowed
 			left := ls.tokens
 			ls.mu.Unlock()
 			if left > 0 {
@@ -616,6 +628,58 @@ func (l *Limiter) term(ls *lease) time.Duration {
 		return l.opts.SyncInterval
 	}
 	return l.opts.Heartbeat
+}
+
+// told takes what a lease's reply told of the fleet: the lessees, whether
+// tokens are scarce, and the process's share of the limit. ls.mu is held.
+func (l *Limiter) told(ls *lease, key string, res taken, got time.Time, back int) {
+	l.givenBack.Add(int64(back))
+	ls.lessees = res.Lessees
+	ls.busy = !res.Full || float64(res.Fleet) >= 0.5*l.perSec*l.window().Seconds()
+	share := l.shareOf(ls, got, res, back)
+	l.share.Store(math.Float64bits(share))
+	l.fallback.setShare(key, share)
+}
+
+// renew asks for n more tokens of the bucket of key, on a goroutine of its
+// own bounded by Timeout, for a lease nearly spent: the tokens granted join
+// those left, for a new term. Calls that find the lease empty meanwhile
+// wait on f, as on any request in flight.
+func (l *Limiter) renew(ls *lease, key string, n int, f *fetch) {
+	name := l.opts.key("limit", key)
+	ctx := context.Background()
+	res, err := roundTrip(ctx, l.opts.Timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, 0) })
+	got := time.Now()
+	if err == nil {
+		ls.health.ok()
+	} else {
+		ls.health.failed(ctx, err, false, "limiter "+name)
+	}
+	ls.mu.Lock()
+	ls.fetching = nil
+	f.failed = err != nil && ls.health.down.Load()
+	close(f.done)
+	left := 0
+	if err == nil {
+		l.told(ls, key, res, got, 0)
+		if res.Allowed > 0 {
+			term := l.term(ls)
+			if !got.Before(ls.lapses) {
+				ls.tokens = 0 // the old term ended meanwhile: its tokens lapsed
+			}
+			ls.tokens += res.Allowed
+			ls.lapses, ls.term, ls.size = got.Add(term), term, ls.tokens
+			left = ls.tokens
+			l.leases.Add(1)
+			l.allowed.Add(int64(res.Allowed))
+		} else {
+			ls.empty = got.Add(max(res.RetryAfter, time.Microsecond))
+		}
+	}
+	ls.mu.Unlock()
+	if left > 0 {
+		l.lapse(ls)
+	}
 }
 
 // floor is the least a lease of ls asks for while tokens are not scarce:
