@@ -33,15 +33,18 @@ import (
 // tokens, so that each process asks Redis about once a Heartbeat a key,
 // and a key with little traffic not once a call. While they are, the term
 // is SyncInterval and there is no floor, so that the leases follow the
-// demand.
-// Redis grants the whole tokens the bucket holds, up to that. Tokens not
-// spent within the term are given back to the fleet's bucket: with the
-// next lease of the key, or, for a key that fell quiet, within an
-// interval of the term's end, the lapsed leases of a Limiter given back in
-// one round trip. So a process cannot save tokens up and spend them later
-// as a burst beyond the fleet's limit, and the fleet loses none to a
-// lease sized larger than what was spent (only those of a process that
-// dies, or of a give-back Redis fails). When the bucket is empty, Redis
+// demand. Redis grants the whole tokens the bucket holds, up to that.
+// While tokens are plentiful, the call that finds a lease with an eighth
+// of its tokens or of its term left renews it ahead, on a goroutine of its
+// own: the tokens granted join those left, for a new term, so that calls
+// seldom wait on Redis. Tokens not spent within the term are given back
+// to the fleet's bucket: with the next lease of the key, or, for a key
+// that fell quiet, within an interval of the term's end, the lapsed leases
+// of a Limiter given back in one round trip. So a process cannot save
+// tokens up and spend them later as a burst beyond the fleet's limit, and
+// the fleet loses none to a lease sized larger than what was spent (only
+// those of a process that dies, or of a give-back Redis fails). When the
+// bucket is empty, Redis
 // names the time of its next token; the process's calls wait for it,
 // within their deadline, and one of them asks again. One request per
 // process and key is in flight at a time; the others wait for its answer,
@@ -49,9 +52,9 @@ import (
 //
 // Each lease also tells the process its share of the limit: over the last
 // ten sync intervals (the share window), the tokens it was granted, less
-// those it gave back, plus an equal
-// part of what the fleet left unused, among the processes that leased in
-// that window; at least half of an equal part.
+// those it gave back, plus an equal part of what the fleet left unused,
+// among the processes that leased in that window; at least half of an
+// equal part.
 //
 // A reservation waits for Redis's answer, to its own request or to the one
 // in flight, at most Options.Timeout, and its own request at most half of
@@ -497,11 +500,11 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		}
 		if ls.tokens > 0 && t.Before(ls.lapses) {
 			ls.tokens--
-			// A lease three-quarters spent, or with a quarter of its term
-			// left, is renewed ahead, off the call's path, so that calls
-			// seldom wait on Redis; not while tokens are scarce.
+			// A lease with an eighth of its tokens or of its term left is
+			// renewed ahead, off the call's path, so that calls seldom
+			// wait on Redis; not while tokens are scarce.
 			renew := !ls.busy && ls.fetching == nil && !ls.health.down.Load() &&
-				(4*ls.tokens < ls.size || t.After(ls.lapses.Add(-ls.term/4)))
+				(8*ls.tokens < ls.size || t.After(ls.lapses.Add(-ls.term/8)))
 			var f *fetch
 			var n int
 			if renew {
