@@ -42,15 +42,15 @@
 //     that count failures (closed: not yet tripped, or failing below the
 //     ratio). A trip, a close or a window's first failure adds a write of
 //     the list; a key a process had not read, one sync.
-//   - Limiter: a lease is 12 commands, once a heartbeat a key and process
-//     while the fleet uses less than half its limit (12·P·K/H), and
-//     giving back a lease that lapsed unspent for a key that fell quiet,
-//     about 6; where tokens are scarce, a lease at least once an interval,
-//     and as often as the bucket runs dry.
+//   - Limiter: a lease is 10 commands, once a heartbeat a key and process
+//     while tokens are plentiful (10·P·K/H), and giving back a lease that
+//     lapsed unspent for a key that fell quiet about 6; where tokens are
+//     scarce, a lease at least once an interval, and as often as the
+//     bucket runs dry.
 //   - Budget: nothing while calls succeed; 6 commands a retry.
 //
 // So 10 processes calling 100 healthy keys ask 3·10/0.1 + 5·10·100/2 =
-// 2,800 commands a second of the Store and 12·10·100/2 = 6,000 of the
+// 2,800 commands a second of the Store and 10·10·100/2 = 5,000 of the
 // Limiter, where each (process, key) asked about 90 a second before
 // (BenchmarkFleetScale measures both). One Redis core carries about
 // 165,000 of the Store's commands a second (BenchmarkFleetCapacity: 6 µs

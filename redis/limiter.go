@@ -343,15 +343,12 @@ if n == 0 then
 	return {0, '0', 0, 0, 0}
 end
 redis.call('ZADD', KEYS[2], ms, ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms - win)
-local procs = redis.call('ZCARD', KEYS[2])
+local procs = redis.call('ZCOUNT', KEYS[2], '(' .. (ms - win), '+inf')
+-- Processes that leased before the window are dropped by one lease in
+-- sixteen (by its time), and all with the set when no lease comes for a
+-- window.
+if ms % 16 == 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms - win) end
 redis.call('PEXPIRE', KEYS[2], win)
-if tonumber(redis.call('HGET', KEYS[3], 'e' .. i)) ~= e then
-	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g - back)
-elseif g - back ~= 0 then
-	redis.call('HINCRBY', KEYS[3], 'n' .. i, g - back)
-end
-redis.call('PEXPIRE', KEYS[3], 2 * win)
 local v = redis.call('HMGET', KEYS[3], 'e0', 'n0', 'e1', 'n1', 'e2', 'n2', 'e3', 'n3', 'e4', 'n4', 'e5', 'n5', 'e6', 'n6', 'e7', 'n7', 'e8', 'n8', 'e9', 'n9')
 local total = 0
 for j = 0, 9 do
@@ -360,8 +357,16 @@ for j = 0, 9 do
 	if nj ~= nj or nj == math.huge or nj == -math.huge then
 		error({err = 'retry: limiter share out of range: ' .. KEYS[3] .. ' n' .. j .. ' = ' .. tostring(v[2 * j + 2])})
 	end
+	if j == i and ej ~= e then nj = 0 end -- this slice starts again
 	if ej and ej > e - 10 then total = total + nj end
+	if j == i then total = total + g - back end
 end
+if tonumber(v[2 * i + 1]) ~= e then
+	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g - back)
+elseif g - back ~= 0 then
+	redis.call('HINCRBY', KEYS[3], 'n' .. i, g - back)
+end
+redis.call('PEXPIRE', KEYS[3], 2 * win)
 return {g, wait, procs, math.max(total, 0), full}`)
 
 // taken is what takeScript granted and told.
