@@ -5,6 +5,7 @@ package retry_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/steadyhq/retry"
 )
@@ -67,5 +68,29 @@ func TestBudgetSuccessAllocs(t *testing.T) {
 		if a := testing.AllocsPerRun(100, func() { _ = r.Run(context.Background(), ok) }); a != 0 {
 			t.Errorf("budget %+v: %v allocations a call, want 0", b, a)
 		}
+	}
+}
+
+// TestSharedBreakerAllocs: a call that succeeds through a breaker shared
+// through a Breaker.Store, closed for the fleet and read within the
+// interval, allocates nothing.
+func TestSharedBreakerAllocs(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(time.Hour)
+	tests := []struct {
+		name string
+		r    *retry.Retrier
+	}{
+		{name: "one", r: retry.New(retry.WithBreaker(retry.Breaker{Store: store}))},
+		{name: "per key", r: retry.New(retry.WithBreaker(retry.Breaker{Store: store, PerKey: true}), retry.WithKey("k"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok := func(context.Context) error { return nil }
+			_ = tt.r.Run(ctx, ok) // reads the fleet's state
+			if a := testing.AllocsPerRun(1000, func() { _ = tt.r.Run(ctx, ok) }); a != 0 {
+				t.Errorf("%v allocs per call, want 0", a)
+			}
+		})
 	}
 }

@@ -266,29 +266,27 @@ func (b *breaker) count(cfg *config, tag int64, outcome error) {
 // allowShared is allow for a breaker shared through a Breaker.Store: the
 // fleet's state decides, and the process's own circuit, which learns every
 // outcome too, stands in for it while the store cannot be read in time.
-func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error), wait time.Duration, busy bool) {
-	shared, wait, ok := b.shared.allow(ctx)
+// It returns the attempt's learner, or nil with the wait of a refusal.
+func (b *breaker) allowShared(ctx context.Context, cfg *config) (l learner, wait time.Duration, busy bool) {
+	probe, counted, wait, ok := b.shared.allow(ctx)
 	// A call whose context ended was not decided. Written only on a
 	// change: every call of every goroutine passes here.
 	if local := !ok; b.shared.local.Load() != local && !ended(ctx) {
 		b.shared.local.Store(local)
 	}
-	if ok {
-		if shared == nil {
-			return nil, wait, b.shared.view.Load().state != BreakerOpen
-		}
-		return func(outcome error) {
+	switch {
+	case ok && counted:
+		return (*sharedCount)(b), 0, false
+	case ok && probe != nil:
+		return doneFunc(func(outcome error) {
 			if outcome == errNotRun {
 				outcome = errBreakerExcluded
 			}
-			shared(outcome)
-			// The stand-in learns the outcome too; an open or busy
-			// stand-in counts nothing.
-			now := cfg.mono()
-			if gen, ok, _, _ := b.c.allow(now, &b.bs.spec); ok {
-				b.c.done(gen, outcome, now, &b.bs.spec)
-			}
-		}, 0, false
+			probe(outcome)
+			b.standInLearns(cfg, outcome)
+		}), 0, false
+	case ok:
+		return nil, wait, b.shared.view.Load().state != BreakerOpen
 	}
 	b.bs.fallbacks.Add(1)
 	b.standIn.Add(1)
@@ -297,10 +295,33 @@ func (b *breaker) allowShared(ctx context.Context, cfg *config) (done func(error
 		b.standIn.Add(-1)
 		return nil, wait, busy
 	}
-	return func(outcome error) {
+	return doneFunc(func(outcome error) {
 		b.learn(cfg, int64(gen), outcome, nil)
 		b.standIn.Add(-1)
-	}, 0, false
+	}), 0, false
+}
+
+// sharedCount is the learner of an attempt a shared breaker let through
+// in the closed state: the fleet counts its outcome, and so does the
+// stand-in. It takes no allocation.
+type sharedCount breaker
+
+func (s *sharedCount) learn(cfg *config, _ int64, outcome, _ error) {
+	b := (*breaker)(s)
+	if outcome == errNotRun {
+		outcome = errBreakerExcluded
+	}
+	b.shared.count(outcome)
+	b.standInLearns(cfg, outcome)
+}
+
+// standInLearns tells the process's own circuit the outcome of an attempt
+// the fleet's state let through; an open or busy stand-in counts nothing.
+func (b *breaker) standInLearns(cfg *config, outcome error) {
+	now := cfg.mono()
+	if gen, ok, _, _ := b.c.allow(now, &b.bs.spec); ok {
+		b.c.done(gen, outcome, now, &b.bs.spec)
+	}
 }
 
 // acts: the breaker admits retries, which may wait for its open time, and
@@ -337,10 +358,7 @@ func (bs *breakers) enter(ctx context.Context, a *ask, g *grant) {
 	var wait time.Duration
 	var busy bool
 	if b.shared != nil {
-		var done func(error)
-		if done, wait, busy = b.allowShared(ctx, a.cfg); done != nil {
-			g.learner = doneFunc(done)
-		}
+		g.learner, wait, busy = b.allowShared(ctx, a.cfg)
 	} else if gen, ok, w, bz := b.allow(a.cfg.mono()); ok {
 		g.learner, g.tag = b, int64(gen)
 	} else {

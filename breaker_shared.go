@@ -247,44 +247,45 @@ func (sb *sharedBreaker) claimProbe(ctx context.Context, v *fleetView) (fl Break
 }
 
 // allow admits one attempt on the fleet's state, in two steps as
-// gobreaker's TwoStepCircuitBreaker does: done, when not nil, must be
-// called with the attempt's outcome. A nil done refuses the attempt, to be
-// asked again after wait. ok is false when the store could not be read in
-// time, and the caller's own breaker decides instead.
-func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), wait time.Duration, ok bool) {
+// gobreaker's TwoStepCircuitBreaker does: a probe's done, when not nil,
+// must be called with the attempt's outcome; counted, that sb.count must
+// (the closed state's, which takes no allocation). Neither refuses the
+// attempt, to be asked again after wait. ok is false when the store could
+// not be read in time, and the caller's own breaker decides instead.
+func (sb *sharedBreaker) allow(ctx context.Context) (done func(error), counted bool, wait time.Duration, ok bool) {
 	now := time.Now().UnixNano()
 	v := sb.current(ctx, now)
 	if v == nil {
-		return nil, 0, ended(ctx)
+		return nil, false, 0, ended(ctx)
 	}
 	switch {
 	case v.state == BreakerClosed:
 	case v.state == BreakerOpen && now < v.until:
-		return nil, time.Duration(v.until-now) + 1, true
+		return nil, false, time.Duration(v.until-now) + 1, true
 	default: // half-open, or open past its time: claim a probe
 		if !sb.claim.CompareAndSwap(false, true) {
-			return nil, sb.fs.bs.spec.recheck(), true // this process is claiming
+			return nil, false, sb.fs.bs.spec.recheck(), true // this process is claiming
 		}
 		fl, ok := sb.claimProbe(ctx, v)
 		sb.claim.Store(false)
 		switch {
 		case ended(ctx):
-			return nil, 0, true
+			return nil, false, 0, true
 		case !ok:
-			return nil, 0, false
+			return nil, false, 0, false
 		case fl.Claimed:
 			gen := fl.Generation
-			return func(outcome error) { sb.probed(gen, outcome) }, 0, true
+			return func(outcome error) { sb.probed(gen, outcome) }, false, 0, true
 		case fl.State == BreakerOpen && fl.OpenFor > 0:
-			return nil, fl.OpenFor + 1, true
+			return nil, false, fl.OpenFor + 1, true
 		case fl.State != BreakerClosed:
-			return nil, sb.fs.bs.spec.recheck(), true // the fleet's probes are out
+			return nil, false, sb.fs.bs.spec.recheck(), true // the fleet's probes are out
 		}
 	}
 	if ended(ctx) {
-		return nil, 0, true
+		return nil, false, 0, true
 	}
-	return sb.count, 0, true
+	return nil, true, 0, true
 }
 
 // openFor is how long the fleet's breaker stays open from now, as last
