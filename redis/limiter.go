@@ -264,8 +264,13 @@ func (l *Limiter) lease(key string) *lease {
 const maxLeaseKeys = 1024
 
 // batch is the size of the next lease: the demand over one term, at least
-// floor, at most the burst.
-func (ls *lease) batch(now time.Time, term time.Duration, burst, floor int) int {
+// floor, at most the burst. The demand is the reservations a second since
+// the last lease, smoothed over the leases; while tokens are plentiful
+// (plenty), the larger of that and the smoothed rate before it, so that a
+// lease after a quiet spell or a burst is not sized too small (tokens not
+// spent go back to the bucket; a lease too small costs a round trip).
+func (ls *lease) batch(now time.Time, term time.Duration, burst, floor int, plenty bool) int {
+	rate := ls.rate
 	if el := now.Sub(ls.since).Seconds(); !ls.since.IsZero() && el > 0 {
 		r := float64(ls.asked) / el
 		if ls.rate == 0 {
@@ -273,9 +278,13 @@ func (ls *lease) batch(now time.Time, term time.Duration, burst, floor int) int 
 		} else {
 			ls.rate = (ls.rate + r) / 2
 		}
+		rate = max(rate, r)
 	}
 	ls.asked, ls.since = 0, now
-	n := int(math.Ceil(ls.rate * term.Seconds()))
+	if !plenty {
+		rate = ls.rate
+	}
+	n := int(math.Ceil(rate * term.Seconds()))
 	return min(max(n, floor, 1), max(burst, 1))
 }
 
@@ -513,7 +522,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			var f *fetch
 			var n int
 			if renew {
-				n = max(ls.batch(t, l.term(ls), l.limit.Burst, l.floor(ls))-ls.tokens, 1)
+				n = max(ls.batch(t, l.term(ls), l.limit.Burst, l.floor(ls), true)-ls.tokens, 1)
 				f = &fetch{done: make(chan struct{})}
 				ls.fetching = f
 			}
@@ -577,7 +586,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			return local()
 		}
 		term := l.term(ls)
-		n := ls.batch(t, term, l.limit.Burst, l.floor(ls))
+		n := ls.batch(t, term, l.limit.Burst, l.floor(ls), !ls.busy)
 		back := ls.tokens // lapsed: given back with this request
 		ls.tokens = 0
 		f := &fetch{done: make(chan struct{})}
