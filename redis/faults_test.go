@@ -37,8 +37,11 @@ const (
 type fault struct {
 	name    string
 	answers bool
-	inject  func(t *testing.T, f *faulty)
-	heal    func(t *testing.T, f *faulty) // returns once Redis answers
+	// some: Redis answers some round trips within Timeout during the
+	// fault, so that a component may end it on the fleet's state.
+	some   bool
+	inject func(t *testing.T, f *faulty)
+	heal   func(t *testing.T, f *faulty) // returns once Redis answers
 }
 
 // faulty is a redis-server, a proxy in front of it through which the
@@ -183,8 +186,10 @@ var faults = []fault{
 		// 16 with a 50 ms command back to back (DEBUG SLEEP, which holds
 		// the server as a long script does, without burning a core of a
 		// shared machine), so that every command waits in line for up to
-		// 800 ms and is served in the end.
+		// 800 ms and is served in the end; one served after a single
+		// command of theirs may make it within Timeout.
 		name:   "Redis at its command limit",
+		some:   true,
 		inject: func(t *testing.T, f *faulty) { f.saturate(t) },
 		heal:   func(t *testing.T, f *faulty) { f.unsaturate() },
 	},
@@ -738,7 +743,7 @@ func runFault(t *testing.T, f *faulty, fl fault, comp component, perKey bool) {
 			t.Errorf("process %d: %d decisions on the fallback with Redis answering", i, n)
 		case !fl.answers && n == 0:
 			t.Errorf("process %d: no decision on the fallback with Redis away", i)
-		case !fl.answers && onFleetAtEnd[i]:
+		case !fl.answers && !fl.some && onFleetAtEnd[i]:
 			t.Errorf("process %d: says it runs on the fleet's state with Redis away", i)
 		}
 		// Errors are counted; after one, Redis is asked again once an
