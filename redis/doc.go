@@ -53,19 +53,19 @@
 // 2,800 commands a second of the Store and 10·10·100/2 = 5,000 of the
 // Limiter, where each (process, key) asked about 90 a second before
 // (BenchmarkFleetScale measures both). One Redis core carries about
-// 165,000 of the Store's commands a second (BenchmarkFleetCapacity: 6 µs
-// of Redis CPU each), and a Cluster of M masters about M times that, the
-// list's master also serving every process's reads of it (3·P/I). At the
-// defaults that is 1,000 processes × 50 keys for one Redis (155,000), and
-// 1,000 × 160 for a 3-master Cluster (430,000, the list's master 163,000).
-// 1,000 × 1,000 with 1% of the keys failing (open) ask
+// 185,000 of the Store's commands a second (BenchmarkFleetCapacity: 5.4
+// µs of Redis CPU each), and a Cluster of M masters about M times that,
+// the list's master also serving every process's reads of it (3·P/I). At
+// the defaults that is 1,000 processes × 60 keys for one Redis (180,000),
+// and 1,000 × 180 for a 3-master Cluster (480,000, the list's master
+// 180,000). 1,000 × 1,000 with 1% of the keys failing (open) ask
 // 30,000 + 5·1,000·1,000/H commands a second: 2.5 million at the
-// defaults; with a Heartbeat of 15 s and a Window of 75 s, 363,000, a
-// 3-master Cluster. While those 10 keys fail below the ratio instead,
-// closed, every process syncs them once an interval: 500,000 commands a
-// second more at I = 100 ms. A longer Window lets a breaker's successes
-// count longer, and a longer Heartbeat holds a lease's tokens longer; see
-// Store and Limiter.
+// defaults, about 14 masters; with a Heartbeat of 15 s and a Window of
+// 75 s, 363,000, a 3-master Cluster. While those 10 keys fail below the
+// ratio instead, closed, every process syncs them once an interval:
+// 500,000 commands a second more at I = 100 ms. A longer Window lets a
+// breaker's successes count longer, and a longer Heartbeat holds a
+// lease's tokens longer; see Store and Limiter.
 //
 // # When Redis fails
 //
