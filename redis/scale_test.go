@@ -35,9 +35,11 @@ import (
 //   - everything shared: shared breaker, limiter and budget, per key,
 //
 // FLEET_SCALE_ROUNDS times (default 3), each for FLEET_SCALE_DURATION
-// (default 2s), the cases interleaved and their order rotated from round
-// to round, so that a change in the machine's load falls on every case
-// alike; a warm-up pass of each case comes first. It prints the median
+// (default 2s, of which the last three quarters are measured: a case's
+// Retriers sit idle while the others run, and each run starts cold), the
+// cases interleaved and their order rotated from round to round, so that
+// a change in the machine's load falls on every case alike; a warm-up
+// pass of each case comes first. It prints the median
 // over the rounds of each ratio (calls/s of the shared case over its
 // in-process counterpart), of the Redis commands per call and of the
 // commands a second (INFO commandstats before and after each run, INFO
@@ -138,15 +140,20 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 	for i := range names {
 		names[i] = "dep-" + strconv.Itoa(i)
 	}
+	// run runs case i for d and measures its last three quarters: the
+	// Retriers of a case sit idle while the other cases run, so each run
+	// starts cold (leases lapsed, heartbeats due), which a fleet under
+	// steady load is not.
 	run := func(i int, d time.Duration) scaleRun {
 		rs, admin := fleets[i], admins[i]
-		before := commands(b, admin)
-		stop := time.Now().Add(d)
+		start := time.Now()
+		from, stop := start.Add(d/4), start.Add(d)
+		before := make(chan int64, 1)
+		time.AfterFunc(d/4, func() { before <- commands(b, admin) })
 		var mu sync.Mutex
 		var lat []time.Duration
 		var wg sync.WaitGroup
 		var next atomic.Int64
-		start := time.Now()
 		for _, r := range rs {
 			for range goroutines {
 				off := int(next.Add(1))
@@ -158,7 +165,9 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 							time.Sleep(time.Millisecond)
 							return nil
 						}, r, retry.WithKey(names[i%keys]))
-						own = append(own, time.Since(t0))
+						if t0.After(from) {
+							own = append(own, time.Since(t0))
+						}
 					}
 					mu.Lock()
 					lat = append(lat, own...)
@@ -167,8 +176,8 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 			}
 		}
 		wg.Wait()
-		elapsed := time.Since(start)
-		cmds := commands(b, admin) - before
+		elapsed := time.Since(from)
+		cmds := commands(b, admin) - <-before
 		slices.Sort(lat)
 		n := len(lat)
 		return scaleRun{rate: float64(n) / elapsed.Seconds(), perCall: float64(cmds) / float64(n),
