@@ -334,3 +334,36 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// commands sums the calls of every command in INFO commandstats but INFO.
+func commands(t testing.TB, c *goredis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "calls=")
+		v, _, _ := strings.Cut(rest, ",")
+		k, err := strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			n += k
+		}
+	}
+	return n
+}
