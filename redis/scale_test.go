@@ -35,8 +35,9 @@ import (
 //   - everything shared: shared breaker, limiter and budget, per key,
 //
 // FLEET_SCALE_ROUNDS times (default 3), each for FLEET_SCALE_DURATION
-// (default 2s, of which the last three quarters are measured: a case's
-// Retriers sit idle while the others run, and each run starts cold), the
+// (default 6s, of which the last three quarters are measured: a case's
+// Retriers sit idle while the others run, and each run starts cold; the
+// 4.5 s measured hold two heartbeats of every key), the
 // cases interleaved and their order rotated from round to round, so that
 // a change in the machine's load falls on every case alike; a warm-up
 // pass of each case comes first. It prints the median
@@ -48,7 +49,7 @@ import (
 //
 //	cd redis && go test -run '^$' -bench FleetScale -benchtime 1x -timeout 30m .
 func BenchmarkFleetScale(b *testing.B) {
-	dur := envDuration("FLEET_SCALE_DURATION", 2*time.Second)
+	dur := envDuration("FLEET_SCALE_DURATION", 6*time.Second)
 	rounds := envInt("FLEET_SCALE_ROUNDS", 3)
 	goroutines := envInt("FLEET_SCALE_GOROUTINES", 16)
 	sizes := os.Getenv("FLEET_SCALE_SIZES")
