@@ -72,7 +72,7 @@ func BenchmarkFleetScale(b *testing.B) {
 		})
 	}
 	fmt.Printf("\nload average at end %s\n\n", load())
-	fmt.Println("| processes × keys | shared breaker vs local | cmds/call | shared limiter vs none | cmds/call | everything shared vs none | cmds/call | Redis cmds/s, everything shared | p99 none / local breaker / shared breaker / shared limiter / everything |")
+	fmt.Println("| processes × keys | shared breaker vs local | cmds/call | shared limiter vs none | cmds/call | everything shared vs none | cmds/call | Redis cmds/s: shared breaker / shared limiter / everything shared | p99 none / local breaker / shared breaker / shared limiter / everything |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, row := range table {
 		fmt.Println(row)
@@ -193,7 +193,7 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 			i := (j + r) % len(scaleCases)
 			runtime.GC()
 			runs[i] = append(runs[i], run(i, dur))
-			b.Logf("%d×%d round %d %-17s %8.0f calls/s, %.3f cmds/call, %6.0f cmds/s, p99 %.2f ms",
+			fmt.Printf("%d×%d round %d %-17s %8.0f calls/s, %.3f cmds/call, %6.0f cmds/s, p99 %.2f ms\n",
 				procs, keys, r, scaleCases[i].name, runs[i][r].rate, runs[i][r].perCall, runs[i][r].cmdsPerSec, ms(runs[i][r].p99))
 		}
 	}
@@ -221,9 +221,10 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 	b.ReportMetric(ratio(all, none), "all-ratio")
 	b.ReportMetric(med(all, func(x scaleRun) float64 { return x.cmdsPerSec }), "cmds/s")
 	b.ReportMetric(0, "ns/op")
-	return fmt.Sprintf("| %d × %d | %.2f× | %.3f | %.2f× | %.3f | %.2f× | %.3f | %s | %.1f / %.1f / %.1f / %.1f / %.1f ms |",
+	perSec := func(x scaleRun) float64 { return x.cmdsPerSec }
+	return fmt.Sprintf("| %d × %d | %.2f× | %.3f | %.2f× | %.3f | %.2f× | %.3f | %s / %s / %s | %.1f / %.1f / %.1f / %.1f / %.1f ms |",
 		procs, keys, ratio(shared, local), med(shared, perCall), ratio(limiter, none), med(limiter, perCall),
-		ratio(all, none), med(all, perCall), thousands(med(all, func(x scaleRun) float64 { return x.cmdsPerSec })),
+		ratio(all, none), med(all, perCall), thousands(med(shared, perSec)), thousands(med(limiter, perSec)), thousands(med(all, perSec)),
 		med(none, p99), med(local, p99), med(shared, p99), med(limiter, p99), med(all, p99))
 }
 
