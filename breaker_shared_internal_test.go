@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -57,4 +58,52 @@ func TestSharedBreakerStaleReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// halfOpenStore answers every sync with a half-open breaker of
+// generation 2, as the fleet's store does once the open time has passed.
+type halfOpenStore struct{}
+
+func (halfOpenStore) Sync(_ context.Context, _ Breaker, in []BreakerSync) ([]BreakerFleet, error) {
+	out := make([]BreakerFleet, len(in))
+	for i := range out {
+		out[i] = BreakerFleet{State: BreakerHalfOpen, Generation: 2}
+	}
+	return out, nil
+}
+func (halfOpenStore) SyncInterval() time.Duration { return 10 * time.Millisecond }
+
+// pausedCtx is a context whose Deadline, the first thing a call asks of it
+// once it knows it must wait for the store, first waits for pause to close.
+type pausedCtx struct {
+	context.Context
+	pause <-chan struct{}
+}
+
+func (c pausedCtx) Deadline() (time.Time, bool) {
+	<-c.pause
+	return c.Context.Deadline()
+}
+
+// TestSharedBreakerSyncEndsMidCall: a call that read a stale view while
+// another call's sync was under way, and looks for that sync only after it
+// ended, decides on the state the sync read, never on the local breaker
+// (whose own counts may let the attempt through while the fleet has a
+// probe out). The race let two probes through a fleet whose Probes was 1,
+// about one run in 2,000 of TestSharedBreakerOpensForAll.
+func TestSharedBreakerSyncEndsMidCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(Breaker{Store: halfOpenStore{}, StoreWait: 50 * time.Millisecond}.withDefaults())
+		sb := bs.single.shared
+		sb.update(BreakerFleet{State: BreakerOpen, Generation: 1, OpenFor: time.Second}, sb.fs.seq.Add(1))
+		time.Sleep(time.Second) // the open time ends; the view is stale
+		f := sb.fs.kick(true)   // another call's sync
+		v := sb.current(pausedCtx{Context: t.Context(), pause: f.done}, time.Now().UnixNano())
+		if v == nil {
+			t.Fatal("the call fell back to the local breaker, want the state the sync read")
+		}
+		if v.state != BreakerHalfOpen || v.gen != 2 {
+			t.Errorf("the call decided on %s generation %d, want half-open generation 2", v.state, v.gen)
+		}
+	})
 }
