@@ -87,3 +87,60 @@ func TestLimiterBudgetValuesDistrusted(t *testing.T) {
 		})
 	}
 }
+
+// TestLimiterBudgetStateBounded: the keys a shared limiter and budget keep
+// in Redis follow the keys in use, as the package documentation says: a
+// lease's keys live a share window (ten SyncIntervals) and a budget's
+// counters its Window, so that 300 keys called once each, with a retry,
+// leave no key in Redis once both have passed twice since the last call.
+func TestLimiterBudgetStateBounded(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	const prefix = "bounded:"
+	opts := retryredis.Options{Prefix: prefix, SyncInterval: 10 * time.Millisecond, Heartbeat: 50 * time.Millisecond, Timeout: time.Second}
+	l, err := retryredis.NewLimiter(s.Client(), 1e6, 100, true, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := retryredis.NewBudget(s.Client(), retry.Budget{Window: 100 * time.Millisecond, Reserve: 1e6, PerKey: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}),
+		retry.WithRateLimit(retry.RateLimit{Shared: l}), retry.WithBudget(retry.Budget{Shared: b}))
+	count := func() int {
+		keys, err := c.Keys(t.Context(), prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	for i := range 300 {
+		n := 0
+		err := retry.Run(t.Context(), func(context.Context) error {
+			if n++; n == 1 {
+				return errDown
+			}
+			return nil
+		}, r, retry.WithKey(fmt.Sprintf("dep-%d", i)))
+		if err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	held := count()
+	if held < 100 {
+		// The first keys' may have lapsed already while the calls ran.
+		t.Fatalf("%d keys in Redis after 300 keys' calls, want hundreds: the test measures nothing", held)
+	}
+	// The share window is 100 ms, a lease's granted tokens live twice it,
+	// and the budget's counters its Window and two slices: 400 ms is twice
+	// the longest, and Redis expires a key within milliseconds of its TTL.
+	time.Sleep(400 * time.Millisecond)
+	if n := count(); n != 0 {
+		keys, _ := c.Keys(t.Context(), prefix+"*").Result()
+		t.Errorf("%d keys in Redis 400 ms after the last call (%d while the calls ran), want none: %v", n, held, keys[:min(len(keys), 5)])
+	}
+	if st := l.Stats(); st.Errors != 0 {
+		t.Errorf("limiter errors: %+v", st)
+	}
+}
