@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,16 +305,18 @@ func (f *faulty) migrate(t *testing.T, tags ...string) {
 		ids[i] = id
 	}
 	owner := func(slot int64) int {
-		slots, err := cs[0].ClusterSlots(ctx).Result()
+		shards, err := cs[0].ClusterShards(ctx).Result()
 		if err != nil {
 			t.Error(err)
 			return -1
 		}
-		for _, r := range slots {
-			if int64(r.Start) <= slot && slot <= int64(r.End) {
-				for i, id := range ids {
-					if r.Nodes[0].ID == id {
-						return i
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start <= slot && slot <= r.End {
+					for _, n := range sh.Nodes {
+						if i := slices.Index(ids, n.ID); i >= 0 && n.Role == "master" {
+							return i
+						}
 					}
 				}
 			}
