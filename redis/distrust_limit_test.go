@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,9 +91,11 @@ func TestLimiterBudgetValuesDistrusted(t *testing.T) {
 
 // TestLimiterBudgetStateBounded: the keys a shared limiter and budget keep
 // in Redis follow the keys in use, as the package documentation says: a
-// lease's keys live a share window (ten SyncIntervals) and a budget's
-// counters its Window, so that 300 keys called once each, with a retry,
-// leave no key in Redis once both have passed twice since the last call.
+// lease's keys live a share window (ten SyncIntervals), a budget's
+// counters of successes its Window and two slices, and its balance ten
+// Windows or at least a minute. 300 keys called twice each, with a retry
+// each time, leave none of the first two once both windows have passed
+// twice since the last call, and balances that expire within a minute.
 func TestLimiterBudgetStateBounded(t *testing.T) {
 	s := startServer(t)
 	c := s.Client()
@@ -102,43 +105,70 @@ func TestLimiterBudgetStateBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := retryredis.NewBudget(s.Client(), retry.Budget{Window: 100 * time.Millisecond, Reserve: 1e6, PerKey: true}, opts)
+	b, err := retryredis.NewBudget(s.Client(), retry.Budget{Window: 100 * time.Millisecond, PerKey: true}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond}),
 		retry.WithRateLimit(retry.RateLimit{Shared: l}), retry.WithBudget(retry.Budget{Shared: b}))
-	count := func() int {
+	keys := func() []string {
 		keys, err := c.Keys(t.Context(), prefix+"*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(keys)
+		return keys
 	}
 	for i := range 300 {
-		n := 0
-		err := retry.Run(t.Context(), func(context.Context) error {
-			if n++; n == 1 {
-				return errDown
+		// The second call's retry sends the first call's success: the
+		// budget's counter of the window.
+		for range 2 {
+			n := 0
+			err := retry.Run(t.Context(), func(context.Context) error {
+				if n++; n == 1 {
+					return errDown
+				}
+				return nil
+			}, r, retry.WithKey(fmt.Sprintf("dep-%d", i)))
+			if err != nil {
+				t.Fatalf("key %d: %v", i, err)
 			}
-			return nil
-		}, r, retry.WithKey(fmt.Sprintf("dep-%d", i)))
-		if err != nil {
-			t.Fatalf("key %d: %v", i, err)
 		}
 	}
-	held := count()
-	if held < 100 {
-		// The first keys' may have lapsed already while the calls ran.
-		t.Fatalf("%d keys in Redis after 300 keys' calls, want hundreds: the test measures nothing", held)
+	kinds := func(keys []string) map[string]int {
+		m := map[string]int{}
+		for _, k := range keys {
+			switch {
+			case strings.HasPrefix(k, prefix+"{limit:"):
+				m["limiter"]++
+			case strings.HasSuffix(k, ":t"):
+				m["budget balance"]++
+			case strings.Contains(k, ":w:"):
+				m["budget counter"]++
+			default:
+				m["other"]++
+			}
+		}
+		return m
+	}
+	held := kinds(keys())
+	if held["limiter"] < 10 || held["budget counter"] < 10 {
+		// Most keys' have lapsed already while the calls ran (a second or
+		// so, against windows of 100 ms): the last ones' are left.
+		t.Fatalf("keys in Redis after 300 keys' calls: %v, want some of the limiter's and the budget's counters: the test measures nothing", held)
 	}
 	// The share window is 100 ms, a lease's granted tokens live twice it,
 	// and the budget's counters its Window and two slices: 400 ms is twice
 	// the longest, and Redis expires a key within milliseconds of its TTL.
 	time.Sleep(400 * time.Millisecond)
-	if n := count(); n != 0 {
-		keys, _ := c.Keys(t.Context(), prefix+"*").Result()
-		t.Errorf("%d keys in Redis 400 ms after the last call (%d while the calls ran), want none: %v", n, held, keys[:min(len(keys), 5)])
+	left := keys()
+	if m := kinds(left); m["limiter"]+m["budget counter"]+m["other"] != 0 {
+		t.Errorf("keys in Redis 400 ms after the last call: %v (%v while the calls ran), want only the budget's balances", m, held)
+	}
+	for _, k := range left {
+		if ttl := c.PTTL(t.Context(), k).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("%s expires in %v, want within a minute", k, ttl)
+			break
+		}
 	}
 	if st := l.Stats(); st.Errors != 0 {
 		t.Errorf("limiter errors: %+v", st)

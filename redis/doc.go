@@ -47,7 +47,7 @@
 //     lapsed unspent for a key that fell quiet about 6; where tokens are
 //     scarce, a lease at least once an interval, and as often as the
 //     bucket runs dry.
-//   - Budget: nothing while calls succeed; 6 commands a retry.
+//   - Budget: nothing while calls succeed; 4 to 6 commands a retry.
 //
 // So 10 processes calling 100 healthy keys ask 3·10/0.1 + 5·10·100/2 =
 // 2,800 commands a second of the Store and 10·10·100/2 = 5,000 of the
