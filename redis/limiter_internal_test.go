@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steadyhq/retry"
 )
 
 // TestGCRALimit: every limit NewLimiter takes becomes a Rate of at least 1
@@ -64,5 +66,22 @@ func TestLeaseKeysBounded(t *testing.T) {
 	}
 	if a, b := l.lease("same"), l.lease("same"); a != b {
 		t.Errorf("one key, two leases")
+	}
+}
+
+// TestBudgetKeysBounded: a per-key Budget keeps the unsent successes of at
+// most maxLeaseKeys keys however many keys it sees.
+func TestBudgetKeysBounded(t *testing.T) {
+	b := &Budget{spec: retry.Budget{PerKey: true}.WithDefaults(), health: newHealth("budget", Options{})}
+	for i := range 3 * maxLeaseKeys {
+		b.Won(strconv.Itoa(i), 0)
+		n := 0
+		b.keys.Range(func(any, any) bool { n++; return true })
+		if n > maxLeaseKeys || int(b.nkeys.Load()) != n {
+			t.Fatalf("after %d keys: %d tallies kept (counted %d), bound %d", i+1, n, b.nkeys.Load(), maxLeaseKeys)
+		}
+	}
+	if a, c := b.tally("same"), b.tally("same"); a != c {
+		t.Errorf("one key, two tallies")
 	}
 }
