@@ -44,6 +44,10 @@ type call struct {
 	charged float64       // the retry-budget tokens its retries took
 	refusal error         // the error of the gate that stopped the call, if one did
 	halt    bool          // the attempt asked the loop to stop: Attempts' body broke out
+	// uncounted says the first attempt (or hedged turn) is running: the
+	// call counts in Stats when it ends, in won or fail as it returns, in
+	// release if it panics.
+	uncounted bool
 	// serverDelay says the call stopped for a server's delay over
 	// MaxServerDelay, which is not the deadline's doing.
 	serverDelay bool
@@ -97,15 +101,24 @@ func (c *call) run(ctx context.Context, drv *driver, attempt attemptFunc) error 
 	}
 }
 
-// won counts the call's success for the retry budget: on the Retrier's
-// own budget's count directly, the success path's one atomic add (to
-// the goroutine's stripe). A call
-// that retried gives back the tokens its retries took.
+// won counts the call's success, for the retry budget and for Stats: a
+// success with no failure before, on a Retrier whose budget's count Stats
+// reads too (state.wins), makes the success path's one atomic add (to the
+// goroutine's stripe). A success after a failure, whose call Stats counted
+// at the failure, is told apart; a call that retried gives back the tokens
+// its retries took.
 func (c *call) won() {
-	if w := c.cfg.wins; w != nil && c.charged == 0 {
+	cfg := c.cfg
+	if c.last != nil {
+		cfg.state.wonFailed.Add(1)
+	}
+	if !cfg.winsInStats {
+		cfg.state.won.add()
+	}
+	if w := cfg.wins; w != nil && c.charged == 0 {
 		w.add()
-	} else if bs := c.cfg.budget; bs != nil {
-		bs.won(c.cfg, c.key, c.charged)
+	} else if bs := cfg.budget; bs != nil {
+		bs.won(cfg, c.key, c.charged)
 	}
 }
 
@@ -142,15 +155,15 @@ func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Tim
 func (c *call) try(ctx context.Context, drv *driver, p *pass, attempt attemptFunc) (timedOut bool, failure error) {
 	p.spend()
 	c.started()
-	if p.heard == 0 { // no gate asked for the outcome
-		return attempt(c.numbered(ctx))
-	}
 	timedOut, failure = attempt(c.numbered(ctx))
-	if drv == nil && failure == nil {
+	switch {
+	case p.heard == 0: // no gate asked for the outcome
+	case drv == nil && failure == nil:
 		p.learn(nil, nil) // a success of Do's fn
-	} else {
+	default:
 		c.learn(ctx, drv, p, failure, timedOut)
 	}
+	c.uncounted = false // it returned: won or fail counts it
 	return timedOut, failure
 }
 
@@ -170,11 +183,12 @@ func (c *call) learn(ctx context.Context, drv *driver, p *pass, failure error, t
 	p.learn(outcome, cause)
 }
 
-// started counts the attempt about to run.
+// started counts the attempt about to run: a retry or a hedge now, the
+// first attempt when it ends (won, fail or, for a panic, release).
 func (c *call) started() {
 	c.attempt++
 	if c.attempt == 1 {
-		c.cfg.state.calls.add()
+		c.uncounted = true
 		return
 	}
 	c.cfg.state.retryAttempts.Add(1)
@@ -269,6 +283,9 @@ func timed(ctx context.Context, cfg *config, d time.Duration, f func(context.Con
 // call.
 func (c *call) fail(ctx context.Context, drv *driver, p *pass, err error, timedOut bool) error {
 	cfg := c.cfg
+	if c.last == nil { // the call's first failure; before failed, so that Stats' Attempts is never below Failed
+		cfg.state.failedCalls.Add(1)
+	}
 	cfg.state.failed.Add(1)
 	c.last = err
 	o := attemptOutcome(ctx, err, timedOut)
@@ -383,15 +400,20 @@ func (c *call) sleep(ctx context.Context, drv *driver, timer **time.Timer, d tim
 // release frees what the call holds, as it returns or panics: its timer,
 // what gates took for an attempt that never ran, and the gates waiting
 // for the outcome of an attempt that panicked, which learn it as a
-// failure.
+// failure. A first attempt that panicked is counted in Stats here. (The
+// check is as much as the inliner takes: run's defer calls it inlined.)
 func (c *call) release(p *pass, timer **time.Timer) {
-	if *timer != nil || p.undo != nil || p.heard > 0 {
+	if *timer != nil || p.undo != nil || p.heard > 0 || c.uncounted {
 		c.releaseHeld(p, *timer)
 	}
 }
 
 // releaseHeld is release for a call that holds something.
 func (c *call) releaseHeld(p *pass, timer *time.Timer) {
+	if c.uncounted {
+		c.uncounted = false
+		c.cfg.state.failedCalls.Add(1)
+	}
 	if timer != nil {
 		timer.Stop()
 	}

@@ -82,6 +82,9 @@ type config struct {
 	// wins counts the calls that succeed, for the Retrier's own budget;
 	// nil without one (a budget per key counts through budgets.win).
 	wins *stripes
+	// winsInStats says wins is state.wins, which Stats reads as the
+	// calls that succeeded: they need no count of their own.
+	winsInStats bool
 }
 
 // build resolves opts over the defaults. A *Retrier among opts is applied
@@ -117,6 +120,10 @@ func (c *config) build(opts []Option) {
 	if c.budget != nil && c.budget.one != nil {
 		c.wins = &c.budget.one.wins
 	}
+	if !shared {
+		c.state.wins = c.wins
+	}
+	c.winsInStats = c.wins != nil && c.wins == c.state.wins
 	c.finish()
 	c.assemble()
 	c.clockAlways = c.hooks.any() || c.deadLetters.Sink != nil || c.deadLetters.Alert != nil || c.maxElapsed > 0 || c.budget != nil

@@ -16,15 +16,18 @@ import (
 // on to the caller unrecovered, so that the success path needs no deferred
 // call, and a circuit breaker records it as a failure.
 //
-// An attempt counts when the engine starts it, calling Do's function, the
-// base transport or the gRPC invoker, whether or not that sends anything:
-// a hedge whose call is won just as it starts, canceled before its request
-// leaves the client, counts in Attempts and Hedges, and has taken its
-// retry-budget token. The engine does not see the wire, so under hedging a
-// server may count fewer arrivals than Attempts.
+// A call's first attempt counts in Calls and Attempts when it ends: as it
+// returns (a failure counts then, whatever follows) or panics; while its
+// first attempt runs, a call is in neither. Every other attempt counts when
+// the engine starts it, calling Do's function, the base transport or the
+// gRPC invoker, whether or not that sends anything: a hedge whose call is
+// won just as it starts, canceled before its request leaves the client,
+// counts in Attempts and Hedges, and has taken its retry-budget token. The
+// engine does not see the wire, so under hedging a server may count fewer
+// arrivals than Attempts.
 type Stats struct {
-	Calls             int64 `json:"calls"`              // calls, those stopped before their first attempt included
-	Attempts          int64 `json:"attempts"`           // attempts started, first ones included (see Stats)
+	Calls             int64 `json:"calls"`              // calls, those stopped before their first attempt included (see Stats)
+	Attempts          int64 `json:"attempts"`           // attempts: first ones as they end, others as they start (see Stats)
 	Failed            int64 `json:"failed"`             // failed attempts, retried or not (a panic is not a failure here; see Stats)
 	Retried           int64 `json:"retried"`            // failed attempts followed by a retry
 	FailedPermanently int64 `json:"failed_permanently"` // calls that ran an attempt and ended in failure, whatever the reason
@@ -140,11 +143,18 @@ func init() {
 
 func (c *config) stats() Stats {
 	st := c.state
-	calls := st.calls.sum()
+	failed := st.failed.Load() // before the attempts: see fail
+	won := st.won.sum()
+	if st.wins != nil {
+		won += st.wins.sum()
+	}
+	// The calls that ran a first attempt: it ended in a success, a
+	// failure or a panic. (A call that ends meanwhile may be missing.)
+	calls := won - st.wonFailed.Load() + st.failedCalls.Load()
 	s := Stats{
 		Calls:             calls + st.unstarted.Load(),
 		Attempts:          calls + st.retryAttempts.Load(),
-		Failed:            st.failed.Load(),
+		Failed:            failed,
 		Retried:           st.retried.Load(),
 		FailedPermanently: st.failedPermanently.Load(),
 		DeadLettered:      st.deadLettered.Load(),
@@ -188,7 +198,17 @@ func (c *config) stats() Stats {
 
 // state is what the calls of one Retrier share.
 type state struct {
-	calls             stripes      // calls that ran a first attempt: every call adds one
+	// The calls that succeeded are counted once, so that a success makes
+	// one atomic add: wins is the count of the retry budget built with
+	// the state (a Retrier's own, by default), which its calls add to for
+	// the budget; won counts those of Retriers sharing the state with
+	// another budget or none. Stats counts a call that ran an attempt
+	// when it ends, or at its first failure (failedCalls; wonFailed are
+	// then not counted again).
+	wins              *stripes
+	won               stripes
+	wonFailed         atomic.Int64 // calls that succeeded after a failure
+	failedCalls       atomic.Int64 // calls at their first failure, or panicking in their first attempt
 	unstarted         atomic.Int64 // calls stopped before their first attempt
 	retryAttempts     atomic.Int64
 	failed            atomic.Int64
@@ -209,4 +229,4 @@ type state struct {
 	owner *Retrier
 }
 
-func newState() *state { return &state{calls: newStripes(0)} }
+func newState() *state { return &state{won: newStripes(0)} }

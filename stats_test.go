@@ -154,3 +154,95 @@ func TestStatsCountsRefusedCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountFirstAttemptAtItsEnd: a call and its first attempt count in
+// Calls and Attempts when that attempt returns, not while it runs; a retry
+// counts as it starts.
+func TestStatsCountFirstAttemptAtItsEnd(t *testing.T) {
+	r := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: 2, Backoff: retry.Immediate}))
+	running, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- r.Run(t.Context(), func(ctx context.Context) error {
+			running <- struct{}{}
+			<-release
+			if retry.AttemptFrom(ctx) == 1 {
+				return errTransient
+			}
+			return nil
+		})
+	}()
+	<-running
+	if s := r.Stats(); s.Calls != 0 || s.Attempts != 0 {
+		t.Errorf("during the first attempt: Calls %d Attempts %d, want 0 0", s.Calls, s.Attempts)
+	}
+	release <- struct{}{}
+	<-running
+	if s := r.Stats(); s.Calls != 1 || s.Attempts != 2 || s.Failed != 1 {
+		t.Errorf("during the retry: Calls %d Attempts %d Failed %d, want 1 2 1", s.Calls, s.Attempts, s.Failed)
+	}
+	release <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Stats(); s.Calls != 1 || s.Attempts != 2 {
+		t.Errorf("after the call: Calls %d Attempts %d, want 1 2", s.Calls, s.Attempts)
+	}
+}
+
+// TestStatsCallsWhateverTheBudget: each call that ran an attempt counts
+// once in Calls, and each attempt once in Attempts, whichever budget
+// counts its successes: the Retrier's own (whose count Stats reads), none,
+// one per key, or another Retrier's sharing the state with a budget of
+// its own; and whatever the call's end: a success at once or after a
+// failure, a failure, a panic in its first attempt or in a retry.
+func TestStatsCallsWhateverTheBudget(t *testing.T) {
+	policy := retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Immediate})
+	tests := []struct {
+		name string
+		opts []retry.Option
+		// derived, when set, makes the calls through a Retrier built on
+		// the first with these options, sharing its state.
+		derived []retry.Option
+	}{
+		{name: "own budget"},
+		{name: "budget off", opts: []retry.Option{retry.WithBudget(retry.Budget{Off: true})}},
+		{name: "budget per key", opts: []retry.Option{retry.WithBudget(retry.Budget{PerKey: true}), retry.WithKey("k")}},
+		{name: "shared state, another budget", derived: []retry.Option{retry.WithBudget(retry.Budget{Ratio: 0.5})}},
+		{name: "shared state, no budget", derived: []retry.Option{retry.WithBudget(retry.Budget{Off: true})}},
+		{name: "shared state, same budget", derived: []retry.Option{retry.WithKey("other")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := retry.New(append([]retry.Option{policy}, tt.opts...)...)
+			caller := r
+			if tt.derived != nil {
+				caller = retry.New(append([]retry.Option{r}, tt.derived...)...)
+			}
+			run := func(fn func(ctx context.Context) error) {
+				defer func() { _ = recover() }()
+				_ = caller.Run(t.Context(), fn)
+			}
+			run(func(context.Context) error { return nil })          // 1 attempt
+			run(func(context.Context) error { return errTransient }) // 3 attempts
+			run(func(ctx context.Context) error {                    // 2 attempts
+				if retry.AttemptFrom(ctx) == 1 {
+					return errTransient
+				}
+				return nil
+			})
+			run(func(context.Context) error { panic("boom") }) // 1 attempt
+			run(func(ctx context.Context) error {              // 2 attempts
+				if retry.AttemptFrom(ctx) == 1 {
+					return errTransient
+				}
+				panic("boom")
+			})
+			for _, got := range []retry.Stats{r.Stats(), caller.Stats()} {
+				if got.Calls != 5 || got.Attempts != 9 || got.Failed != 5 {
+					t.Errorf("Calls %d Attempts %d Failed %d, want 5 9 5", got.Calls, got.Attempts, got.Failed)
+				}
+			}
+		})
+	}
+}

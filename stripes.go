@@ -7,13 +7,13 @@ import (
 )
 
 // stripes is a count that calls on every core add to at once: the calls
-// of one Retrier, the successes of a closed circuit breaker. One atomic
-// counter would be a cache line that every call writes and every core
-// shares, which moves from core to core on each call; here each goroutine
-// adds to one stripe of its own, on a cache line of its own, chosen by the
-// address of its stack, and a reader sums the stripes. A goroutine keeps
-// its stripe as long as its stack does not move; two goroutines share one
-// with a chance of one in len(s.s).
+// that succeed on a Retrier without a budget of its own, the successes of a
+// closed circuit breaker. One atomic counter would be a cache line that
+// every call writes and every core shares, which moves from core to core on
+// each call; here each goroutine adds to one stripe of its own, on a cache
+// line of its own, chosen by the address of its stack, and a reader sums
+// the stripes. A goroutine keeps its stripe as long as its stack does not
+// move; two goroutines share one with a chance of one in len(s.s).
 //
 // The zero stripes count nothing: build them with newStripes.
 type stripes struct {
