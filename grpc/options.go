@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/redact"
@@ -127,17 +128,39 @@ func retryable(cs map[codes.Code]bool, code codes.Code) bool {
 // entry returns the Retrier for a call to method on target: one derived
 // from the interceptor's Retrier per key, sharing its state, with the key
 // set. The lookup takes no lock and allocates nothing; the last key looked
-// up is answered without hashing, and a key seen for the first time copies
-// the map. Past maxKeys keys, a call's Retrier is derived for that call
-// alone, with the same key and state.
+// up is answered without hashing, by an inlined call (see hit), and a key
+// seen for the first time copies the map. Past maxKeys keys, a call's
+// Retrier is derived for that call alone, with the same key and state.
 func (c *config) entry(target, method string) *keyedRetrier {
+	if e := c.hit(target, method); e != nil {
+		return e
+	}
 	if !c.perMethod {
 		method = ""
 	}
-	k := key{target, method}
-	if l := c.last.Load(); l != nil && l.k == k {
+	return c.lookup(key{target, method})
+}
+
+// hit returns the entry of the last key looked up when it is target's and
+// method's, or nil. It is small enough to be inlined, and entry is not:
+// the unary interceptor asks it first.
+func (c *config) hit(target, method string) *keyedRetrier {
+	if l := c.last.Load(); l != nil && same(l.k.target, target) && (!c.perMethod || l.k.method == method) {
 		return l
 	}
+	return nil
+}
+
+// same reports whether a and b are equal, at once when they share their
+// bytes: a connection's Target, and the method names of generated code,
+// are the same string from call to call, and == would call
+// runtime.memequal to compare them.
+func same(a, b string) bool {
+	return unsafe.StringData(a) == unsafe.StringData(b) && len(a) == len(b) || a == b
+}
+
+// lookup is entry for a key other than the last one.
+func (c *config) lookup(k key) *keyedRetrier {
 	var e *keyedRetrier
 	if m := c.keyed.Load(); m != nil {
 		e = (*m)[k]

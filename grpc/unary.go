@@ -46,6 +46,8 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 		u.fn = u.attempt
 		u.ownHeader = grpc.Header(&u.header)
 		u.ownTrailer = grpc.Trailer(&u.trailer)
+		u.headerAt, u.trailerAt = &u.header, &u.trailer
+		u.opts = append(u.opts, u.ownHeader, u.ownTrailer)
 		return u
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -59,7 +61,10 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 		if cc != nil {
 			target = cc.Target()
 		}
-		e := c.entry(target, method)
+		e := c.hit(target, method)
+		if e == nil {
+			e = c.entry(target, method)
+		}
 		u := pool.Get().(*unaryCall)
 		u.start(ctx, method, req, reply, cc, invoker, opts)
 		err := u.run(ctx, c, e)
@@ -129,11 +134,15 @@ type unaryCall struct {
 	reply   any
 	cc      *grpc.ClientConn
 	invoker grpc.UnaryInvoker
-	opts    []grpc.CallOption // the caller's, then ownHeader and ownTrailer when needed
+	// opts are ownHeader and ownTrailer, which stay there from call to
+	// call, and the caller's; one of the first two is a no-op while the
+	// caller's grpc.Header or grpc.Trailer stands in for it.
+	opts []grpc.CallOption
 
 	// Where each attempt's header and trailer arrive: header and trailer,
 	// through ownHeader and ownTrailer, or the caller's own variables when
-	// the caller asked for them with grpc.Header and grpc.Trailer.
+	// the caller asked for them with grpc.Header and grpc.Trailer. Between
+	// calls they point at header and trailer.
 	header, trailer       metadata.MD
 	headerAt, trailerAt   *metadata.MD
 	ownHeader, ownTrailer grpc.CallOption
@@ -143,7 +152,7 @@ type unaryCall struct {
 // start prepares the call's attempts.
 func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) {
 	u.method, u.req, u.reply, u.cc, u.invoker = method, req, reply, cc, invoker
-	u.opts = u.opts[:0]
+	u.opts = u.opts[:2]
 	for _, o := range opts {
 		// One at a time, in the loop that reads them: a call has a few,
 		// and append(u.opts, opts...) costs a call of typedslicecopy.
@@ -163,33 +172,45 @@ func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc
 			}
 		}
 	}
-	if u.headerAt == nil {
-		u.headerAt = &u.header
-		u.opts = append(u.opts, u.ownHeader)
+	if u.headerAt != &u.header {
+		u.opts[0] = grpc.EmptyCallOption{}
 	}
-	if u.trailerAt == nil {
-		u.trailerAt = &u.trailer
-		u.opts = append(u.opts, u.ownTrailer)
+	if u.trailerAt != &u.trailer {
+		u.opts[1] = grpc.EmptyCallOption{}
 	}
 }
 
 // end drops what the call referenced, before the state goes back to the
-// pool, and leaves it as start expects it: no header or trailer, and the
-// zero callConfig. (Every store here and in start is one more that the
-// engine's first atomic add waits for: they are kept to what a call
-// changed.)
+// pool, and leaves it as start expects it: no header or trailer, headerAt
+// and trailerAt at the state's own, and the zero callConfig. (A call's
+// stores cost it about a nanosecond each, with their write barrier's
+// check: the fields a call seldom changes are stored only when it did.)
 func (u *unaryCall) end() {
 	u.req, u.reply, u.cc, u.invoker = nil, nil, nil, nil
 	// A few: stored one by one, cheaper than the call of memclrHasPointers
 	// that clear, or a range loop of such stores, compiles to.
-	for i := 0; i < len(u.opts); i++ {
+	for i := 2; i < len(u.opts); i++ {
 		u.opts[i] = nil
 	}
-	u.header, u.trailer, u.headerAt, u.trailerAt, u.peerAt = nil, nil, nil, nil, nil
+	if u.header != nil {
+		u.header = nil
+	}
+	if u.trailer != nil {
+		u.trailer = nil
+	}
+	if u.headerAt != &u.header {
+		u.headerAt, u.opts[0] = &u.header, u.ownHeader
+	}
+	if u.trailerAt != &u.trailer {
+		u.trailerAt, u.opts[1] = &u.trailer, u.ownTrailer
+	}
+	if u.peerAt != nil {
+		u.peerAt = nil
+	}
 	if u.call.set {
 		u.call = callConfig{}
+		u.codes = nil // the call's own
 	}
-	u.codes = nil
 }
 
 // attempt runs one attempt of the call.
