@@ -66,7 +66,8 @@ func UnaryClientInterceptor(r *retry.Retrier, opts ...Option) grpc.UnaryClientIn
 			e = c.entry(target, method)
 		}
 		u := pool.Get().(*unaryCall)
-		u.start(ctx, method, req, reply, cc, invoker, opts)
+		u.method, u.req, u.reply, u.cc, u.invoker = method, req, reply, cc, invoker
+		u.start(opts)
 		err := u.run(ctx, c, e)
 		u.end()
 		pool.Put(u)
@@ -149,9 +150,10 @@ type unaryCall struct {
 	peerAt                *peer.Peer // the caller's grpc.Peer, if any
 }
 
-// start prepares the call's attempts.
-func (u *unaryCall) start(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) {
-	u.method, u.req, u.reply, u.cc, u.invoker = method, req, reply, cc, invoker
+// start prepares the call's attempts from the call options it was given;
+// the interceptor has set the other fields (passing them down cost as
+// much as storing them).
+func (u *unaryCall) start(opts []grpc.CallOption) {
 	u.opts = u.opts[:2]
 	for _, o := range opts {
 		// One at a time, in the loop that reads them: a call has a few,
