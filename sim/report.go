@@ -105,6 +105,25 @@ func (f *Figures) Amplification() float64 {
 	return float64(f.Attempts) / float64(f.Requests)
 }
 
+// SuccessRate returns the share of the requests that succeeded; 0
+// without requests.
+func (f *Figures) SuccessRate() float64 {
+	if f.Requests == 0 {
+		return 0
+	}
+	return float64(f.Succeeded) / float64(f.Requests)
+}
+
+// FaultAmplification returns the attempts that reached the Service while
+// a fault was on per call arriving then: a fault's load amplification; 0
+// without such calls.
+func (f *Figures) FaultAmplification() float64 {
+	if f.FaultRequests == 0 {
+		return 0
+	}
+	return float64(f.FaultAttempts) / float64(f.FaultRequests)
+}
+
 // WastedShare returns the share of the work that was wasted; 0 without
 // work.
 func (f *Figures) WastedShare() float64 {

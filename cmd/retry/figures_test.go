@@ -94,7 +94,7 @@ func TestBudgetFigures(t *testing.T) {
 	checkBlock(t, "(`retry sim --budgets`):", 16, "sim", "--budgets")
 	stdout, _, code := cli(t, "", "sim", "--budgets", "--json")
 	var cells []budgetCell
-	if err := json.Unmarshal([]byte(stdout), &cells); code != 0 || err != nil || len(cells) != len(budgetCases([]int{10, 100, 1000})) {
+	if err := json.Unmarshal([]byte(stdout), &cells); code != 0 || err != nil || len(cells) != len(budgetTable.Cases())*len(budgetRules) {
 		t.Fatalf("status %d, %v, %d cells", code, err, len(cells))
 	}
 	want := []func(rate float64) float64{nil, nil,

@@ -1,55 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/sim"
 )
 
 // sim --budgets: the retry budgets' tables.
 
-// budgetRule is a retry budget sim --budgets compares: a client's options
-// and, for a rule that learns outcomes, its observer.
-type budgetRule struct {
-	Name  string
-	fresh func(c sim.Client) ([]retry.Option, func(context.Context, int, error))
-}
-
-// budgetRules: none, this library's default (the zero Budget), its old
-// rule, and the peers' (package sim's models), each client its own.
-var budgetRules = []budgetRule{
-	{"no budget (3 attempts)", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		return []retry.Option{retry.WithBudget(retry.Budget{Off: true})}, nil
-	}},
-	{"default: 12 tokens, 0.2 a success", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) { return nil, nil }},
-	{"old rule: 15% of requests + 2/s over 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		b := sim.NewWindowBudget(c.Clock, 0.15, 2)
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: b})}, b.Observe
-	}},
-	{"Finagle: 20% of requests + 10/s, TTL 10 s", func(c sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		b := sim.NewWindowBudget(c.Clock, 0.2, 10)
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: b})}, b.Observe
-	}},
-	{"AWS quota: 500, retry 14 (429: 5), success +1", func(sim.Client) ([]retry.Option, func(context.Context, int, error)) {
-		q := sim.NewTokenQuota()
-		return []retry.Option{retry.WithBudget(retry.Budget{Shared: q})}, q.Observe
-	}},
-}
-
-// The cases of the tables: the rates of one client's outage and of the
-// independent failures, the shares failing, and the quiet client's
-// restarts (calls at once, and how long the dependency is down).
+// The rules and cases of the tables (package sim's), a variable so that
+// a test can cut the cases.
 var (
-	budgetRates    = []float64{10, 100, 1000}
-	budgetFails    = []float64{0.1, 0.2, 0.3}
-	budgetRestarts = []struct {
-		calls int
-		down  time.Duration
-	}{{10, 400 * time.Millisecond}, {5, time.Second}}
+	budgetRules = sim.BudgetRules()
+	budgetTable = sim.NewBudgetTable()
 )
 
 // budgetCell is one rule in one case: a quiet client's restart (the calls
@@ -71,91 +35,41 @@ type budgetCell struct {
 	SuccessRate   float64 `json:"success_rate"`
 }
 
-// run runs c's case under rule: attempts of 10 ms, the default policy,
-// and an attempt timeout of 1 s.
-func (c *budgetCell) run(rule budgetRule, seed uint64) error {
-	s := sim.Scenario{Seed: seed, Drain: time.Minute, Load: sim.Load{Rate: c.Rate, Steady: true},
-		Service: sim.Service{Network: sim.Fixed(5 * time.Millisecond)}}
-	switch c.Case {
-	case "restart":
-		// A call every 10 s for 55 s, then c.Calls at once as the
-		// dependency goes down for c.Down.
-		at := 55 * time.Second
-		s.Duration = time.Minute
-		s.Load.Bursts = []sim.Burst{{At: at, Calls: c.Burst}}
-		s.Service.Faults = []sim.Fault{{Start: at, Length: time.Duration(c.Down * float64(time.Second)), Fail: 1}}
-	case "outage":
-		s.Duration = 80 * time.Second
-		s.Service.Faults = []sim.Fault{{Start: 20 * time.Second, Length: time.Minute, Fail: 1}}
-	default:
-		s.Duration = time.Minute
-		s.Service.Faults = []sim.Fault{{Fail: c.Fail, Hang: c.Case == "timeouts"}}
-	}
-	observe := make([]func(context.Context, int, error), c.Clients)
-	s.Fleet = sim.Fleet{Clients: c.Clients, Options: func(cl sim.Client) []retry.Option {
-		opts, o := rule.fresh(cl)
-		observe[cl.Index] = o
-		return append(opts, retry.WithAttemptTimeout(time.Second))
-	}, Observe: func(ctx context.Context, n int, err error) {
-		if call, _ := sim.CallOf(ctx); observe[call.Client] != nil {
-			observe[call.Client](ctx, n, err)
-		}
-	}}
-	rep, err := sim.Run(s)
+// run runs c's case under rule.
+func (c *budgetCell) run(rule sim.BudgetRule, bc sim.BudgetCase, seed uint64) error {
+	rep, err := sim.Run(bc.Scenario(rule, seed))
 	if err != nil {
 		return failed(err)
 	}
 	t := rep.Total
-	c.Calls, c.Failed = t.Requests, t.Requests-t.Succeeded
-	c.SuccessRate = float64(t.Succeeded) / float64(t.Requests)
+	c.Calls, c.Failed, c.SuccessRate = t.Requests, t.Requests-t.Succeeded, t.SuccessRate()
 	if c.Case == "outage" {
-		c.Amplification = float64(t.FaultAttempts) / float64(t.FaultRequests)
+		c.Amplification = t.FaultAmplification()
 	}
 	return nil
-}
-
-// budgetCases returns the cases of every rule, in the order of the
-// tables: the restarts, one client's outages, the fleets' outages (sizes
-// of 1 request a second each), then the independent failures, fast and
-// timing out, by share and rate.
-func budgetCases(sizes []int) []budgetCell {
-	var cells []budgetCell
-	for _, rule := range budgetRules {
-		for _, r := range budgetRestarts {
-			cells = append(cells, budgetCell{Rule: rule.Name, Case: "restart", Clients: 1, Rate: 0.1, Down: r.down.Seconds(), Burst: r.calls})
-		}
-		for _, rate := range budgetRates {
-			cells = append(cells, budgetCell{Rule: rule.Name, Case: "outage", Clients: 1, Rate: rate})
-		}
-		for _, n := range sizes {
-			cells = append(cells, budgetCell{Rule: rule.Name, Case: "outage", Clients: n, Rate: float64(n)})
-		}
-		for _, kind := range []string{"fast", "timeouts"} {
-			for _, fail := range budgetFails {
-				for _, rate := range budgetRates {
-					cells = append(cells, budgetCell{Rule: rule.Name, Case: kind, Clients: 1, Rate: rate, Fail: fail})
-				}
-			}
-		}
-	}
-	return cells
 }
 
 // runBudgets prints the budget tables: for each rule, a quiet client's
 // restarts and full outages, one client's and fleets'; then the success
 // rates under independent failures.
 func runBudgets(e *env, f *simFlags) error {
-	sizes := []int{10, 100, 1000}
+	bt := budgetTable
 	if f.fs.Changed("clients") {
 		var err error
-		if sizes, err = f.fleetSizes(true, 1); err != nil {
+		if bt.Fleets, err = f.fleetSizes(true, 1); err != nil {
 			return err
 		}
 	}
-	cells := budgetCases(sizes)
-	per := len(cells) / len(budgetRules)
+	cases := bt.Cases()
+	per := len(cases)
+	cells := make([]budgetCell, 0, per*len(budgetRules))
+	for _, rule := range budgetRules {
+		for _, c := range cases {
+			cells = append(cells, budgetCell{Rule: rule.Name, Case: c.Kind, Clients: c.Clients, Rate: c.Rate, Fail: c.Fail, Down: c.Down.Seconds(), Burst: c.Burst})
+		}
+	}
 	err := parallel(len(cells), e.newProgress(len(cells), "budgets"), func(i int) error {
-		return cells[i].run(budgetRules[i/per], f.seed)
+		return cells[i].run(budgetRules[i/per], cases[i%per], f.seed)
 	})
 	if err != nil || f.asJSON {
 		return cmpErr(err, func() error { return writeJSON(e.stdout, cells) })
@@ -167,17 +81,17 @@ func runBudgets(e *env, f *simFlags) error {
 		"of 1m after 20s of health, of one client at 10, 100 and 1,000 requests/s, and of fleets of clients at\n"+
 		"1 request/s each.\n\n")
 	head := []string{"rule"}
-	for i, r := range budgetRestarts {
-		head = append(head, fmt.Sprintf("%s%d in %s", map[bool]string{true: "failed: "}[i == 0], r.calls, human(r.down)))
+	for i, r := range bt.Restarts {
+		head = append(head, fmt.Sprintf("%s%d in %s", map[bool]string{true: "failed: "}[i == 0], r.Calls, human(r.Down)))
 	}
-	for i, rate := range budgetRates {
+	for i, rate := range bt.Rates {
 		head = append(head, fmt.Sprintf("%s%g/s", map[bool]string{true: "load 1 client "}[i == 0], rate))
 	}
-	for _, n := range sizes {
+	for _, n := range bt.Fleets {
 		head = append(head, fmt.Sprintf("%d clients", n))
 	}
 	outages := [][]string{head}
-	nOut := len(budgetRestarts) + len(budgetRates) + len(sizes)
+	nOut := len(bt.Restarts) + len(bt.Rates) + len(bt.Fleets)
 	for i := 0; i < len(cells); i += per {
 		line := []string{cells[i].Rule}
 		for _, c := range cells[i : i+nOut] {
@@ -195,8 +109,8 @@ func runBudgets(e *env, f *simFlags) error {
 	fmt.Fprintf(e.stdout, "\nIndependent failures: calls that succeed over 1m, one client, with a share of attempts failing\n"+
 		"at once with 503 (fast) or never answered (timeouts).\n\n")
 	head = []string{"rule", "failures"}
-	for _, fail := range budgetFails {
-		for i, rate := range budgetRates {
+	for _, fail := range bt.Fails {
+		for i, rate := range bt.Rates {
 			head = append(head, fmt.Sprintf("%s%g/s", map[bool]string{true: strconv.FormatFloat(100*fail, 'f', -1, 64) + "% at "}[i == 0], rate))
 		}
 	}

@@ -5,14 +5,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steadyhq/retry/sim"
 )
 
 // smallBudgets cuts the budget tables to one rate, one share failing
 // and one restart, so that they run in seconds under the race detector.
 func smallBudgets(t *testing.T) {
-	rates, fails, restarts := budgetRates, budgetFails, budgetRestarts
-	budgetRates, budgetFails, budgetRestarts = []float64{10}, []float64{0.3}, budgetRestarts[:1]
-	t.Cleanup(func() { budgetRates, budgetFails, budgetRestarts = rates, fails, restarts })
+	saved := budgetTable
+	budgetTable = sim.BudgetTable{Restarts: saved.Restarts[:1], Rates: []float64{10}, Fleets: saved.Fleets, Fails: []float64{0.3}}
+	t.Cleanup(func() { budgetTable = saved })
 }
 
 // TestBudgetTable: sim --budgets prints two tables, each with a header

@@ -229,8 +229,8 @@ func metaChart(m *metaSetup, rows []*metaRow) *chart {
 		}
 	}
 	top *= 1.08
-	dur := m.s.Duration.Seconds()
-	trig := m.s.Service.Faults[0]
+	dur := m.Duration.Seconds()
+	trig := m.Trigger
 	shade := shadeSpan(ch.Plot, ms(trig.Start), min(ms(trig.Start+trig.Length), 1000*dur), top)
 	// Each point is the mean over the window of recovery's rule centred
 	// on it, from the first whole window to the last.

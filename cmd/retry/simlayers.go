@@ -6,25 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/sim"
 )
 
 // sim --layers: a chain of services under an outage at the bottom.
-
-// layersConfigs are the configurations of sim --layers: 3 attempts at
-// every layer with nothing to stop them; retries at one layer without a
-// retry budget; the budget at every layer with retries at every layer
-// too; the defaults, the budget and the rule.
-var layersConfigs = []struct {
-	name string
-	opts []retry.Option
-}{
-	{"naive", []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3}), retry.WithBudget(retry.Budget{Off: true}), retry.WithNestedRetries(true)}},
-	{"rule only", []retry.Option{retry.WithBudget(retry.Budget{Off: true})}},
-	{"budgets only", []retry.Option{retry.WithNestedRetries(true)}},
-	{"defaults", nil},
-}
 
 // layersRun is one configuration's run: what each service of the chain
 // received, and the dependency at the bottom last.
@@ -77,20 +62,15 @@ func runLayers(e *env, f *simFlags) error {
 		return usagef("flags --rate, --duration and --layers: %d requests × 3^%d is %.0f hits at the bottom of the naive chain: must be at most 5000000 (lower --rate or --duration)",
 			n, f.layers, hits)
 	}
-	runs := make([]*layersRun, len(layersConfigs))
+	configs := sim.ChainDefences()
+	runs := make([]*layersRun, len(configs))
 	err = parallel(len(runs), e.newProgress(len(runs), "layers"), func(i int) error {
-		c := layersConfigs[i]
-		layers := make([]sim.Layer, f.layers)
-		for k := range layers {
-			layers[k].Options = func(sim.Client) []retry.Option { return c.opts }
-		}
-		rep, err := sim.Run(sim.Scenario{Duration: dur, Drain: 24 * time.Hour, Seed: f.seed, Layers: layers, Load: sim.Load{Rate: rate, Steady: true},
-			Service: sim.Service{Network: sim.Fixed(lat / 2), Faults: []sim.Fault{{Fail: 1}}},
-			Fleet:   sim.Fleet{Options: func(sim.Client) []retry.Option { return []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 1})} }}})
+		c := configs[i]
+		rep, err := sim.Run(sim.ChainOutage(f.layers, c, rate, dur, lat, f.seed))
 		if err != nil || rep.Total.Unfinished > 0 {
-			return failed(fmt.Errorf("sim: %s with %d layers did not settle within a day of its last request: %v", c.name, f.layers, err))
+			return failed(fmt.Errorf("sim: %s with %d layers did not settle within a day of its last request: %v", c.Name, f.layers, err))
 		}
-		run := &layersRun{Name: c.name, Layers: f.layers, Offered: rep.Total.Requests}
+		run := &layersRun{Name: c.Name, Layers: f.layers, Offered: rep.Total.Requests}
 		for k, l := range append(rep.Layers, sim.LayerFigures{Received: rep.Total.Attempts}) {
 			name := map[bool]string{true: "dependency", false: "service " + strconv.Itoa(k+1)}[k == f.layers]
 			run.PerLayer = append(run.PerLayer, layerFigures{Layer: name, Received: l.Received, Amplification: float64(l.Received) / float64(run.Offered),

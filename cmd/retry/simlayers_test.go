@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/steadyhq/retry/sim"
 )
 
 // TestLayersCommand: sim --layers prints a row per service and one for
@@ -13,11 +15,11 @@ func TestLayersCommand(t *testing.T) {
 	args := []string{"sim", "--layers", "2", "--rate", "10", "--duration", "10s"}
 	stdout, _, code := cli(t, "", append(args, "--json")...)
 	var runs []layersRun
-	if err := json.Unmarshal([]byte(stdout), &runs); code != 0 || err != nil || len(runs) != len(layersConfigs) {
+	if err := json.Unmarshal([]byte(stdout), &runs); code != 0 || err != nil || len(runs) != len(sim.ChainDefences()) {
 		t.Fatalf("status %d, %v: %s", code, err, stdout)
 	}
 	for i, r := range runs {
-		if r.Name != layersConfigs[i].name || r.Layers != 2 || r.Offered != 100 || len(r.PerLayer) != 3 ||
+		if r.Name != sim.ChainDefences()[i].Name || r.Layers != 2 || r.Offered != 100 || len(r.PerLayer) != 3 ||
 			r.PerLayer[2].Layer != "dependency" || r.AmplificationBottom != r.PerLayer[2].Amplification {
 			t.Errorf("object %d: %+v", i, r)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -14,58 +13,18 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// defence is a row of sim --metastable: a name and the options of its
-// defences, beside the policy.
-type defence struct {
-	name string
-	opts []retry.Option
-}
-
-// defences are the rows of sim --metastable: no defence, each gate alone
-// with its defaults (the budget, on by default, turned off for the
-// others), the defaults (retry.New with no defence option), and every
-// gate together; b, when not nil, is the budget of the rows that have one
-// (--budget).
-func defences(b *retry.Budget) []defence {
-	off := retry.WithBudget(retry.Budget{Off: true})
-	budget := retry.Budget{}
-	if b != nil {
-		budget = *b
-	}
-	gates := []defence{
-		{name: "budget", opts: []retry.Option{retry.WithBudget(budget)}},
-		{name: "breaker", opts: []retry.Option{retry.WithBreaker(retry.Breaker{})}},
-		{name: "throttle", opts: []retry.Option{retry.WithThrottle(retry.Throttle{})}},
-		{name: "concurrency", opts: []retry.Option{retry.WithConcurrency(retry.Concurrency{})}},
-	}
-	rows := []defence{{name: "no defence", opts: []retry.Option{off}}}
-	var all []retry.Option
-	for _, g := range gates {
-		rows = append(rows, defence{name: g.name, opts: append([]retry.Option{off}, g.opts...)})
-		all = append(all, g.opts...)
-	}
-	defaults := defence{name: "defaults"}
-	if b != nil {
-		defaults.opts = []retry.Option{retry.WithBudget(budget)}
-	}
-	return append(rows, defaults, defence{name: "all", opts: all})
-}
-
 // metaSetup is sim --metastable: the scenario of one fleet size, the
 // fleet sizes, and what its output says.
 type metaSetup struct {
-	s              sim.Scenario
-	sizes          []int
-	p              retry.Policy
-	policy         string
-	capacity       float64
-	queue, latency time.Duration
-	timeout        time.Duration
-	kind           string
-	factor         float64
-	clientsGiven   bool
-	budget         *retry.Budget // --budget's, nil for the default
-	budgetText     string
+	sim.Metastable
+	sizes        []int
+	p            retry.Policy
+	policy       string
+	kind         string
+	factor       float64
+	clientsGiven bool
+	budget       *retry.Budget // --budget's, nil for the default
+	budgetText   string
 }
 
 // metaRow is what one defence set did with one fleet size.
@@ -95,7 +54,7 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &metaSetup{p: p, policy: label, kind: f.trigger, factor: f.factor, queue: 2 * time.Second, clientsGiven: f.fs.Changed("clients")}
+	m := &metaSetup{Metastable: sim.NewMetastable(), p: p, policy: label, kind: f.trigger, factor: f.factor, clientsGiven: f.fs.Changed("clients")}
 	if m.sizes, err = f.fleetSizes(true, 1); err != nil {
 		return nil, err
 	}
@@ -105,18 +64,17 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	if m.budget != nil && m.budget.Off {
 		return nil, usagef("flag --budget = off: --metastable has its rows without a budget (no defence, and each other gate alone)")
 	}
-	rate, capacity, duration := f.rate, f.capacity, f.duration
-	if !f.fs.Changed("rate") {
-		rate = 70
+	duration := "3m"
+	if f.fs.Changed("rate") {
+		m.Rate = f.rate
 	}
-	if !f.fs.Changed("capacity") {
-		capacity = 100
+	if f.fs.Changed("capacity") {
+		m.Capacity = f.capacity
 	}
-	if !f.fs.Changed("duration") {
-		duration = "3m"
+	if f.fs.Changed("duration") {
+		duration = f.duration
 	}
-	m.capacity = capacity
-	switch {
+	switch rate, capacity := m.Rate, m.Capacity; {
 	case !(capacity > 0 && capacity <= 1e6):
 		return nil, usagef("flag --capacity = %g: must be in (0, 1e6] with --metastable", capacity)
 	case !(rate > 0 && rate < capacity):
@@ -130,12 +88,11 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	case f.plot != "" && len(m.sizes) > 1:
 		return nil, usagef("flag --plot: draws one fleet size: give --clients one number")
 	}
-	s := &m.s
 	for _, d := range []struct {
 		name, v string
 		dst     *time.Duration
 		least   time.Duration
-	}{{"duration", duration, &s.Duration, time.Second}, {"latency", f.latency, &m.latency, 0}, {"attempt-timeout", f.attemptTimeout, &m.timeout, time.Millisecond}} {
+	}{{"duration", duration, &m.Duration, time.Second}, {"latency", f.latency, &m.RoundTrip, 0}, {"attempt-timeout", f.attemptTimeout, &m.AttemptTimeout, time.Millisecond}} {
 		if *d.dst, err = simDuration(d.name, d.v, d.least); err != nil {
 			return nil, err
 		}
@@ -147,44 +104,34 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	if start < time.Second {
 		return nil, usagef("flag --trigger-at = %q: START must be at least 1s, so that there is a before", f.triggerAt)
 	}
-	if least := start + length + 10*time.Second; s.Duration < least {
+	if least := start + length + 10*time.Second; m.Duration < least {
 		return nil, usagef("flags --duration and --trigger-at: the run (%s) must last at least 10s past the trigger's end (%s): --duration %s or more",
-			human(s.Duration), human(start+length), human(least))
+			human(m.Duration), human(start+length), human(least))
 	}
-	if n := rate * s.Duration.Seconds(); n > 1_000_000 {
+	if n := m.Rate * m.Duration.Seconds(); n > 1_000_000 {
 		return nil, usagef("flags --rate and --duration: %s/s over %s is %.0f requests: must be at most 1000000 (lower --rate or --duration)",
-			strconv.FormatFloat(rate, 'f', -1, 64), human(s.Duration), n)
+			strconv.FormatFloat(m.Rate, 'f', -1, 64), human(m.Duration), n)
 	}
-	trig := sim.Fault{Start: start, Length: length, Capacity: 1 / f.factor}
+	m.Trigger = sim.Fault{Start: start, Length: length, Capacity: 1 / f.factor}
 	if f.trigger == "latency" {
-		trig = sim.Fault{Start: start, Length: length, Slow: f.factor}
+		m.Trigger = sim.Fault{Start: start, Length: length, Slow: f.factor}
 	}
-	s.Load, s.Seed = sim.Load{Rate: rate}, f.seed
-	s.Service = sim.Service{Workers: f.workers, Network: sim.Fixed(m.latency / 2),
-		QueueLength: max(1, int(math.Round(m.queue.Seconds()*capacity))), Faults: []sim.Fault{trig}}
-	s.Service.ServiceTime = sim.Spread(m.service(), 0.1)
+	m.Workers, m.Seed = f.workers, f.seed
 	if f.shed {
-		s.Service.Shed = &shed.Options{}
+		m.Shed = &shed.Options{}
 	}
 	return m, nil
 }
 
-// service is the mean service time of an attempt at full strength.
-func (m *metaSetup) service() time.Duration {
-	return time.Duration(float64(m.s.Service.Workers) / m.capacity * float64(time.Second))
-}
-
 // run runs defence d with n clients.
-func (m *metaSetup) run(d defence, n int) (*metaRow, error) {
-	s := m.s
-	opts := append([]retry.Option{retry.WithPolicy(m.p), retry.WithAttemptTimeout(m.timeout)}, d.opts...)
-	s.Fleet = sim.Fleet{Clients: n, Options: func(sim.Client) []retry.Option { return opts }}
+func (m *metaSetup) run(d sim.Defence, n int) (*metaRow, error) {
+	s := m.Scenario(d, n, retry.WithPolicy(m.p))
 	rep, err := sim.Run(s)
 	if err != nil {
 		return nil, failed(err)
 	}
 	t := rep.Total
-	row := &metaRow{Name: d.name, Clients: n, Requests: t.Requests, Succeeded: t.Succeeded, ServerArrivals: t.Attempts,
+	row := &metaRow{Name: d.Name, Clients: n, Requests: t.Requests, Succeeded: t.Succeeded, ServerArrivals: t.Attempts,
 		Amplification: t.Amplification(), Before: t.Goodput.Before, During: t.Goodput.During, After: t.Goodput.After,
 		Offered: float64(t.Requests) / s.Duration.Seconds(), Wasted: t.WastedShare(), Recovered: t.Recovered,
 		Reasons: t.Failed, Refused: t.Refused, rep: rep}
@@ -206,7 +153,7 @@ func runMetastable(e *env, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	sets := defences(m.budget)
+	sets := sim.Defences(ptrOr(m.budget))
 	rows := make([]*metaRow, len(sets)*len(m.sizes))
 	err = parallel(len(rows), e.newProgress(len(rows), "metastable"), func(i int) (err error) {
 		rows[i], err = m.run(sets[i%len(sets)], m.sizes[i/len(sets)])
@@ -233,39 +180,39 @@ func runMetastable(e *env, f *simFlags) error {
 // triggerText says what the trigger does, as "capacity cut to 5 of 10
 // workers" or "service time ×2 (100ms → 200ms)".
 func (m *metaSetup) triggerText() string {
-	w := m.s.Service.Workers
+	w := m.Workers
 	if m.kind == "capacity" {
 		return fmt.Sprintf("capacity cut to %d of %d workers", max(1, int(float64(w)/m.factor)), w)
 	}
 	return fmt.Sprintf("service time ×%s (%s → %s)", strconv.FormatFloat(m.factor, 'f', -1, 64),
-		human(m.service()), human(time.Duration(float64(m.service())*m.factor)))
+		human(m.ServiceTime()), human(time.Duration(float64(m.ServiceTime())*m.factor)))
 }
 
 // chartNote is the line under the chart's title.
 func (m *metaSetup) chartNote() string {
-	t := m.s.Service.Faults[0]
+	t := m.Trigger
 	return fmt.Sprintf("%s requests/s to a server of capacity %s/s (%d workers, queue %s of work), attempts time out after %s; %s from %s to %s",
-		strconv.FormatFloat(m.s.Load.Rate, 'f', -1, 64), strconv.FormatFloat(m.capacity, 'f', -1, 64), m.s.Service.Workers, human(m.queue),
-		human(m.timeout), m.triggerText(), human(t.Start), human(t.Start+t.Length))
+		strconv.FormatFloat(m.Rate, 'f', -1, 64), strconv.FormatFloat(m.Capacity, 'f', -1, 64), m.Workers, human(m.QueueWork),
+		human(m.AttemptTimeout), m.triggerText(), human(t.Start), human(t.Start+t.Length))
 }
 
 // writeText prints the setup and the table of sim --metastable; a column
 // of fleet sizes when --clients is given.
 func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
-	s, t := &m.s, m.s.Service.Faults[0]
+	s, t := m.Scenario(sim.Defence{}, 1), m.Trigger
 	fmt.Fprintf(w, "%s requests/s (Poisson, open loop) for %s; server: %d workers, %s an attempt (capacity %s/s),\n",
-		strconv.FormatFloat(s.Load.Rate, 'f', -1, 64), human(s.Duration), s.Service.Workers, human(m.service()), strconv.FormatFloat(m.capacity, 'f', -1, 64))
+		strconv.FormatFloat(m.Rate, 'f', -1, 64), human(m.Duration), m.Workers, human(m.ServiceTime()), strconv.FormatFloat(m.Capacity, 'f', -1, 64))
 	fmt.Fprintf(w, "a FIFO queue of %d (%s of work), more refused at once with 503; attempts time out after %s\n",
-		s.Service.QueueLength, human(m.queue), human(m.timeout))
-	fmt.Fprintf(w, "and the server still serves them; round trip %s\n", human(m.latency))
-	if s.Service.Shed != nil {
+		s.Service.QueueLength, human(m.QueueWork), human(m.AttemptTimeout))
+	fmt.Fprintf(w, "and the server still serves them; round trip %s\n", human(m.RoundTrip))
+	if m.Shed != nil {
 		fmt.Fprintf(w, "the shedder (package shed, its defaults) in front of the workers\n")
 	}
 	fmt.Fprintf(w, "trigger: %s from %s to %s (L = %s)\n", m.triggerText(), human(t.Start), human(t.Start+t.Length), human(t.Length))
 	if m.budget != nil {
 		fmt.Fprintf(w, "budget: %s\n", m.budgetText)
 	}
-	fmt.Fprintf(w, "policy %s: %s; seed %d\n\n", m.policy, describe(m.p), s.Seed)
+	fmt.Fprintf(w, "policy %s: %s; seed %d\n\n", m.policy, describe(m.p), m.Seed)
 	lines := [][]string{{"defences", "offered", "before", "during", "after", "amplification", "wasted work", "recovered after"}}
 	for _, r := range rows {
 		rec := "never"
@@ -286,5 +233,13 @@ func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
 	fmt.Fprintf(w, "during and after the trigger; amplification: attempts reaching the server per request; wasted\n")
 	fmt.Fprintf(w, "work: the server's work for attempts whose caller had given up; recovered after: from then on,\n")
 	fmt.Fprintf(w, "every 5 s window to the end of the run has successful calls of at least 90%% of the requests\n")
-	fmt.Fprintf(w, "arriving in it (never: not within the %s after the trigger)\n", human(s.Duration-t.Start-t.Length))
+	fmt.Fprintf(w, "arriving in it (never: not within the %s after the trigger)\n", human(m.Duration-t.Start-t.Length))
+}
+
+// ptrOr returns *b, the zero Budget (the default) for nil.
+func ptrOr(b *retry.Budget) retry.Budget {
+	if b == nil {
+		return retry.Budget{}
+	}
+	return *b
 }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/sim"
 )
 
 // small is a quick setup of sim --metastable: 20 requests a second to 6
@@ -28,8 +31,8 @@ func TestMetastableCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) != len(defences(nil)) {
-		t.Fatalf("%d rows, want %d", len(raw), len(defences(nil)))
+	if len(raw) != len(sim.Defences(retry.Budget{})) {
+		t.Fatalf("%d rows, want %d", len(raw), len(sim.Defences(retry.Budget{})))
 	}
 	for _, r := range raw {
 		for _, k := range []string{"name", "clients", "recovered", "recovery_s", "amplification", "goodput_before", "goodput_during", "goodput_after", "offered"} {
@@ -79,13 +82,13 @@ func TestMetastableFleet(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
 		t.Fatal(err)
 	}
-	sets := defences(nil)
+	sets := sim.Defences(retry.Budget{})
 	if len(rows) != 4*len(sets) {
 		t.Fatalf("%d rows, want %d", len(rows), 4*len(sets))
 	}
 	for i, r := range rows {
-		if want := []int{1, 10, 100, 1000}[i/len(sets)]; r.Clients != want || r.Name != sets[i%len(sets)].name || r.Requests == 0 {
-			t.Errorf("row %d: %s with %d clients, want %s with %d", i, r.Name, r.Clients, sets[i%len(sets)].name, want)
+		if want := []int{1, 10, 100, 1000}[i/len(sets)]; r.Clients != want || r.Name != sets[i%len(sets)].Name || r.Requests == 0 {
+			t.Errorf("row %d: %s with %d clients, want %s with %d", i, r.Name, r.Clients, sets[i%len(sets)].Name, want)
 		}
 	}
 	text, _, _ := cli(t, "", args...)
@@ -123,7 +126,7 @@ func TestMetastableChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []*metaRow
-	for _, d := range defences(nil)[:3] {
+	for _, d := range sim.Defences(retry.Budget{})[:3] {
 		r, err := m.run(d, 1)
 		if err != nil {
 			t.Fatal(err)

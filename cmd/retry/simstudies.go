@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,33 +15,10 @@ import (
 // Architecture Blog's "Exponential Backoff and Jitter" and Dean and
 // Barroso's "The Tail at Scale".
 
-// The contention strategies of the study, in its order, and --jitter's
-// names for them.
-var (
-	contentionKinds = []string{"no-backoff", "exponential", "full", "equal", "decorrelated"}
-	contentionNames = map[string]string{"none": "exponential", "false": "exponential", "off": "exponential", "full": "full", "equal": "equal",
-		"decorrelated": "decorrelated", "no-backoff": "no-backoff", "immediate": "no-backoff"}
-)
-
-// contentionPolicy is the study's backoff for a kind: a base of 5 ms and
-// a cap of 2 s. Its exponential backoff is min(cap, base·2^n) from n = 1,
-// so the policy's initial interval is 10 ms; decorrelated jitter draws from
-// [base, 3·previous) and starts at the base.
-func contentionPolicy(kind string) retry.Policy {
-	p := retry.Policy{MaxAttempts: math.MaxInt32, InitialInterval: 10 * time.Millisecond, MaxInterval: 2 * time.Second,
-		Jitter: retry.Jitter{Kind: retry.JitterNone}}
-	switch kind {
-	case "no-backoff":
-		p.Backoff = retry.Immediate
-	case "full":
-		p.Jitter = retry.Jitter{Kind: retry.JitterFull}
-	case "equal":
-		p.Jitter = retry.Jitter{Kind: retry.JitterEqual}
-	case "decorrelated":
-		p.InitialInterval, p.Jitter = 5*time.Millisecond, retry.Jitter{Kind: retry.JitterDecorrelated}
-	}
-	return p
-}
+// contentionNames are --jitter's names for the study's strategies
+// (sim.ContentionStrategies).
+var contentionNames = map[string]string{"none": "exponential", "false": "exponential", "off": "exponential", "full": "full", "equal": "equal",
+	"decorrelated": "decorrelated", "no-backoff": "no-backoff", "immediate": "no-backoff"}
 
 // contentionRow is the mean of a strategy's runs.
 type contentionRow struct {
@@ -51,10 +28,8 @@ type contentionRow struct {
 	Runs     int     `json:"runs"`
 }
 
-// runContention runs sim --contention: the AWS Architecture Blog's
-// "Exponential Backoff and Jitter": clients each write one row once under
-// optimistic concurrency, over a network of |N(10ms, 2ms)| per message,
-// no retry budget; runs of each strategy from seeds seed, seed+1, ...
+// runContention runs sim --contention (sim.Contention): runs of each
+// strategy from seeds seed, seed+1, ...
 func runContention(e *env, f *simFlags) error {
 	sizes, err := f.fleetSizes(false, 100)
 	if err != nil {
@@ -63,26 +38,21 @@ func runContention(e *env, f *simFlags) error {
 	if f.runs < 1 || f.runs > 1000 {
 		return usagef("flag --runs = %d: must be in [1, 1000]", f.runs)
 	}
-	kinds := contentionKinds
+	kinds := sim.ContentionStrategies()
 	if j := *f.pf.strFlag["jitter"]; f.fs.Changed("jitter") {
 		if contentionNames[j] == "" {
 			return usagef("flag --jitter = %q: with --contention, must be none, full, equal, decorrelated or no-backoff", j)
 		}
-		kinds = []string{contentionNames[j]}
+		kinds = slices.DeleteFunc(kinds, func(s sim.Strategy) bool { return s.Name != contentionNames[j] })
 	}
 	n := sizes[0]
 	rows := make([]contentionRow, len(kinds))
 	runs := make([]*sim.Report, len(kinds)*f.runs)
 	err = parallel(len(runs), e.newProgress(len(runs), "contention"), func(i int) (err error) {
-		p := contentionPolicy(kinds[i/f.runs])
-		runs[i], err = sim.Run(sim.Scenario{Duration: time.Millisecond, Drain: 24 * time.Hour, Seed: f.seed + uint64(i%f.runs),
-			Load:    sim.Load{Bursts: []sim.Burst{{Calls: 1}}},
-			Service: sim.Service{Conflicts: true, Network: sim.Normal(10*time.Millisecond, 2*time.Millisecond)},
-			Fleet: sim.Fleet{Clients: n, Options: func(sim.Client) []retry.Option {
-				return []retry.Option{retry.WithPolicy(p), retry.WithBudget(retry.Budget{Off: true})}
-			}}})
+		k := kinds[i/f.runs]
+		runs[i], err = sim.Run(sim.Contention(n, k.Policy, f.seed+uint64(i%f.runs)))
 		if err == nil && runs[i].Total.Succeeded != n {
-			err = fmt.Errorf("sim: %s: %d of %d clients finished", kinds[i/f.runs], runs[i].Total.Succeeded, n)
+			err = fmt.Errorf("sim: %s: %d of %d clients finished", k.Name, runs[i].Total.Succeeded, n)
 		}
 		return err
 	})
@@ -91,12 +61,12 @@ func runContention(e *env, f *simFlags) error {
 	}
 	lines := [][]string{{"strategy", "calls", "completion"}}
 	for k, kind := range kinds {
-		rows[k] = contentionRow{Strategy: kind, Runs: f.runs}
+		rows[k] = contentionRow{Strategy: kind.Name, Runs: f.runs}
 		for _, r := range runs[k*f.runs : (k+1)*f.runs] {
 			rows[k].Calls += float64(r.Total.Attempts) / float64(f.runs)
 			rows[k].TimeMS += ms(r.End) / float64(f.runs)
 		}
-		lines = append(lines, []string{kind, fmt.Sprintf("%.0f", rows[k].Calls), human(fromMS(rows[k].TimeMS))})
+		lines = append(lines, []string{kind.Name, fmt.Sprintf("%.0f", rows[k].Calls), human(fromMS(rows[k].TimeMS))})
 	}
 	if f.asJSON {
 		return writeJSON(e.stdout, rows)
@@ -124,10 +94,8 @@ type hedgeRow struct {
 // hedgeNote is the line under the hedge chart's title.
 const hedgeNote = "20000 requests; attempts take 10-15ms, 1% of them 100× longer; hedge delay at p95 of recent latencies"
 
-// hedgeRuns runs sim --hedge: the long-tail setup of Dean and Barroso's
-// "The Tail at Scale" (CACM 2013), 20,000 calls at 16,000 a second whose
-// attempts take 10-15 ms and 1% of them 100 times longer, without and
-// with a hedge at the 95th percentile of recent latencies.
+// hedgeRuns runs sim --hedge (sim.TailAtScale) without and with a hedge
+// at the 95th percentile of recent latencies.
 func hedgeRuns(seed uint64, bar *progress) ([]hedgeRow, error) {
 	rows := make([]hedgeRow, 2)
 	err := parallel(2, bar, func(i int) error {
@@ -135,11 +103,7 @@ func hedgeRuns(seed uint64, bar *progress) ([]hedgeRow, error) {
 		if i == 1 {
 			h, mode = retry.Hedge{Percentile: 95, Floor: time.Millisecond, Ceiling: 100 * time.Millisecond}, "hedging at p95"
 		}
-		rep, err := sim.Run(sim.Scenario{Duration: 1250 * time.Millisecond, Drain: time.Minute, Seed: seed, Load: sim.Load{Rate: 16000, Steady: true},
-			Service: sim.Service{ServiceTime: sim.Spread(12500*time.Microsecond, 0.2).Tail(0.01, 100)},
-			Fleet: sim.Fleet{Options: func(sim.Client) []retry.Option {
-				return []retry.Option{retry.WithPolicy(retry.Policy{MaxAttempts: 3}), retry.WithHedge(h)}
-			}}})
+		rep, err := sim.Run(sim.TailAtScale(h, seed))
 		if err != nil {
 			return failed(err)
 		}

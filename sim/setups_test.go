@@ -1,0 +1,188 @@
+package sim_test
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/sim"
+)
+
+// run runs s, failing the test on an error.
+func run(t *testing.T, s sim.Scenario) *sim.Report {
+	t.Helper()
+	rep, err := sim.Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// names returns the names of defence sets.
+func names(ds []sim.Defence) []string {
+	var n []string
+	for _, d := range ds {
+		n = append(n, d.Name)
+	}
+	return n
+}
+
+// smallMetastable is NewMetastable at half the load and capacity, with a
+// trigger of 5 s at 10 s and a run of 70 s, so that it runs in seconds
+// under the race detector.
+func smallMetastable() sim.Metastable {
+	m := sim.NewMetastable()
+	m.Rate, m.Capacity, m.Workers, m.Duration = 35, 50, 5, 70*time.Second
+	m.Trigger.Start, m.Trigger.Length = 10*time.Second, 5*time.Second
+	return m
+}
+
+// TestMetastableDefences: the defence sets come in their order; without a
+// defence the metastable failure outlasts the run (11 L after the
+// trigger), with the defaults or the budget alone it ends within 2 L, at
+// 1 and 10 clients. The budget given reaches the sets that have one:
+// a budget of no tokens for timeouts turns the defaults' and the budget's
+// recovery into the failure's.
+func TestMetastableDefences(t *testing.T) {
+	if got, want := names(sim.Defences(retry.Budget{})), []string{"no defence", "budget", "breaker", "throttle", "concurrency", "defaults", "all"}; !slices.Equal(got, want) {
+		t.Fatalf("defence sets %q, want %q", got, want)
+	}
+	m := smallMetastable()
+	if m.ServiceTime() != 100*time.Millisecond {
+		t.Errorf("service time %v, want 100ms (5 workers, 50 a second)", m.ServiceTime())
+	}
+	for _, clients := range []int{1, 10} {
+		for _, d := range sim.Defences(retry.Budget{}) {
+			if d.Name != "no defence" && d.Name != "defaults" && d.Name != "budget" {
+				continue
+			}
+			s := m.Scenario(d, clients, retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
+			if s.Service.QueueLength != 100 || s.Fleet.Clients != clients {
+				t.Errorf("queue %d, %d clients; want 2s of work (100) and %d", s.Service.QueueLength, s.Fleet.Clients, clients)
+			}
+			f := run(t, s).Total
+			t.Logf("%s, %d clients: recovered %v after %v, %.2f×", d.Name, clients, f.Recovered, f.Recovery, f.Amplification())
+			if want := d.Name != "no defence"; f.Recovered != want || want && f.Recovery > 10*time.Second {
+				t.Errorf("%s, %d clients: recovered %v after %v; want %v, within 10s", d.Name, clients, f.Recovered, f.Recovery, want)
+			}
+		}
+	}
+	for _, d := range sim.Defences(retry.Budget{TimeoutTokens: -1, Tokens: -1, Ratio: 1}) {
+		if d.Name == "defaults" || d.Name == "budget" {
+			if f := run(t, m.Scenario(d, 1)).Total; f.Failed["budget"] == 0 {
+				t.Errorf("%s with a budget of no tokens: no retry denied (failed %v), want the budget given", d.Name, f.Failed)
+			}
+		}
+	}
+}
+
+// TestBudgetTable: the cases come in the order of the docs' tables, and
+// each rule does what its definition predicts in one client's full
+// outage at 100 requests a second: about 3 attempts a request without a
+// budget, at most 1.10 with the default, 1 + 0.15 + 2/rate with the old
+// rule, 1 + 0.2 + 10/rate with Finagle's, and 1 + ⌊500/14⌋/(60·rate)
+// with the AWS quota; the default budget loses no call of a quiet
+// client's restart.
+func TestBudgetTable(t *testing.T) {
+	table := sim.NewBudgetTable()
+	cases := table.Cases()
+	var kinds []string
+	for _, c := range cases {
+		kinds = append(kinds, fmt.Sprintf("%s/%d", c.Kind, c.Clients))
+	}
+	want := []string{"restart/1", "restart/1", "outage/1", "outage/1", "outage/1", "outage/10", "outage/100", "outage/1000"}
+	for range 2 * 3 * 3 {
+		want = append(want, "fast/1")
+	}
+	for i := 8 + 9; i < len(want); i++ {
+		want[i] = "timeouts/1"
+	}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("cases %q, want %q", kinds, want)
+	}
+	outage := sim.BudgetCase{Kind: "outage", Clients: 1, Rate: 100}
+	predict := []float64{3, 1.10, 1 + 0.15 + 2.0/100, 1 + 0.2 + 10.0/100, 1 + math.Floor(500.0/14)/(60*100)}
+	rules := sim.BudgetRules()
+	if len(rules) != len(predict) {
+		t.Fatalf("%d rules, want %d", len(rules), len(predict))
+	}
+	for i, rule := range rules {
+		amp := run(t, outage.Scenario(rule, 1)).Total.FaultAmplification()
+		t.Logf("%s: %.3f×", rule.Name, amp)
+		switch {
+		case i == 0 && amp < 2.9, i == 1 && amp > predict[1], i >= 2 && math.Abs(amp-predict[i]) > 0.01:
+			t.Errorf("%s: %.3f× in a full outage, want %.3f×", rule.Name, amp, predict[i])
+		}
+	}
+	restart := cases[0]
+	if f := run(t, restart.Scenario(rules[1], 1)).Total; f.Succeeded != f.Requests || f.Requests != 6+restart.Burst {
+		t.Errorf("a restart of %d calls in %v: %d of %d succeeded, want all of 6 + %d", restart.Burst, restart.Down, f.Succeeded, f.Requests, restart.Burst)
+	}
+}
+
+// TestChainOutage: under a full outage at the bottom of 2 layers, 3
+// attempts at every layer send 9 times the requests to the dependency,
+// retries at one layer 5 times, and every call ends.
+func TestChainOutage(t *testing.T) {
+	ds := sim.ChainDefences()
+	if got, want := names(ds), []string{"naive", "rule only", "budgets only", "defaults"}; !slices.Equal(got, want) {
+		t.Fatalf("configurations %q, want %q", got, want)
+	}
+	for i, want := range []float64{9, 5} {
+		rep := run(t, sim.ChainOutage(2, ds[i], 10, 10*time.Second, 10*time.Millisecond, 1))
+		if f := rep.Total; f.Unfinished != 0 || f.Amplification() != want || len(rep.Layers) != 2 {
+			t.Errorf("%s: %d unfinished, %.3f× at the bottom, %d layers; want none, %g×, 2", ds[i].Name, f.Unfinished, f.Amplification(), len(rep.Layers), want)
+		}
+	}
+}
+
+// TestContention: 100 clients each finish their write with every
+// strategy; full jitter takes far fewer calls than exponential backoff
+// without jitter, and no backoff the most.
+func TestContention(t *testing.T) {
+	calls := map[string]int{}
+	for _, st := range sim.ContentionStrategies() {
+		f := run(t, sim.Contention(100, st.Policy, 1)).Total
+		if f.Succeeded != 100 {
+			t.Errorf("%s: %d of 100 writes succeeded", st.Name, f.Succeeded)
+		}
+		calls[st.Name] = f.Attempts
+	}
+	t.Logf("calls %v", calls)
+	if len(calls) != 5 || calls["full"] > calls["exponential"]/2 || calls["no-backoff"] < calls["exponential"] {
+		t.Errorf("calls %v: want full jitter under half of exponential, no backoff the most", calls)
+	}
+}
+
+// TestTailAtScale: 20,000 calls; a hedge at p95 cuts the 99.9th
+// percentile at least tenfold for at most 7% more attempts.
+func TestTailAtScale(t *testing.T) {
+	plain := run(t, sim.TailAtScale(retry.Hedge{Max: 1}, 1))
+	hedged := run(t, sim.TailAtScale(retry.Hedge{Percentile: 95, Floor: time.Millisecond, Ceiling: 100 * time.Millisecond}, 1))
+	drop, extra := float64(plain.Latency(0.999))/float64(hedged.Latency(0.999)), hedged.Total.Amplification()/plain.Total.Amplification()-1
+	if plain.Total.Requests != 20000 || drop < 10 || extra > 0.07 {
+		t.Errorf("%d calls; p99.9 falls %.1f× for %.2f%% more attempts, want 20000, ≥ 10×, ≤ 7%%", plain.Total.Requests, drop, 100*extra)
+	}
+}
+
+// TestFiguresRates: SuccessRate and FaultAmplification are shares of
+// what was counted, 0 with nothing to count.
+func TestFiguresRates(t *testing.T) {
+	cases := []struct {
+		name          string
+		f             sim.Figures
+		success, load float64
+	}{
+		{name: "empty"},
+		{name: "counted", f: sim.Figures{Requests: 10, Succeeded: 4, FaultRequests: 5, FaultAttempts: 6}, success: 0.4, load: 1.2},
+		{name: "attempts in a fault but no call arriving in it", f: sim.Figures{FaultAttempts: 3}},
+	}
+	for _, c := range cases {
+		if s, l := c.f.SuccessRate(), c.f.FaultAmplification(); s != c.success || l != c.load {
+			t.Errorf("%s: success %v, load %v; want %v, %v", c.name, s, l, c.success, c.load)
+		}
+	}
+}
