@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -86,9 +87,9 @@ func (r *textRecorder) FillString(f font.Face, pt vg.Point, s string) {
 
 // drawn draws ch at w×h on a recorder and returns the recorder and the
 // layout.
-func drawn(ch *chart, w, h vg.Length) (*textRecorder, layout) {
+func drawn(ch *chart.Chart, w, h vg.Length) (*textRecorder, chart.Layout) {
 	rec := newTextRecorder(w, h)
-	lay := ch.draw(draw.New(rec))
+	lay := ch.Draw(draw.New(rec))
 	return rec, lay
 }
 
@@ -100,7 +101,7 @@ func overlaps(a, b vg.Rectangle) bool {
 // for every test that checks them.
 type simChartSet struct {
 	once        sync.Once
-	readme, off *chart
+	readme, off *chart.Chart
 	hedge       []hedgeRow
 	err         error
 }
@@ -125,11 +126,11 @@ func simulated(t *testing.T) *simChartSet {
 // ones that stretch the layout (many curves, long labels, a narrow canvas).
 func testCharts(t *testing.T) []struct {
 	name string
-	ch   *chart
+	ch   *chart.Chart
 	w, h vg.Length
 } {
 	t.Helper()
-	curveCase := func(args ...string) *chart {
+	curveCase := func(args ...string) *chart.Chart {
 		curves, limit := flagCurves(t, args...)
 		ch, err := curveChart(curves, curveOptions{limit: limit, samples: 200, seed: 1, scale: scaleAuto})
 		if err != nil {
@@ -141,7 +142,7 @@ func testCharts(t *testing.T) []struct {
 	cm := vg.Centimeter
 	return []struct {
 		name string
-		ch   *chart
+		ch   *chart.Chart
 		w, h vg.Length
 	}{
 		{name: "README curve", ch: curveCase("--attempts", "11", "ojs", "zizq"), w: 16 * cm, h: 10 * cm},
@@ -149,7 +150,7 @@ func testCharts(t *testing.T) []struct {
 		{name: "seven curves", ch: curveCase("--attempts", "8", "ojs", "zizq", "daycry", "ratchet", "daycry:base=1s",
 			`{"initial_interval":"PT0.1S","jitter":{"kind":"decorrelated"}}`, `{"backoff_strategy":"linear"}`), w: 16 * cm, h: 14 * cm},
 		{name: "narrow", ch: curveCase("--attempts", "30", "--limit", "30", "zizq", "ratchet:retries=29"), w: 9 * cm, h: 8 * cm},
-		{name: "cumulative", ch: func() *chart {
+		{name: "cumulative", ch: func() *chart.Chart {
 			curves, _ := flagCurves(t, "--preset", "zizq")
 			ch, err := curveChart(curves, curveOptions{limit: 30, samples: 200, seed: 1, scale: scaleAuto, cumulative: true})
 			if err != nil {
@@ -159,8 +160,8 @@ func testCharts(t *testing.T) []struct {
 		}(), w: 16 * cm, h: 10 * cm},
 		{name: "narrow sim", ch: readme, w: 10 * cm, h: 8 * cm},
 		{name: "sim without a budget: one panel", ch: simulated(t).off, w: 20 * cm, h: 11 * cm},
-		{name: "README hedge", ch: latencyChart(hedgeNote, hedge), w: 20 * cm, h: 11 * cm},
-		{name: "narrow hedge", ch: latencyChart(hedgeNote, hedge), w: 10 * cm, h: 8 * cm},
+		{name: "README hedge", ch: latencyChart(hedge), w: 20 * cm, h: 11 * cm},
+		{name: "narrow hedge", ch: latencyChart(hedge), w: 10 * cm, h: 8 * cm},
 	}
 }
 
@@ -209,46 +210,47 @@ func TestLegendOutsideData(t *testing.T) {
 	for _, c := range testCharts(t) {
 		t.Run(c.name, func(t *testing.T) {
 			_, lay := drawn(c.ch, c.w, c.h)
-			if len(lay.legend) != len(c.ch.entries) || len(lay.legend) == 0 {
-				t.Fatalf("%d legend boxes for %d entries", len(lay.legend), len(c.ch.entries))
+			labels := c.ch.Labels()
+			if len(lay.Legend) != len(labels) || len(lay.Legend) == 0 {
+				t.Fatalf("%d legend boxes for %d entries", len(lay.Legend), len(labels))
 			}
-			if len(lay.data) != 1+len(c.ch.beside) || len(lay.headings) != len(c.ch.headings) {
+			if len(lay.Data) != 1+len(c.ch.Beside) || len(lay.Headings) != len(c.ch.Headings) {
 				t.Fatalf("%d data areas and %d headings for %d panels and %d headings",
-					len(lay.data), len(lay.headings), 1+len(c.ch.beside), len(c.ch.headings))
+					len(lay.Data), len(lay.Headings), 1+len(c.ch.Beside), len(c.ch.Headings))
 			}
 			width := vg.Length(0)
-			for i, d := range lay.data {
+			for i, d := range lay.Data {
 				width += d.Size().X
-				if low := c.h / vg.Length(4+len(c.ch.beside)); d.Size().Y < low { // panels side by side: headings over them
+				if low := c.h / vg.Length(4+len(c.ch.Beside)); d.Size().Y < low { // panels side by side: headings over them
 					t.Errorf("data area %v: too low in a %v×%v picture", d.Size(), c.w, c.h)
 				}
-				for _, o := range lay.data[:i] {
+				for _, o := range lay.Data[:i] {
 					if overlaps(d, o) {
 						t.Errorf("data areas %v and %v overlap", d, o)
 					}
 				}
-				for j, h := range lay.headings {
+				for j, h := range lay.Headings {
 					if overlaps(h, d) {
-						t.Errorf("heading %q at %v overlaps the data area %v", c.ch.headings[j], h, d)
+						t.Errorf("heading %q at %v overlaps the data area %v", c.ch.Headings[j], h, d)
 					}
 				}
 			}
 			if width < c.w/2 {
 				t.Errorf("data areas %v wide in all: too narrow in a %v×%v picture", width, c.w, c.h)
 			}
-			for i, b := range lay.legend {
-				for _, d := range slices.Concat(lay.data, lay.headings) {
+			for i, b := range lay.Legend {
+				for _, d := range slices.Concat(lay.Data, lay.Headings) {
 					if overlaps(b, d) {
-						t.Errorf("legend entry %q at %v overlaps the data area or heading %v", c.ch.entries[i].label, b, d)
+						t.Errorf("legend entry %q at %v overlaps the data area or heading %v", labels[i], b, d)
 					}
 				}
-				for j, o := range lay.legend[:i] {
+				for j, o := range lay.Legend[:i] {
 					if overlaps(b, o) {
-						t.Errorf("legend entries %q and %q overlap", c.ch.entries[i].label, c.ch.entries[j].label)
+						t.Errorf("legend entries %q and %q overlap", labels[i], labels[j])
 					}
 				}
 				if b.Min.X < 0 || b.Max.X > c.w {
-					t.Errorf("legend entry %q spans x %v..%v, outside the picture", c.ch.entries[i].label, b.Min.X, b.Max.X)
+					t.Errorf("legend entry %q spans x %v..%v, outside the picture", labels[i], b.Min.X, b.Max.X)
 				}
 			}
 		})
@@ -265,7 +267,7 @@ var svgTextElem = regexp.MustCompile(`<text x="([^"]+)" y="([^"]+)" transform="s
 func TestSVGText(t *testing.T) {
 	for _, c := range testCharts(t) {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := c.ch.render(c.w, c.h, "svg")
+			out, err := c.ch.Render(c.w, c.h, "svg")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,8 +278,8 @@ func TestSVGText(t *testing.T) {
 				t.Fatalf("%d text elements, %d with textLength and the font list", all, len(elems))
 			}
 			for _, e := range elems {
-				if e[4] != svgFamily {
-					t.Errorf("font-family %q, want %q", e[4], svgFamily)
+				if e[4] != chart.SVGFamily {
+					t.Errorf("font-family %q, want %q", e[4], chart.SVGFamily)
 				}
 			}
 			if strings.Contains(svg, `style="fill:#`) && regexp.MustCompile(`style="fill:#[0-9A-Fa-f]{6}"`).MatchString(svg) {
@@ -303,100 +305,5 @@ func TestSVGText(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestDurationTicks: delay axes are labelled in human units at round
-// values, about one a decade on a log axis.
-func TestDurationTicks(t *testing.T) {
-	const s, mi, h, d = 1e3, 60e3, 3600e3, 86400e3
-	cases := []struct {
-		name      string
-		log       bool
-		lo, hi    float64   // milliseconds
-		room, gap vg.Length // the axis' length, the labels' least distance
-		want      []string
-	}{
-		{name: "log, 9ms to 1.7s in 200pt: decades only", log: true, lo: 9, hi: 1.7 * s, room: 200, gap: 42, want: []string{"10ms", "100ms", "1s"}},
-		{name: "log, 1ms to 2d in 80pt: decades 14pt apart", log: true, lo: 1, hi: 2 * d, room: 80, gap: 14, want: []string{"1ms", "100ms", "10s", "10min", "6h"}},
-		{name: "linear, 0 to 2min in 100pt: 1min steps", hi: 2 * mi, room: 100, gap: 42, want: []string{"0", "1min", "2min"}},
-		{name: "log, 0.5s to 3h", log: true, lo: 0.5 * s, hi: 3 * h, want: []string{"1s", "10s", "1min", "10min", "1h"}},
-		{name: "log, 1ms to 2d", log: true, lo: 1, hi: 2 * d, want: []string{"1ms", "10ms", "100ms", "1s", "10s", "1min", "10min", "1h", "6h", "1d"}},
-		{name: "log, 20s to 30d", log: true, lo: 20 * s, hi: 30 * d, want: []string{"1min", "10min", "1h", "6h", "1d", "10d"}},
-		{name: "log, 9ms to 1.7s: three decades, 1, 2 and 5 of each labelled", log: true, lo: 9, hi: 1.7 * s,
-			want: []string{"10ms", "20ms", "50ms", "100ms", "200ms", "500ms", "1s"}},
-		{name: "log, 9ms to 25s: four decades, one label each", log: true, lo: 9, hi: 25 * s, want: []string{"10ms", "100ms", "1s", "10s"}},
-		{name: "log, short span: its ends labelled too", log: true, lo: 0.8 * s, hi: 1.25 * s, want: []string{"1s", "800ms", "1.25s"}},
-		{name: "log, between round values", log: true, lo: 1.1 * s, hi: 1.3 * s, want: []string{"1.1s", "1.3s"}},
-		{name: "linear, 0 to 3s", hi: 3 * s, want: []string{"0", "1s", "2s", "3s"}},
-		{name: "linear, 0 to 400s", hi: 400 * s, want: []string{"0", "2min", "4min", "6min"}},
-		{name: "linear, 0 to 90s", hi: 90 * s, want: []string{"0", "30s", "1min", "1.5min"}},
-		{name: "linear, 0 to 2min", hi: 2 * mi, want: []string{"0", "30s", "1min", "1.5min", "2min"}},
-		{name: "linear, 0 to 800ms", hi: 800, want: []string{"0", "200ms", "400ms", "600ms", "800ms"}},
-		{name: "linear, 0 to 3d", hi: 3 * d, want: []string{"0", "1d", "2d", "3d"}},
-	}
-	human := regexp.MustCompile(`^(0|[0-9]+(\.[0-9]+)?(µs|ms|s|min|h|d))$`)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			lo, hi := c.lo, c.hi
-			if c.log {
-				lo, hi = math.Log10(lo), math.Log10(hi)
-			}
-			var got []string
-			for _, tk := range (durationTicks{log: c.log, room: c.room, gap: c.gap}).Ticks(lo, hi) {
-				if tk.Value < lo-1e-9 || tk.Value > hi+1e-9 {
-					t.Errorf("tick %q at %v: outside the axis [%v, %v]", tk.Label, tk.Value, lo, hi)
-				}
-				if tk.Label == "" {
-					continue
-				}
-				if !human.MatchString(tk.Label) {
-					t.Errorf("tick label %q: not a number in ms, s, min, h or d", tk.Label)
-				}
-				got = append(got, tk.Label)
-			}
-			if !slices.Equal(got, c.want) {
-				t.Errorf("labels %q, want %q", got, c.want)
-			}
-		})
-	}
-}
-
-func TestDurationLabel(t *testing.T) {
-	cases := []struct {
-		ms   float64
-		want string
-	}{
-		{want: "0"}, {ms: 0.5, want: "500µs"}, {ms: 1, want: "1ms"}, {ms: 250, want: "250ms"}, {ms: 1250, want: "1.25s"}, {ms: 1500, want: "1.5s"}, {ms: 75e3, want: "75s"},
-		{ms: 90e3, want: "1.5min"}, {ms: 600e3, want: "10min"}, {ms: 5400e3, want: "1.5h"}, {ms: 30 * 3600e3, want: "30h"}, {ms: 36 * 3600e3, want: "1.5d"}, {ms: 25 * 86400e3, want: "25d"},
-	}
-	for _, c := range cases {
-		if got := durationLabel(c.ms); got != c.want {
-			t.Errorf("durationLabel(%v) = %q, want %q", c.ms, got, c.want)
-		}
-	}
-}
-
-func TestIntegerTicks(t *testing.T) {
-	cases := []struct {
-		lo, hi float64
-		want   []string
-	}{
-		{lo: 1, hi: 10, want: []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}},
-		{lo: 1, hi: 25, want: []string{"1", "5", "10", "15", "20", "25"}},
-		{lo: 1, hi: 20, want: []string{"1", "2", "4", "6", "8", "10", "12", "14", "16", "18", "20"}},
-		{lo: 0.5, hi: 1.5, want: []string{"1"}},
-		{lo: 1, hi: 1000, want: []string{"1", "100", "200", "300", "400", "500", "600", "700", "800", "900", "1000"}},
-	}
-	for _, c := range cases {
-		var got []string
-		for _, tk := range (integerTicks{}).Ticks(c.lo, c.hi) {
-			if tk.Label != "" {
-				got = append(got, tk.Label)
-			}
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("[%v, %v]: labels %q, want %q", c.lo, c.hi, got, c.want)
-		}
 	}
 }

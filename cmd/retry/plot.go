@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -104,7 +105,7 @@ The field flags (--attempts, --initial, --jitter, ...) apply to every curve.
 			if err != nil {
 				return err
 			}
-			if err := saveChart(ch, w, h, format, output, e.stdout); err != nil {
+			if err := chart.Save(ch, w, h, format, output, e.stdout); err != nil {
 				return failed(err)
 			}
 			if output != "-" {
@@ -157,8 +158,8 @@ func plotCurves(pf *policyFlags, stdin io.Reader, args []string) ([]curve, error
 		}
 		curves = append(curves, curve{label, withDefaults(p)})
 	}
-	if len(curves) > len(palette) {
-		return nil, usagef("too many policies (%d): at most %d on one chart", len(curves), len(palette))
+	if len(curves) > len(chart.Palette) {
+		return nil, usagef("too many policies (%d): at most %d on one chart", len(curves), len(chart.Palette))
 	}
 	return curves, nil
 }
@@ -401,7 +402,7 @@ func spansDecades(lo, hi float64) bool { return lo > 0 && hi/lo > 100 }
 
 // curveChart draws the curves: per curve, its jitter band shaded and its
 // median on top, and a legend entry naming it.
-func curveChart(curves []curve, o curveOptions) (*chart, error) {
+func curveChart(curves []curve, o curveOptions) (*chart.Chart, error) {
 	data := make([][]point, len(curves))
 	lo, hi := math.Inf(1), 0.0
 	last, jitter := 0, false
@@ -431,10 +432,10 @@ func curveChart(curves []curve, o curveOptions) (*chart, error) {
 		note = fmt.Sprintf("line: median of %d %s; band: %gth to %gth percentile",
 			o.samples, plural(o.samples, "draw", "draws"), 100*bandLow, 100*bandHigh)
 	}
-	ch := newChart(title, note)
+	ch := chart.New(title, note)
 	ch.X.Label.Text = "retry"
-	ch.X.Tick.Marker = integerTicks{}
-	ch.Y.Tick.Marker = durationTicks{log: logY}
+	ch.X.Tick.Marker = chart.IntegerTicks{}
+	ch.Y.Tick.Marker = chart.DurationTicks{Log: logY}
 	var ymin, ymax float64
 	switch {
 	case logY:
@@ -453,7 +454,7 @@ func curveChart(curves []curve, o curveOptions) (*chart, error) {
 		return v
 	}
 	for i, pts := range data {
-		col := palette[i]
+		col := chart.Palette[i]
 		var thumbs []plot.Thumbnailer
 		var med, band plotter.XYs
 		for _, pt := range pts {
@@ -476,7 +477,7 @@ func curveChart(curves []curve, o curveOptions) (*chart, error) {
 			if err != nil {
 				return nil, err
 			}
-			poly.Color = tint(col, 0.3)
+			poly.Color = chart.Tint(col, 0.3)
 			poly.LineStyle.Width = 0
 			ch.Add(poly)
 			thumbs = append(thumbs, poly)
@@ -503,7 +504,7 @@ func curveChart(curves []curve, o curveOptions) (*chart, error) {
 		if curves[i].label != "" {
 			label = curves[i].label + ": " + label
 		}
-		ch.legend(label, thumbs...)
+		ch.Legend(label, thumbs...)
 	}
 	// The ranges, set once the plotters have widened them to their data.
 	ch.X.Min, ch.X.Max = 1, float64(max(last, 1))
@@ -530,8 +531,8 @@ func retriesNote(p retry.Policy, drawn int) string {
 // units from the largest down (1h2min3s), or as human writes it under a
 // minute.
 func unitDuration(d time.Duration) string {
-	if _, _, round := durationUnit(ms(d)); round || d <= 0 {
-		return durationLabel(ms(d))
+	if _, _, round := chart.DurationUnit(ms(d)); round || d <= 0 {
+		return chart.DurationLabel(ms(d))
 	}
 	if d < time.Minute {
 		return human(d)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 )
 
 // TestPlotLog: a log axis draws any policy with a delay above 0, even one
@@ -151,12 +152,13 @@ func TestPlotCurves(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ch.entries) != len(c.legend) {
-				t.Fatalf("legend %q, want %d entries starting %q", labels(ch), len(c.legend), c.legend)
+			labels := ch.Labels()
+			if len(labels) != len(c.legend) {
+				t.Fatalf("legend %q, want %d entries starting %q", labels, len(c.legend), c.legend)
 			}
-			for i, e := range ch.entries {
-				if !strings.HasPrefix(e.label, c.legend[i]) {
-					t.Errorf("legend entry %d %q, want it to start %q", i, e.label, c.legend[i])
+			for i, label := range labels {
+				if !strings.HasPrefix(label, c.legend[i]) {
+					t.Errorf("legend entry %d %q, want it to start %q", i, label, c.legend[i])
 				}
 				pts := curvePoints(curves[i].policy, limit, 100, 1, false)
 				if len(pts) != c.retries[i] || pts[len(pts)-1].retry != c.retries[i] {
@@ -169,14 +171,6 @@ func TestPlotCurves(t *testing.T) {
 			}
 		})
 	}
-}
-
-func labels(ch *chart) []string {
-	var out []string
-	for _, e := range ch.entries {
-		out = append(out, e.label)
-	}
-	return out
 }
 
 // TestPlotLegendSVG: the image README draws has one legend entry per
@@ -265,12 +259,12 @@ func TestDelayScale(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dt, ok := ch.Y.Tick.Marker.(durationTicks)
+			dt, ok := ch.Y.Tick.Marker.(chart.DurationTicks)
 			if !ok {
-				t.Fatalf("delay ticks %T, want durationTicks", ch.Y.Tick.Marker)
+				t.Fatalf("delay ticks %T, want chart.DurationTicks", ch.Y.Tick.Marker)
 			}
-			if dt.log != c.log || strings.Contains(ch.Y.Label.Text, "log scale") != c.log {
-				t.Errorf("log axis %v, label %q; want log %v", dt.log, ch.Y.Label.Text, c.log)
+			if dt.Log != c.log || strings.Contains(ch.Y.Label.Text, "log scale") != c.log {
+				t.Errorf("log axis %v, label %q; want log %v", dt.Log, ch.Y.Label.Text, c.log)
 			}
 		})
 	}

@@ -276,3 +276,11 @@ func human(d time.Duration) string {
 	}
 	return b.String()
 }
+
+// plural returns one or many after n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

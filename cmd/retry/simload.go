@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"github.com/steadyhq/retry/shed"
 	"github.com/steadyhq/retry/sim"
 	"gonum.org/v1/plot/vg"
@@ -199,11 +201,51 @@ func runLoad(e *env, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := saveChart(ch, 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
+	if err := chart.Save(ch, 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
 		return failed(err)
 	}
 	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
 	return nil
+}
+
+// chart draws the load over time. With a retry budget, a second panel
+// beside it draws the same run with --budget off, on the same axes; each
+// panel's heading gives its hits per request, during the outage when
+// there is one.
+func (r *loadResult) chart(l *loadSetup) (*chart.Chart, error) {
+	runs, budgets := []*loadResult{r}, []string{l.budgetFlag}
+	if l.budgetFlag != "off" {
+		off, err := l.run(retry.WithBudget(retry.Budget{Off: true}))
+		if err != nil {
+			return nil, err
+		}
+		runs, budgets = append(runs, off), append(budgets, "off")
+	}
+	s := &l.s
+	setup := append([]string{strconv.FormatFloat(s.Load.Rate, 'f', -1, 64) + " requests/s for " + chart.DurationLabel(ms(s.Duration))}, l.service()...)
+	if n := s.Fleet.Clients; n > 1 {
+		setup = slices.Insert(setup, 1, fmt.Sprintf("%d clients", n))
+	}
+	setup = append(setup, "policy "+l.policy)
+	if len(runs) == 1 {
+		setup = append(setup, "budget off")
+	}
+	var panels []chart.LoadPanel
+	for i, run := range runs {
+		panels = append(panels, chart.LoadPanel{Report: run.rep})
+		if len(runs) > 1 {
+			amp, where := run.Amplification, ""
+			if l.outage {
+				amp, where = run.OutageAmp, " in the outage"
+			}
+			panels[i].Heading = fmt.Sprintf("budget %s: %.2f hits per request%s", budgets[i], amp, where)
+		}
+	}
+	var outage sim.Fault
+	if l.outage {
+		outage = s.Service.Faults[0]
+	}
+	return chart.Load(strings.Join(setup, ", "), panels, outage), nil
 }
 
 // service describes the service of a load simulation.

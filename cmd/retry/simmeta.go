@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"github.com/steadyhq/retry/shed"
 	"github.com/steadyhq/retry/sim"
 	"gonum.org/v1/plot/vg"
@@ -170,11 +171,20 @@ func runMetastable(e *env, f *simFlags) error {
 	if err != nil || f.plot == "" {
 		return err
 	}
-	if err := saveChart(metaChart(m, rows), 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
+	if err := chart.Save(m.chart(rows), 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
 		return failed(err)
 	}
 	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
 	return nil
+}
+
+// chart draws the goodput of each row over time, the trigger shaded.
+func (m *metaSetup) chart(rows []*metaRow) *chart.Chart {
+	var drawn []chart.GoodputRow
+	for _, r := range rows {
+		drawn = append(drawn, chart.GoodputRow{Name: r.Name, Series: r.rep.Total.Series})
+	}
+	return chart.Goodput(m.chartNote(), drawn, m.Duration, m.Trigger)
 }
 
 // triggerText says what the trigger does, as "capacity cut to 5 of 10

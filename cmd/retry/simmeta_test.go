@@ -133,7 +133,7 @@ func TestMetastableChart(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	texts := chartTexts(t, metaChart(m, rows))
+	texts := chartTexts(t, m.chart(rows))
 	for _, w := range []string{"trigger", "requests arriving", "successful calls per second (5 s mean)", "time", "no defence", "budget", "breaker"} {
 		if !slices.Contains(texts, w) {
 			t.Errorf("no text %q in the chart: %q", w, texts)

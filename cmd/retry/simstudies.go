@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/steadyhq/retry"
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"github.com/steadyhq/retry/sim"
 	"gonum.org/v1/plot/vg"
 )
@@ -146,9 +147,18 @@ func runHedge(e *env, f *simFlags) error {
 	if err != nil || f.plot == "" {
 		return err
 	}
-	if err := saveChart(latencyChart(hedgeNote, rows), 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
+	if err := chart.Save(latencyChart(rows), 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
 		return failed(err)
 	}
 	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
 	return nil
+}
+
+// latencyChart draws the runs of sim --hedge (chart.Latency).
+func latencyChart(rows []hedgeRow) *chart.Chart {
+	drawn := make([]chart.LatencyRow, len(rows))
+	for i, r := range rows {
+		drawn[i] = chart.LatencyRow{Mode: r.Mode, P999: r.P999, Latencies: r.lat}
+	}
+	return chart.Latency(hedgeNote, drawn)
 }

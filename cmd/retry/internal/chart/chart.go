@@ -1,4 +1,7 @@
-package main
+// Package chart draws the charts of retry plot and retry sim --plot in
+// one house style: a title and a note, the legend in a band of its own,
+// then one panel of data or several side by side, as SVG or PNG.
+package chart
 
 import (
 	"bytes"
@@ -23,17 +26,17 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// A chart is what plot and sim --plot draw: a title and a note on top, the
+// Chart is what plot and sim --plot draw: a title and a note on top, the
 // legend in a band of its own under them (never over the data), then the
 // axes and the data, in one panel or in several side by side, each under
 // its heading. Every text stays inside the picture, with room to spare for
 // a viewer whose fallback font is wider than ours.
-type chart struct {
+type Chart struct {
 	*plot.Plot              // the first panel's axes and data; its own title and legend stay unused
-	beside     []*plot.Plot // further panels, right of the first, with data areas of its size
-	headings   []string     // with panels beside the first, the heading over each
+	Beside     []*plot.Plot // further panels, right of the first, with data areas of its size
+	Headings   []string     // with panels beside the first, the heading over each
 	title      string
-	note       string // a line under the title, smaller and grey
+	note       string // a line under the title, smaller and Grey
 	entries    []legendEntry
 }
 
@@ -47,13 +50,13 @@ type legendEntry struct {
 // metrics of Arial and Helvetica, the fonts an SVG viewer falls back on.
 var chartFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
 
-// svgFamily is the font-family an SVG names: ours first, then the fonts
+// SVGFamily is the font-family an SVG names: ours first, then the fonts
 // with the same metrics.
-const svgFamily = "'Liberation Sans',Arial,Helvetica,sans-serif"
+const SVGFamily = "'Liberation Sans',Arial,Helvetica,sans-serif"
 
-// palette is the curves' colours (Okabe and Ito's, told apart in every
+// Palette is the curves' colours (Okabe and Ito's, told apart in every
 // common colour blindness).
-var palette = []color.Color{
+var Palette = []color.Color{
 	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
 	color.RGBA{0xd5, 0x5e, 0x00, 0xff}, // vermillion
 	color.RGBA{0x00, 0x9e, 0x73, 0xff}, // bluish green
@@ -63,16 +66,17 @@ var palette = []color.Color{
 	color.RGBA{0x00, 0x00, 0x00, 0xff}, // black
 }
 
-// tint returns c mixed with white, share a of c: an opaque pale colour
+// Tint returns c mixed with white, share a of c: an opaque pale colour
 // for bands and shaded spans, which every SVG renderer draws alike (some,
 // such as ImageMagick's own, ignore fill-opacity).
-func tint(c color.Color, a float64) color.Color {
+func Tint(c color.Color, a float64) color.Color {
 	r, g, b, _ := c.RGBA()
 	mix := func(v uint32) uint8 { return uint8(math.Round(a*float64(v>>8) + (1-a)*255)) }
 	return color.RGBA{R: mix(r), G: mix(g), B: mix(b), A: 0xff}
 }
 
-var grey = color.Gray{Y: 0x55}
+// Grey is the colour of axes, ticks and notes.
+var Grey = color.Gray{Y: 0x55}
 
 // Sizes of the chart's parts.
 const (
@@ -91,37 +95,46 @@ const (
 	fallbackWidth = 1.15
 )
 
-// newChart returns an empty chart in the house style.
-func newChart(title, note string) *chart {
+// New returns an empty chart in the house style.
+func New(title, note string) *Chart {
 	p := plot.New()
 	for _, sty := range []*text.Style{&p.X.Label.TextStyle, &p.Y.Label.TextStyle} {
 		sty.Font = font.From(chartFont, labelSize)
 	}
 	for _, sty := range []*text.Style{&p.X.Tick.Label, &p.Y.Tick.Label} {
 		sty.Font = font.From(chartFont, tickSize)
-		sty.Color = grey
+		sty.Color = Grey
 	}
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
-		a.Color = grey
-		a.Tick.Color = grey
+		a.Color = Grey
+		a.Tick.Color = Grey
 		a.Tick.Length = vg.Points(4)
 		a.Label.Padding = vg.Points(4)
 	}
 	p.BackgroundColor = nil // draw fills the whole picture
-	return &chart{Plot: p, title: title, note: note}
+	return &Chart{Plot: p, title: title, note: note}
 }
 
-// legend adds an entry to the legend.
-func (c *chart) legend(label string, thumbs ...plot.Thumbnailer) {
+// Legend adds an entry to the legend.
+func (c *Chart) Legend(label string, thumbs ...plot.Thumbnailer) {
 	c.entries = append(c.entries, legendEntry{label, thumbs})
 }
 
-// layout says where draw put the data, the headings and the legend's
+// Labels returns the legend's labels, in order.
+func (c *Chart) Labels() []string {
+	var labels []string
+	for _, e := range c.entries {
+		labels = append(labels, e.label)
+	}
+	return labels
+}
+
+// Layout says where Draw put the data, the headings and the legend's
 // entries.
-type layout struct {
-	data     []vg.Rectangle // one a panel
-	headings []vg.Rectangle
-	legend   []vg.Rectangle
+type Layout struct {
+	Data     []vg.Rectangle // one a panel
+	Headings []vg.Rectangle
+	Legend   []vg.Rectangle
 }
 
 // panelGap is the room between two panels side by side, in points.
@@ -132,8 +145,8 @@ func style(size vg.Length, col color.Color, xalign draw.XAlignment) text.Style {
 	return text.Style{Font: font.From(chartFont, size), Color: col, XAlign: xalign, YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
 }
 
-// draw draws the chart on dc.
-func (c *chart) draw(dc draw.Canvas) layout {
+// Draw draws the chart on dc.
+func (c *Chart) Draw(dc draw.Canvas) Layout {
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 	area := draw.Crop(dc, chartMargin, -chartMargin, chartMargin, -chartMargin)
@@ -142,27 +155,27 @@ func (c *chart) draw(dc draw.Canvas) layout {
 	for _, t := range []struct {
 		text string
 		sty  text.Style
-	}{{c.title, style(titleSize, color.Black, draw.XCenter)}, {c.note, style(noteSize, grey, draw.XCenter)}} {
+	}{{c.title, style(titleSize, color.Black, draw.XCenter)}, {c.note, style(noteSize, Grey, draw.XCenter)}} {
 		for _, line := range wrap(t.text, t.sty, area.Max.X-area.Min.X-fallbackRoom) {
 			dc.FillText(t.sty, vg.Point{X: center, Y: top}, line)
 			top -= t.sty.Height(line) + 2
 		}
 	}
-	var lay layout
+	var lay Layout
 	if len(c.entries) > 0 {
 		top -= 4
 		var boxes []vg.Rectangle
 		boxes, top = c.drawLegend(dc, area.Min.X+4, area.Max.X-fallbackRoom, top)
-		lay.legend = boxes
+		lay.Legend = boxes
 		top -= 4
 	}
 	pc := area
 	pc.Max.Y = top
 	pc.Max.X -= fallbackRoom / 2
-	if len(c.beside) == 0 {
+	if len(c.Beside) == 0 {
 		fitTicks(c.Plot, pc)
 		c.Plot.Draw(pc)
-		lay.data = []vg.Rectangle{c.Plot.DataCanvas(pc).Rectangle}
+		lay.Data = []vg.Rectangle{c.Plot.DataCanvas(pc).Rectangle}
 		return lay
 	}
 	c.drawPanels(dc, pc, &lay)
@@ -172,15 +185,15 @@ func (c *chart) draw(dc draw.Canvas) layout {
 // drawPanels draws the panels side by side in pc, their data areas of one
 // size, each under its heading, centred over its tile and wrapped to its
 // width.
-func (c *chart) drawPanels(dc draw.Canvas, pc draw.Canvas, lay *layout) {
-	panels := append([]*plot.Plot{c.Plot}, c.beside...)
+func (c *Chart) drawPanels(dc draw.Canvas, pc draw.Canvas, lay *Layout) {
+	panels := append([]*plot.Plot{c.Plot}, c.Beside...)
 	sty := style(labelSize-0.5, color.Black, draw.XCenter)
 	tileW := (pc.Max.X - pc.Min.X - panelGap*vg.Length(len(panels)-1)) / vg.Length(len(panels))
 	lines := make([][]string, len(panels))
 	headH := vg.Length(0)
 	for i := range panels {
-		if i < len(c.headings) {
-			lines[i] = wrap(c.headings[i], sty, tileW)
+		if i < len(c.Headings) {
+			lines[i] = wrap(c.Headings[i], sty, tileW)
 		}
 		h := vg.Length(0)
 		for _, l := range lines[i] {
@@ -193,7 +206,7 @@ func (c *chart) drawPanels(dc draw.Canvas, pc draw.Canvas, lay *layout) {
 	for i, p := range panels {
 		fitTicks(p, cans[0][i])
 		p.Draw(cans[0][i])
-		lay.data = append(lay.data, p.DataCanvas(cans[0][i]).Rectangle)
+		lay.Data = append(lay.Data, p.DataCanvas(cans[0][i]).Rectangle)
 		tile := cans[0][i].Rectangle
 		x, y := (tile.Min.X+tile.Max.X)/2, tile.Max.Y+headH+2
 		box := vg.Rectangle{Min: vg.Point{X: x, Y: y}, Max: vg.Point{X: x, Y: y}}
@@ -204,7 +217,7 @@ func (c *chart) drawPanels(dc draw.Canvas, pc draw.Canvas, lay *layout) {
 			y -= sty.Height(l) + 2
 			box.Min.Y = y
 		}
-		lay.headings = append(lay.headings, box)
+		lay.Headings = append(lay.Headings, box)
 	}
 }
 
@@ -228,7 +241,7 @@ func wrap(s string, sty text.Style, width vg.Length) []string {
 
 // drawLegend lays the entries out in rows from left to right, wrapping
 // within [left, right], and returns their boxes and the y under the last row.
-func (c *chart) drawLegend(dc draw.Canvas, left, right, top vg.Length) ([]vg.Rectangle, vg.Length) {
+func (c *Chart) drawLegend(dc draw.Canvas, left, right, top vg.Length) ([]vg.Rectangle, vg.Length) {
 	sty := style(legendSize, color.Black, draw.XLeft)
 	rowH := sty.Height("Xg") + 4
 	gap := sty.Width("  ")
@@ -265,8 +278,8 @@ func (c *chart) drawLegend(dc draw.Canvas, left, right, top vg.Length) ([]vg.Rec
 // pixels a point (a 16cm by 10cm chart is 1210×756).
 const pngDPI = 2 * 96
 
-// render draws the chart as an SVG or PNG image.
-func (c *chart) render(width, height vg.Length, format string) ([]byte, error) {
+// Render draws the chart as an SVG or PNG image.
+func (c *Chart) Render(width, height vg.Length, format string) ([]byte, error) {
 	var canvas vg.CanvasWriterTo
 	switch format {
 	case "png":
@@ -277,7 +290,7 @@ func (c *chart) render(width, height vg.Length, format string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	c.draw(draw.New(canvas))
+	c.Draw(draw.New(canvas))
 	var buf bytes.Buffer
 	if _, err := canvas.WriteTo(&buf); err != nil {
 		return nil, err
@@ -288,9 +301,9 @@ func (c *chart) render(width, height vg.Length, format string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// saveChart renders c to output ("-" for w) in format.
-func saveChart(c *chart, width, height vg.Length, format, output string, w io.Writer) error {
-	b, err := c.render(width, height, format)
+// Save renders c to output ("-" for w) in format.
+func Save(c *Chart, width, height vg.Length, format, output string, w io.Writer) error {
+	b, err := c.Render(width, height, format)
 	if err != nil {
 		return err
 	}
@@ -323,11 +336,11 @@ func portableSVG(svg []byte) []byte {
 		face := plot.DefaultTextHandler.Cache().Lookup(chartFont, vg.Length(size))
 		w := face.Width(s).Points()
 		return fmt.Appendf(nil, `<text %stextLength="%.2f" lengthAdjust="spacingAndGlyphs" style="font-family:%s;%s">%s</text>`,
-			sub[1], w, svgFamily, sub[2], sub[4])
+			sub[1], w, SVGFamily, sub[2], sub[4])
 	})
 }
 
-// durationTicks labels an axis of milliseconds in human units (ms, s,
+// DurationTicks labels an axis of milliseconds in human units (ms, s,
 // min, h, d), at round values of those units: on a log axis, about one a
 // decade (1s, 10s, 1min, 10min, 1h, 6h, 1d, ...) with the round values
 // between them as unlabelled ticks, or when the axis spans at most three
@@ -341,8 +354,8 @@ func portableSVG(svg []byte) []byte {
 // log axis drops the labels between its decades, then those of decades too
 // close to the one labelled before, the linear one takes longer steps,
 // until no two labels are closer than gap, centre to centre.
-type durationTicks struct {
-	log       bool
+type DurationTicks struct {
+	Log       bool
 	room, gap vg.Length // 0 when unknown
 }
 
@@ -372,8 +385,9 @@ var roundMS = func() []float64 {
 var decadeMS = []float64{1e-3, 1e-2, 1e-1, 1, 10, 100, 1e3, 10e3, 60e3, 600e3, 3600e3, 6 * 3600e3, 86400e3,
 	10 * 86400e3, 100 * 86400e3, 1000 * 86400e3, 10000 * 86400e3, 100000 * 86400e3}
 
-func (t durationTicks) Ticks(lo, hi float64) []plot.Tick {
-	if t.log {
+// Ticks returns the ticks of an axis from lo to hi.
+func (t DurationTicks) Ticks(lo, hi float64) []plot.Tick {
+	if t.Log {
 		ticks := logDurationTicks(lo, hi, true)
 		if t.crowded(ticks, lo, hi) {
 			ticks = logDurationTicks(lo, hi, false)
@@ -403,7 +417,7 @@ func (t durationTicks) Ticks(lo, hi float64) []plot.Tick {
 
 // crowded reports whether two labels of ticks on an axis from lo to hi
 // would be closer than minLabelGap in t.room.
-func (t durationTicks) crowded(ticks []plot.Tick, lo, hi float64) bool {
+func (t DurationTicks) crowded(ticks []plot.Tick, lo, hi float64) bool {
 	if t.room <= 0 || !(hi > lo) {
 		return false
 	}
@@ -425,11 +439,11 @@ func (t durationTicks) crowded(ticks []plot.Tick, lo, hi float64) bool {
 // fitTicks gives the duration ticks of p's axes their length on c.
 func fitTicks(p *plot.Plot, c draw.Canvas) {
 	size := p.DataCanvas(c).Rectangle.Size()
-	if dt, ok := p.X.Tick.Marker.(durationTicks); ok {
+	if dt, ok := p.X.Tick.Marker.(DurationTicks); ok {
 		dt.room, dt.gap = size.X, minLabelGapX
 		p.X.Tick.Marker = dt
 	}
-	if dt, ok := p.Y.Tick.Marker.(durationTicks); ok {
+	if dt, ok := p.Y.Tick.Marker.(DurationTicks); ok {
 		dt.room, dt.gap = size.Y, minLabelGapY
 		p.Y.Tick.Marker = dt
 	}
@@ -454,13 +468,13 @@ func logDurationTicks(loLog, hiLog float64, minor bool) []plot.Tick {
 		}
 		tk := plot.Tick{Value: math.Log10(v)}
 		if slices.Contains(decadeMS, v) || minor && decades <= 3 && leading125(v) {
-			tk.Label = durationLabel(v)
+			tk.Label = DurationLabel(v)
 			labelled++
 		}
 		ticks = append(ticks, tk)
 	}
 	if labelled < 2 { // a short span between round values: label its ends
-		ticks = append(ticks, plot.Tick{Value: loLog, Label: durationLabel(lo)}, plot.Tick{Value: hiLog, Label: durationLabel(hi)})
+		ticks = append(ticks, plot.Tick{Value: loLog, Label: DurationLabel(lo)}, plot.Tick{Value: hiLog, Label: DurationLabel(hi)})
 	}
 	return ticks
 }
@@ -468,7 +482,7 @@ func logDurationTicks(loLog, hiLog float64, minor bool) []plot.Tick {
 // leading125 reports whether v is 1, 2 or 5 of its unit, or 10, 20 or 50,
 // or 100, 200 or 500.
 func leading125(v float64) bool {
-	_, n, _ := durationUnit(v)
+	_, n, _ := DurationUnit(v)
 	for n >= 10 && math.Mod(n, 10) == 0 {
 		n /= 10
 	}
@@ -480,7 +494,7 @@ func leading125(v float64) bool {
 func linearDurationTicks(lo, hi float64, steps int) []plot.Tick {
 	span := hi - lo
 	if !(span > 0) {
-		return []plot.Tick{{Value: lo, Label: durationLabel(lo)}}
+		return []plot.Tick{{Value: lo, Label: DurationLabel(lo)}}
 	}
 	step := roundMS[len(roundMS)-1]
 	for _, s := range roundMS {
@@ -492,7 +506,7 @@ func linearDurationTicks(lo, hi float64, steps int) []plot.Tick {
 	var ticks []plot.Tick
 	for i := math.Ceil(lo / step); i*step <= hi+step*1e-9; i++ {
 		v := i * step
-		ticks = append(ticks, plot.Tick{Value: v, Label: durationLabel(v)})
+		ticks = append(ticks, plot.Tick{Value: v, Label: DurationLabel(v)})
 		if half := v + step/2; half <= hi {
 			ticks = append(ticks, plot.Tick{Value: half})
 		}
@@ -500,16 +514,16 @@ func linearDurationTicks(lo, hi float64, steps int) []plot.Tick {
 	return ticks
 }
 
-// durationUnit returns v milliseconds in the largest of the units d, h,
+// DurationUnit returns v milliseconds in the largest of the units d, h,
 // min, s, ms and µs in which it is at least 1; round reports whether it
 // has at most one decimal there, or else is a whole number under 100 in
 // the next unit down, which is then chosen (90s is 1.5min, 75s stays 75s,
 // 1250ms is 1.25s).
-func durationUnit(v float64) (name string, n float64, round bool) {
+func DurationUnit(v float64) (name string, n float64, round bool) {
 	units := []struct {
 		name string
 		ms   float64
-	}{{"d", float64(day / time.Millisecond)}, {"h", 3600e3}, {"min", 60e3}, {"s", 1e3}, {"ms", 1}, {"µs", 1e-3}}
+	}{{"d", float64(24 * time.Hour / time.Millisecond)}, {"h", 3600e3}, {"min", 60e3}, {"s", 1e3}, {"ms", 1}, {"µs", 1e-3}}
 	isRound := func(n, scale float64) bool { return math.Abs(n*scale-math.Round(n*scale)) < 1e-6*n*scale }
 	for i, u := range units {
 		n := v / u.ms
@@ -529,25 +543,26 @@ func durationUnit(v float64) (name string, n float64, round bool) {
 	return "µs", v * 1e3, false
 }
 
-// durationLabel formats v milliseconds as a tick label: 500ms, 1.5s,
+// DurationLabel formats v milliseconds as a tick label: 500ms, 1.5s,
 // 10min, 6h, 2d.
-func durationLabel(v float64) string {
+func DurationLabel(v float64) string {
 	if v == 0 {
 		return "0"
 	}
-	name, n, round := durationUnit(v)
+	name, n, round := DurationUnit(v)
 	if round {
 		return strconv.FormatFloat(math.Round(n*10)/10, 'f', -1, 64) + name
 	}
 	return strconv.FormatFloat(n, 'f', max(0, 2-int(math.Floor(math.Log10(n)))), 64) + name
 }
 
-// integerTicks labels whole numbers from 1 at round steps (1, 2, 5, 10,
+// IntegerTicks labels whole numbers from 1 at round steps (1, 2, 5, 10,
 // ...), always 1, with an unlabelled tick at every whole number while they
 // are few.
-type integerTicks struct{}
+type IntegerTicks struct{}
 
-func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
+// Ticks returns the ticks of an axis from lo to hi.
+func (IntegerTicks) Ticks(lo, hi float64) []plot.Tick {
 	lo = math.Max(math.Ceil(lo), 1)
 	step := 1.0
 	for m := 1.0; (hi-lo)/step > 10; m *= 10 {
@@ -578,12 +593,4 @@ func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ticks
-}
-
-// plural returns one or many after n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -1,15 +1,12 @@
-package main
+package chart
 
 import (
 	"fmt"
 	"image/color"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/sim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -75,42 +72,30 @@ var loadSeries = []struct {
 	col   color.Color
 	width float64 // points
 }{
-	{name: "server hits", col: palette[0], width: 3.6},
+	{name: "server hits", col: Palette[0], width: 3.6},
 	{name: "calls given up", col: color.RGBA{0xcc, 0x79, 0xa7, 0xff}, width: 2.2},
-	{name: "failed hits", col: palette[1], width: 1.3},
+	{name: "failed hits", col: Palette[1], width: 1.3},
 	{name: "requests arriving", col: color.Black, width: 0.9},
 }
 
 var legendOrder = []int{3, 0, 2, 1}
 
-// chart draws the load over time, each rate as steps, the outage shaded.
-// With a retry budget, a second panel beside it draws the same run with
-// --budget off, on the same axes; each panel's heading gives its hits per
-// request, during the outage when there is one.
-func (r *loadResult) chart(l *loadSetup) (*chart, error) {
-	runs := []*loadResult{r}
-	budgets := []string{l.budgetFlag}
-	if l.budgetFlag != "off" {
-		off, err := l.run(retry.WithBudget(retry.Budget{Off: true}))
-		if err != nil {
-			return nil, err
-		}
-		runs, budgets = append(runs, off), append(budgets, "off")
-	}
-	s := &l.s
-	setup := append([]string{strconv.FormatFloat(s.Load.Rate, 'f', -1, 64) + " requests/s for " + durationLabel(ms(s.Duration))}, l.service()...)
-	if n := s.Fleet.Clients; n > 1 {
-		setup = slices.Insert(setup, 1, fmt.Sprintf("%d clients", n))
-	}
-	setup = append(setup, "policy "+l.policy)
-	if len(runs) == 1 {
-		setup = append(setup, "budget off")
-	}
-	ch := newChart("Load on the server", strings.Join(setup, ", "))
-	all := make([]loadRates, len(runs))
+// LoadPanel is a run a load chart draws in a panel of its own, under its
+// Heading when the chart has several.
+type LoadPanel struct {
+	Report  *sim.Report
+	Heading string
+}
+
+// Load draws the load on the server over time of each run, side by side
+// on the same axes, each rate as steps, the outage shaded when it has a
+// Length.
+func Load(note string, panels []LoadPanel, outage sim.Fault) *Chart {
+	ch := New("Load on the server", note)
+	all := make([]loadRates, len(panels))
 	top, end := 1.0, 1.0
-	for i, run := range runs {
-		all[i] = rates(run.rep)
+	for i, pn := range panels {
+		all[i] = rates(pn.Report)
 		for _, sr := range all[i].series {
 			for _, v := range sr {
 				top = max(top, v)
@@ -122,16 +107,15 @@ func (r *loadResult) chart(l *loadSetup) (*chart, error) {
 	}
 	top *= 1.08
 	var thumbs map[string]plot.Thumbnailer
-	for i, run := range runs {
+	for i, pn := range panels {
 		p := ch.Plot
 		if i > 0 {
-			p = newChart("", "").Plot
-			ch.beside = append(ch.beside, p)
+			p = New("", "").Plot
+			ch.Beside = append(ch.Beside, p)
 		}
 		var shade plot.Thumbnailer
-		if l.outage {
-			o := s.Service.Faults[0]
-			shade = shadeSpan(p, ms(o.Start), min(ms(o.Start+o.Length), 1000*end), top)
+		if outage.Length > 0 {
+			shade = shadeSpan(p, ms(outage.Start), min(ms(outage.Start+outage.Length), 1000*end), top)
 		}
 		t := loadPanel(p, all[i], end, top)
 		if i == 0 {
@@ -139,23 +123,19 @@ func (r *loadResult) chart(l *loadSetup) (*chart, error) {
 			thumbs["outage"] = shade
 			p.Y.Label.Text = "per second"
 		}
-		if len(runs) > 1 {
-			amp, where := run.Amplification, ""
-			if l.outage {
-				amp, where = run.OutageAmp, " in the outage"
-			}
-			ch.headings = append(ch.headings, fmt.Sprintf("budget %s: %.2f hits per request%s", budgets[i], amp, where))
+		if pn.Heading != "" {
+			ch.Headings = append(ch.Headings, pn.Heading)
 		}
 	}
 	for _, k := range legendOrder {
 		if t := thumbs[loadSeries[k].name]; t != nil {
-			ch.legend(loadSeries[k].name, t)
+			ch.Legend(loadSeries[k].name, t)
 		}
 	}
 	if t := thumbs["outage"]; t != nil {
-		ch.legend("outage", t)
+		ch.Legend("outage", t)
 	}
-	return ch, nil
+	return ch
 }
 
 // shadeSpan shades [a, b) milliseconds on p, to top, and returns it.
@@ -178,7 +158,7 @@ func shadeSpan(p *plot.Plot, a, b, top float64) plot.Thumbnailer {
 func loadPanel(p *plot.Plot, lr loadRates, end, top float64) map[string]plot.Thumbnailer {
 	thumbs := map[string]plot.Thumbnailer{}
 	p.X.Label.Text = "time"
-	p.X.Tick.Marker = durationTicks{}
+	p.X.Tick.Marker = DurationTicks{}
 	for k, sr := range loadSeries {
 		rates := lr.series[k]
 		if len(rates) == 0 {
@@ -197,7 +177,7 @@ func loadPanel(p *plot.Plot, lr loadRates, end, top float64) map[string]plot.Thu
 		l.Color, l.Width = sr.col, vg.Points(sr.width)
 		switch k {
 		case 0:
-			l.FillColor = tint(sr.col, 0.15)
+			l.FillColor = Tint(sr.col, 0.15)
 		case 3:
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2.5)}
 		}
@@ -214,24 +194,30 @@ func loadPanel(p *plot.Plot, lr loadRates, end, top float64) map[string]plot.Thu
 // (every row before the trigger) all show.
 var metaWidths = []float64{5, 4, 3.2, 2.5, 1.9, 1.4, 1}
 
-// metaChart draws the goodput of each row over time, and the requests
-// arriving, each a mean over 5 s (the windows of the recovery rule), the
-// trigger shaded.
-func metaChart(m *metaSetup, rows []*metaRow) *chart {
-	ch := newChart("Goodput through a trigger, by defence", m.chartNote())
+// GoodputRow is a row a goodput chart draws: its name and its run's
+// series.
+type GoodputRow struct {
+	Name   string
+	Series []sim.Bucket
+}
+
+// Goodput draws the goodput of each row over a run of duration, and the
+// requests arriving (the first row's), each a mean over 5 s (the windows
+// of the rule of recovery), the trigger shaded.
+func Goodput(note string, rows []GoodputRow, duration time.Duration, trigger sim.Fault) *Chart {
+	ch := New("Goodput through a trigger, by defence", note)
 	ch.X.Label.Text = "time"
-	ch.X.Tick.Marker = durationTicks{}
+	ch.X.Tick.Marker = DurationTicks{}
 	ch.Y.Label.Text = "successful calls per second (5 s mean)"
 	top := 1.0
 	for _, r := range rows {
-		for _, b := range r.rep.Total.Series {
+		for _, b := range r.Series {
 			top = max(top, float64(b.Arrivals), float64(b.Succeeded))
 		}
 	}
 	top *= 1.08
-	dur := m.Duration.Seconds()
-	trig := m.Trigger
-	shade := shadeSpan(ch.Plot, ms(trig.Start), min(ms(trig.Start+trig.Length), 1000*dur), top)
+	dur := duration.Seconds()
+	shade := shadeSpan(ch.Plot, ms(trigger.Start), min(ms(trigger.Start+trigger.Length), 1000*dur), top)
 	// Each point is the mean over the window of recovery's rule centred
 	// on it, from the first whole window to the last.
 	mean := func(v func(sim.Bucket) int, series []sim.Bucket) plotter.XYs {
@@ -253,44 +239,52 @@ func metaChart(m *metaSetup, rows []*metaRow) *chart {
 		}
 		l.Color, l.Width = col, vg.Points(width)
 		ch.Add(l)
-		ch.legend(label, l)
+		ch.Legend(label, l)
 		return l
 	}
 	for i, r := range rows {
-		if len(r.rep.Total.Series) >= 5 {
-			line(mean(func(b sim.Bucket) int { return b.Succeeded }, r.rep.Total.Series), palette[i%len(palette)], metaWidths[min(i, len(metaWidths)-1)], r.Name)
+		if len(r.Series) >= 5 {
+			line(mean(func(b sim.Bucket) int { return b.Succeeded }, r.Series), Palette[i%len(Palette)], metaWidths[min(i, len(metaWidths)-1)], r.Name)
 		}
 	}
-	if len(rows) > 0 && len(rows[0].rep.Total.Series) >= 5 {
+	if len(rows) > 0 && len(rows[0].Series) >= 5 {
 		// grey: black is a row's colour
-		if l := line(mean(func(b sim.Bucket) int { return b.Arrivals }, rows[0].rep.Total.Series), grey, 0.9, "requests arriving"); l != nil {
+		if l := line(mean(func(b sim.Bucket) int { return b.Arrivals }, rows[0].Series), Grey, 0.9, "requests arriving"); l != nil {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2.5)}
 		}
 	}
 	if shade != nil {
-		ch.legend("trigger", shade)
+		ch.Legend("trigger", shade)
 	}
 	ch.X.Min, ch.X.Max = 0, 1000*dur
 	ch.Y.Min, ch.Y.Max = 0, top
 	return ch
 }
 
-// latencyChart draws each run of sim --hedge as the share of its calls
+// LatencyRow is a run a latency chart draws: its name, its calls'
+// latencies in order, and their 99.9th percentile, in milliseconds.
+type LatencyRow struct {
+	Mode      string
+	P999      float64
+	Latencies []time.Duration
+}
+
+// Latency draws each run of sim --hedge as the share of its calls
 // slower than each latency, both axes logarithmic, so that the tail shows,
 // with the p99.9 that the table prints marked on each curve where it
 // crosses 0.1%. Each curve keeps the steps that move it by more than a
 // 2000th of an axis, all of them in the tail, where the steps are wide.
-func latencyChart(note string, rows []hedgeRow) *chart {
-	ch := newChart("Latency with and without hedging", note)
+func Latency(note string, rows []LatencyRow) *Chart {
+	ch := New("Latency with and without hedging", note)
 	ch.X.Label.Text = "latency"
-	ch.X.Tick.Marker = durationTicks{log: true}
+	ch.X.Tick.Marker = DurationTicks{Log: true}
 	ch.Y.Label.Text = "calls slower than"
 	ch.Y.Tick.Marker = tailTicks{}
 	logMS := func(d time.Duration) float64 { return math.Log10(max(ms(d), 1e-3)) }
 	lo, hi, calls := math.Inf(1), math.Inf(-1), 1
 	for _, row := range rows {
-		if n := len(row.lat); n > 0 {
-			lo, hi, calls = min(lo, logMS(row.lat[0])), max(hi, logMS(row.lat[n-1])), max(calls, n)
+		if n := len(row.Latencies); n > 0 {
+			lo, hi, calls = min(lo, logMS(row.Latencies[0])), max(hi, logMS(row.Latencies[n-1])), max(calls, n)
 		}
 	}
 	if lo > hi { // no latency: an axis from 1ms to 1s
@@ -300,12 +294,12 @@ func latencyChart(note string, rows []hedgeRow) *chart {
 	ymin, ymax := math.Log10(0.5/float64(calls)), 0.05
 	const p999 = -3 // log10 of 0.1%
 	mark, _ := plotter.NewLine(plotter.XYs{{X: xmin, Y: p999}, {X: xmax, Y: p999}})
-	mark.Color, mark.Width, mark.Dashes = grey, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
+	mark.Color, mark.Width, mark.Dashes = Grey, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
 	ch.Add(mark)
 	for i, row := range rows {
-		n := len(row.lat)
+		n := len(row.Latencies)
 		xys := make(plotter.XYs, 0, min(n, 4000))
-		for j, d := range row.lat {
+		for j, d := range row.Latencies {
 			pt := plotter.XY{X: logMS(d), Y: math.Log10(float64(n-j) / float64(n))}
 			if k := len(xys); k > 0 && j < n-1 && pt.X-xys[k-1].X < (xmax-xmin)/2000 && xys[k-1].Y-pt.Y < (ymax-ymin)/2000 {
 				continue
@@ -317,22 +311,22 @@ func latencyChart(note string, rows []hedgeRow) *chart {
 			continue
 		}
 		l.StepStyle = plotter.PostStep
-		l.Color, l.Width = palette[i], vg.Points(1.4)
+		l.Color, l.Width = Palette[i], vg.Points(1.4)
 		ch.Add(l)
-		ch.legend(row.Mode, l)
+		ch.Legend(row.Mode, l)
 		if row.P999 <= 0 {
 			continue
 		}
 		// The p99.9 under the mark, beside its dot, towards the middle.
 		d := plotter.XY{X: math.Log10(row.P999), Y: p999}
 		dot, _ := plotter.NewScatter(plotter.XYs{d})
-		dot.Color, dot.Radius, dot.Shape = palette[i], vg.Points(2.6), draw.CircleGlyph{}
+		dot.Color, dot.Radius, dot.Shape = Palette[i], vg.Points(2.6), draw.CircleGlyph{}
 		ch.Add(dot)
 		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{d}, Labels: []string{fmt.Sprintf("%.1fms", row.P999)}})
 		if err != nil {
 			continue
 		}
-		sty := style(tickSize, palette[i], draw.XLeft)
+		sty := style(tickSize, Palette[i], draw.XLeft)
 		sty.YAlign = draw.YTop
 		off := vg.Point{X: 5, Y: -3}
 		if d.X > (xmin+xmax)/2 {
@@ -341,7 +335,7 @@ func latencyChart(note string, rows []hedgeRow) *chart {
 		lb.TextStyle[0], lb.Offset = sty, off
 		ch.Add(lb)
 	}
-	ch.legend("p99.9: 0.1% of calls slower", mark)
+	ch.Legend("p99.9: 0.1% of calls slower", mark)
 	ch.X.Min, ch.X.Max = xmin, xmax
 	ch.Y.Min, ch.Y.Max = ymin, ymax
 	return ch
@@ -358,3 +352,6 @@ func (tailTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	return ticks
 }
+
+// ms returns d in milliseconds, the unit of a chart's time axes.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
