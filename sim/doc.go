@@ -56,6 +56,14 @@
 // figures over time, in a series of buckets. Calls' latencies and each
 // Retrier's Stats come with it.
 //
+// # Setups
+//
+// The setups of the docs' figures, each of `retry sim`'s modes, come as
+// named scenarios to run as they are or to change: Metastable (from
+// NewMetastable) with the Defences it compares, a BudgetTable of
+// BudgetCases for the BudgetRules, ChainOutage with ChainDefences,
+// Contention with ContentionStrategies, and TailAtScale.
+//
 // # Limits
 //
 // It is a model. The workers are one pool of identical servers: no CPU,

@@ -40,3 +40,26 @@ func Example() {
 	// recovered within 20 s: true
 	// after 8s; 1.09 attempts a request; goodput 68/s before, 59/s after
 }
+
+// The metastable failure of the docs' tables at 100 clients: 70 requests
+// a second to a service of capacity 100, whose workers are halved for
+// 10 s. Without a defence the retries of the attempts that time out keep
+// it overloaded; with the defaults it recovers.
+func ExampleMetastable() {
+	m := sim.NewMetastable()
+	for _, d := range sim.Defences(retry.Budget{}) {
+		if d.Name != "no defence" && d.Name != "defaults" {
+			continue
+		}
+		rep, err := sim.Run(m.Scenario(d, 100))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		f := rep.Total
+		fmt.Printf("%s: recovered %v after %v, %.2f attempts a request\n", d.Name, f.Recovered, f.Recovery, f.Amplification())
+	}
+	// Output:
+	// no defence: recovered false after 0s, 2.61 attempts a request
+	// defaults: recovered true after 7s, 1.04 attempts a request
+}

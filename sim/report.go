@@ -133,6 +133,33 @@ func (f *Figures) WastedShare() float64 {
 	return float64(f.Wasted) / float64(f.Work)
 }
 
+// PeakRate returns the most attempts that reached the Service in one
+// bucket of the fleet's series, per second.
+func (r *Report) PeakRate() float64 {
+	peak := 0
+	for _, b := range r.Total.Series {
+		peak = max(peak, b.Attempts)
+	}
+	return float64(peak) / r.Resolution.Seconds()
+}
+
+// PeakToMean returns the most attempts in one bucket of the fleet's series
+// over their mean per bucket, up to the last bucket with an attempt; 0
+// without attempts.
+func (r *Report) PeakToMean() float64 {
+	last, peak := -1, 0
+	for i, b := range r.Total.Series {
+		if b.Attempts > 0 {
+			last = i
+		}
+		peak = max(peak, b.Attempts)
+	}
+	if last < 0 {
+		return 0
+	}
+	return float64(peak) / (float64(r.Total.Attempts) / float64(last+1))
+}
+
 // Latency returns the q-quantile of the calls' latencies, q in (0, 1]:
 // the latency of rank ⌈q·n⌉; 0 without calls.
 func (r *Report) Latency(q float64) time.Duration {

@@ -186,3 +186,28 @@ func TestFiguresRates(t *testing.T) {
 		}
 	}
 }
+
+// TestPeaks: the peak is the busiest bucket's attempts per second, and
+// the mean it is compared with runs to the last bucket with an attempt.
+func TestPeaks(t *testing.T) {
+	cases := []struct {
+		name        string
+		series      []sim.Bucket
+		resolution  time.Duration
+		rate, ratio float64
+	}{
+		{name: "no attempts", series: []sim.Bucket{{}, {}}, resolution: time.Second},
+		{name: "a peak of 6 in seconds, 10 over 3 buckets", series: []sim.Bucket{{Attempts: 2}, {Attempts: 6}, {Attempts: 2}, {}, {}},
+			resolution: time.Second, rate: 6, ratio: 6 / (10.0 / 3)},
+		{name: "buckets of 100ms", series: []sim.Bucket{{Attempts: 3}, {Attempts: 1}}, resolution: 100 * time.Millisecond, rate: 30, ratio: 1.5},
+	}
+	for _, c := range cases {
+		rep := &sim.Report{Total: sim.Figures{Series: c.series}, Resolution: c.resolution}
+		for _, b := range c.series {
+			rep.Total.Attempts += b.Attempts
+		}
+		if rate, ratio := rep.PeakRate(), rep.PeakToMean(); math.Abs(rate-c.rate) > 1e-9 || math.Abs(ratio-c.ratio) > 1e-9 {
+			t.Errorf("%s: peak %v/s, peak-to-mean %v; want %v, %v", c.name, rate, ratio, c.rate, c.ratio)
+		}
+	}
+}

@@ -149,21 +149,8 @@ func (l *loadSetup) run(extra ...retry.Option) (*loadResult, error) {
 	}
 	t := rep.Total
 	r := &loadResult{Requests: t.Requests, Succeeded: t.Succeeded, Unfinished: t.Unfinished, ServerHits: t.Attempts,
-		Amplification: t.Amplification(), Reasons: t.Failed, Refused: t.Refused, VirtualEnd: rep.End.Seconds(), rep: rep}
-	if t.Requests > 0 {
-		r.SuccessRate = float64(t.Succeeded) / float64(t.Requests)
-	}
-	last, peak := -1, 0
-	for i, b := range t.Series {
-		if b.Attempts > 0 {
-			last = i
-		}
-		peak = max(peak, b.Attempts)
-	}
-	r.PeakRate = float64(peak) / rep.Resolution.Seconds()
-	if last >= 0 {
-		r.PeakToMean = float64(peak) / (float64(t.Attempts) / float64(last+1))
-	}
+		Amplification: t.Amplification(), SuccessRate: t.SuccessRate(), PeakRate: rep.PeakRate(), PeakToMean: rep.PeakToMean(),
+		Reasons: t.Failed, Refused: t.Refused, VirtualEnd: rep.End.Seconds(), rep: rep}
 	if l.outage {
 		r.OutageHits, r.OutageAmp = t.FaultAttempts, float64(t.FaultAttempts)/float64(max(t.FaultRequests, 1))
 		if t.Recovered {
