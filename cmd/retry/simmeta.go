@@ -14,8 +14,8 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// metaSetup is sim --metastable: the scenario of one fleet size, the
-// fleet sizes, and what its output says.
+// metaSetup is sim --metastable: its setup (package sim's), the fleet
+// sizes, and what its output says.
 type metaSetup struct {
 	sim.Metastable
 	sizes        []int
