@@ -9,7 +9,8 @@ import (
 
 // BudgetRule is a retry budget to compare: the options it gives each
 // client and, for a rule that learns the outcomes of attempts, the
-// client's observer (of Fleet.Observe's signature), nil otherwise.
+// client's observer (of Fleet.Observe's signature), nil otherwise. Nil
+// Options gives retry.New's defaults.
 type BudgetRule struct {
 	Name    string
 	Options func(c Client) ([]retry.Option, func(ctx context.Context, n int, err error))
@@ -70,8 +71,9 @@ func NewBudgetTable() BudgetTable {
 
 // BudgetCase is one case of a BudgetTable. Kind is "restart" (a
 // Restart of Burst calls and Down), "outage" (a full outage of 1 m after
-// 20 s, of Clients together at Rate), "fast" or "timeouts" (a share Fail
-// of attempts failing with 503, or never answered, for 1 m at Rate).
+// 20 s, of Clients together at Rate), "timeouts" (a share Fail of
+// attempts never answered, for 1 m at Rate) or else "fast" (the same
+// failing with 503 at once).
 type BudgetCase struct {
 	Kind    string
 	Clients int
@@ -126,8 +128,10 @@ func (c BudgetCase) Scenario(rule BudgetRule, seed uint64) Scenario {
 	}
 	observe := make([]func(context.Context, int, error), max(c.Clients, 1))
 	s.Fleet = Fleet{Clients: c.Clients, Options: func(cl Client) []retry.Option {
-		opts, o := rule.Options(cl)
-		observe[cl.Index] = o
+		var opts []retry.Option
+		if rule.Options != nil {
+			opts, observe[cl.Index] = rule.Options(cl)
+		}
 		return append(opts, retry.WithAttemptTimeout(time.Second))
 	}, Observe: func(ctx context.Context, n int, err error) {
 		if call, _ := CallOf(ctx); observe[call.Client] != nil {

@@ -51,7 +51,12 @@ func ExampleMetastable() {
 		if d.Name != "no defence" && d.Name != "defaults" {
 			continue
 		}
-		rep, err := sim.Run(m.Scenario(d, 100))
+		s, err := m.Scenario(d, 100)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		rep, err := sim.Run(s)
 		if err != nil {
 			fmt.Println(err)
 			return

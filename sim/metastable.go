@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -87,11 +88,22 @@ func (m Metastable) ServiceTime() time.Duration {
 
 // Scenario returns the run of defence set d by a fleet of clients
 // clients, each a Retrier of opts (a policy, say), then
-// retry.WithAttemptTimeout(m.AttemptTimeout), then d's options.
-func (m Metastable) Scenario(d Defence, clients int, opts ...retry.Option) Scenario {
+// retry.WithAttemptTimeout(m.AttemptTimeout), then d's options. It
+// refuses a Capacity that is not positive or makes a service time of over
+// 366 days, Workers below 1 and a negative QueueWork; Run checks the
+// rest.
+func (m Metastable) Scenario(d Defence, clients int, opts ...retry.Option) (Scenario, error) {
+	switch {
+	case m.Workers < 1 || m.Workers > maxWorkers:
+		return Scenario{}, bad("Metastable.Workers", m.Workers, fmt.Sprintf("must be in [1, %d]", maxWorkers))
+	case !(m.Capacity > 0 && m.Capacity <= maxRate && float64(m.Workers)/m.Capacity <= maxSpan.Seconds()):
+		return Scenario{}, bad("Metastable.Capacity", m.Capacity, "must be in (0, 1e7] attempts a second, and Workers/Capacity at most 366 days")
+	case m.QueueWork < 0 || m.QueueWork > maxSpan:
+		return Scenario{}, bad("Metastable.QueueWork", m.QueueWork, "must be in [0, 366 days]")
+	}
 	all := append(append(append([]retry.Option(nil), opts...), retry.WithAttemptTimeout(m.AttemptTimeout)), d.Options...)
 	return Scenario{Duration: m.Duration, Seed: m.Seed, Load: Load{Rate: m.Rate},
 		Service: Service{Workers: m.Workers, Network: Fixed(m.RoundTrip / 2), ServiceTime: Spread(m.ServiceTime(), 0.1),
 			QueueLength: max(1, int(math.Round(m.QueueWork.Seconds()*m.Capacity))), Faults: []Fault{m.Trigger}, Shed: m.Shed},
-		Fleet: Fleet{Clients: clients, Options: func(Client) []retry.Option { return all }}}
+		Fleet: Fleet{Clients: clients, Options: func(Client) []retry.Option { return all }}}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,10 @@ func TestMetastableDefences(t *testing.T) {
 			if d.Name != "no defence" && d.Name != "defaults" && d.Name != "budget" {
 				continue
 			}
-			s := m.Scenario(d, clients, retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
+			s, err := m.Scenario(d, clients, retry.WithPolicy(retry.Policy{MaxAttempts: 3}))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if s.Service.QueueLength != 100 || s.Fleet.Clients != clients {
 				t.Errorf("queue %d, %d clients; want 2s of work (100) and %d", s.Service.QueueLength, s.Fleet.Clients, clients)
 			}
@@ -71,7 +75,11 @@ func TestMetastableDefences(t *testing.T) {
 	}
 	for _, d := range sim.Defences(retry.Budget{Tokens: 1e9, TimeoutTokens: 1e9}) {
 		if d.Name == "defaults" || d.Name == "budget" {
-			if f := run(t, m.Scenario(d, 1)).Total; f.Recovered || f.Failed["budget"] != 0 {
+			s, err := m.Scenario(d, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := run(t, s).Total; f.Recovered || f.Failed["budget"] != 0 {
 				t.Errorf("%s with a budget of 1e9 tokens: recovered %v, failed %v; want the budget given, which denies nothing and cures nothing", d.Name, f.Recovered, f.Failed)
 			}
 		}
@@ -208,5 +216,58 @@ func TestPeaks(t *testing.T) {
 		if rate, ratio := rep.PeakRate(), rep.PeakToMean(); math.Abs(rate-c.rate) > 1e-9 || math.Abs(ratio-c.ratio) > 1e-9 {
 			t.Errorf("%s: peak %v/s, peak-to-mean %v; want %v, %v", c.name, rate, ratio, c.rate, c.ratio)
 		}
+	}
+}
+
+// TestMetastableRefuses: a setup the model cannot serve is refused with
+// the field, its value and the rule, before anything runs; what Run
+// checks, Run refuses.
+func TestMetastableRefuses(t *testing.T) {
+	ok := sim.NewMetastable()
+	cases := []struct {
+		name    string
+		change  func(m *sim.Metastable)
+		clients int
+		want    string
+	}{
+		{name: "no capacity", change: func(m *sim.Metastable) { m.Capacity = 0 }, clients: 1, want: "sim: Metastable.Capacity = 0: must be in (0, 1e7] attempts a second"},
+		{name: "negative capacity", change: func(m *sim.Metastable) { m.Capacity = -5 }, clients: 1, want: "sim: Metastable.Capacity = -5: must be in (0, 1e7]"},
+		{name: "a service time of over a year", change: func(m *sim.Metastable) { m.Capacity = 1e-9 }, clients: 1, want: "sim: Metastable.Capacity = 1e-09: must be in (0, 1e7] attempts a second, and Workers/Capacity at most 366 days"},
+		{name: "NaN capacity", change: func(m *sim.Metastable) { m.Capacity = math.NaN() }, clients: 1, want: "sim: Metastable.Capacity = NaN"},
+		{name: "no workers", change: func(m *sim.Metastable) { m.Workers = 0 }, clients: 1, want: "sim: Metastable.Workers = 0: must be in [1, 10000]"},
+		{name: "a negative queue", change: func(m *sim.Metastable) { m.QueueWork = -time.Second }, clients: 1, want: "sim: Metastable.QueueWork = -1s: must be in [0, 366 days]"},
+		{name: "no clients", change: func(*sim.Metastable) {}, clients: -1, want: "sim: Fleet.Clients = -1"},
+		{name: "a negative rate", change: func(m *sim.Metastable) { m.Rate = -1 }, clients: 1, want: "sim: Load.Rate = -1"},
+		{name: "no duration", change: func(m *sim.Metastable) { m.Duration = 0 }, clients: 1, want: "sim: Duration = 0s"},
+	}
+	for _, c := range cases {
+		m := ok
+		c.change(&m)
+		s, err := m.Scenario(sim.Defence{}, c.clients)
+		if err == nil {
+			_, err = sim.Run(s)
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestSetupsZero: the zero values of the other setups run or are refused
+// by Run, and none panics: a rule without options is the default budget,
+// a chain of no layers calls the dependency, a contention of no clients
+// has one.
+func TestSetupsZero(t *testing.T) {
+	if f := run(t, sim.BudgetCase{Kind: "outage", Rate: 10}.Scenario(sim.BudgetRule{}, 1)).Total; f.FaultAmplification() > 1.10 {
+		t.Errorf("a rule without options: %.3f× in a full outage, want the default budget's (at most 1.10×)", f.FaultAmplification())
+	}
+	if rep := run(t, sim.ChainOutage(-1, sim.Defence{}, 10, time.Second, 0, 1)); len(rep.Layers) != 0 || rep.Total.Attempts != 10 {
+		t.Errorf("no layers: %d layers, %d attempts at the dependency; want none and 10", len(rep.Layers), rep.Total.Attempts)
+	}
+	if f := run(t, sim.Contention(0, retry.Policy{}, 1)).Total; f.Requests != 1 || f.Succeeded != 1 {
+		t.Errorf("no clients: %d writes, %d succeeded; want one client's", f.Requests, f.Succeeded)
+	}
+	if _, err := sim.Run(sim.TailAtScale(retry.Hedge{Max: -1}, 1)); err == nil || !strings.Contains(err.Error(), "Max = -1") {
+		t.Errorf("a bad hedge: %v, want the option's error", err)
 	}
 }

@@ -26,9 +26,10 @@ func ChainDefences() []Defence {
 // the dependency at its bottom (every attempt fails at once, 503), with
 // d's options at every layer: steady requests at rate for duration into
 // the first, each hop taking roundTrip there and back, each call one
-// attempt. The run drains for up to a day, so that every call ends.
+// attempt. The run drains for up to a day, so that every call ends. With
+// layers below 1 there is no chain: the fleet calls the dependency.
 func ChainOutage(layers int, d Defence, rate float64, duration, roundTrip time.Duration, seed uint64) Scenario {
-	chain := make([]Layer, layers)
+	chain := make([]Layer, max(layers, 0))
 	for k := range chain {
 		chain[k].Options = func(Client) []retry.Option { return d.Options }
 	}

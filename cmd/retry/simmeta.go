@@ -126,7 +126,10 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 
 // run runs defence d with n clients.
 func (m *metaSetup) run(d sim.Defence, n int) (*metaRow, error) {
-	s := m.Scenario(d, n, retry.WithPolicy(m.p))
+	s, err := m.Scenario(d, n, retry.WithPolicy(m.p))
+	if err != nil {
+		return nil, failed(err)
+	}
 	rep, err := sim.Run(s)
 	if err != nil {
 		return nil, failed(err)
@@ -209,7 +212,8 @@ func (m *metaSetup) chartNote() string {
 // writeText prints the setup and the table of sim --metastable; a column
 // of fleet sizes when --clients is given.
 func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
-	s, t := m.Scenario(sim.Defence{}, 1), m.Trigger
+	s, _ := m.Scenario(sim.Defence{}, 1) // validated by the runs
+	t := m.Trigger
 	fmt.Fprintf(w, "%s requests/s (Poisson, open loop) for %s; server: %d workers, %s an attempt (capacity %s/s),\n",
 		strconv.FormatFloat(m.Rate, 'f', -1, 64), human(m.Duration), m.Workers, human(m.ServiceTime()), strconv.FormatFloat(m.Capacity, 'f', -1, 64))
 	fmt.Fprintf(w, "a FIFO queue of %d (%s of work), more refused at once with 503; attempts time out after %s\n",
