@@ -126,15 +126,18 @@ func (c BudgetCase) Scenario(rule BudgetRule, seed uint64) Scenario {
 		s.Duration = time.Minute
 		s.Service.Faults = []Fault{{Fail: c.Fail, Hang: c.Kind == "timeouts"}}
 	}
-	observe := make([]func(context.Context, int, error), max(c.Clients, 1))
+	var observe []func(context.Context, int, error) // by client, grown as Run builds them
 	s.Fleet = Fleet{Clients: c.Clients, Options: func(cl Client) []retry.Option {
+		if cl.Index >= len(observe) {
+			observe = append(observe, make([]func(context.Context, int, error), cl.Index+1-len(observe))...)
+		}
 		var opts []retry.Option
 		if rule.Options != nil {
 			opts, observe[cl.Index] = rule.Options(cl)
 		}
 		return append(opts, retry.WithAttemptTimeout(time.Second))
 	}, Observe: func(ctx context.Context, n int, err error) {
-		if call, _ := CallOf(ctx); observe[call.Client] != nil {
+		if call, ok := CallOf(ctx); ok && call.Client < len(observe) && observe[call.Client] != nil {
 			observe[call.Client](ctx, n, err)
 		}
 	}}

@@ -253,13 +253,22 @@ func TestMetastableRefuses(t *testing.T) {
 	}
 }
 
-// TestSetupsZero: the zero values of the other setups run or are refused
-// by Run, and none panics: a rule without options is the default budget,
-// a chain of no layers calls the dependency, a contention of no clients
-// has one.
+// TestSetupsZero: the zero values and extremes of the other setups run
+// or are refused by Run, and none panics: a rule without options is the
+// default budget, a fleet too large is Run's to refuse, a case run twice
+// gives the same figures, a chain of no layers calls the dependency, a
+// contention of no clients has one.
 func TestSetupsZero(t *testing.T) {
 	if f := run(t, sim.BudgetCase{Kind: "outage", Rate: 10}.Scenario(sim.BudgetRule{}, 1)).Total; f.FaultAmplification() > 1.10 {
 		t.Errorf("a rule without options: %.3f× in a full outage, want the default budget's (at most 1.10×)", f.FaultAmplification())
+	}
+	if _, err := sim.Run(sim.BudgetCase{Kind: "outage", Clients: 1 << 40, Rate: 1}.Scenario(sim.BudgetRules()[2], 1)); err == nil || !strings.Contains(err.Error(), "Fleet.Clients") {
+		t.Errorf("a fleet of 2^40 clients: %v, want Run's refusal, before any client is built", err)
+	}
+	s := sim.NewBudgetTable().Cases()[2].Scenario(sim.BudgetRules()[2], 1) // the old rule, one client at 10/s
+	first, again := run(t, s).Total.FaultAmplification(), run(t, s).Total.FaultAmplification()
+	if first != again || math.Abs(first-(1+0.15+2.0/10)) > 0.01 {
+		t.Errorf("one case run twice: %.3f× then %.3f×, want 1.35× both times (each run observes its own clients)", first, again)
 	}
 	if rep := run(t, sim.ChainOutage(-1, sim.Defence{}, 10, time.Second, 0, 1)); len(rep.Layers) != 0 || rep.Total.Attempts != 10 {
 		t.Errorf("no layers: %d layers, %d attempts at the dependency; want none and 10", len(rep.Layers), rep.Total.Attempts)
