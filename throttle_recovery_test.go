@@ -159,12 +159,18 @@ func TestThrottleRecovers(t *testing.T) {
 					most = max(most, p)
 				}
 				took := time.Duration(max(zero-healthy, 0)) * time.Second
+				// Sheds are counted from when p is 0 and the dependency
+				// healthy: p is sampled once a second, and a dependency
+				// failing every other call keeps it at 0 at most samples
+				// while a shed between two of them still comes of a p
+				// above 0 in the fault.
+				from := min(max(zero, healthy), len(shed)-1)
 				t.Logf("p at most %.3f in the outage; 0 from %v after the dependency recovered; %d shed after that, %d in all",
-					most, took, shed[len(shed)-1]-shed[min(zero, len(shed)-1)], shed[len(shed)-1])
+					most, took, shed[len(shed)-1]-shed[from], shed[len(shed)-1])
 				if zero == len(ps) || took > back {
 					t.Errorf("p = %.3f at the end, 0 only from %v after the dependency recovered; want 0 within %v, and after", ps[len(ps)-1], took, back)
 				}
-				if n := shed[len(shed)-1] - shed[min(zero, len(shed)-1)]; n != 0 {
+				if n := shed[len(shed)-1] - shed[from]; n != 0 {
 					t.Errorf("%d calls shed once p was back to 0, want none", n)
 				}
 				if !tt.still && most < 0.5 {
