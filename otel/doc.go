@@ -17,7 +17,7 @@
 //
 // The instruments, under the scope github.com/steadyhq/retry/otel:
 //
-//	retry.calls               counter    {call}     calls that ran a first attempt
+//	retry.calls               counter    {call}     calls, counted as the first attempt ends or the call is stopped before one
 //	retry.attempts            counter    {attempt}  attempts, first ones included
 //	retry.failures            counter    {failure}  failed attempts, retried or not
 //	retry.retries             counter    {retry}    failed attempts followed by a retry

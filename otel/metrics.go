@@ -97,7 +97,7 @@ func (m *Metrics) Observe(src Source, attrs ...attribute.KeyValue) (metric.Regis
 	counter := func(name, desc, unit string) (metric.Int64ObservableCounter, error) {
 		return m.meter.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 	}
-	calls, e0 := counter("retry.calls", "Calls that ran a first attempt.", "{call}")
+	calls, e0 := counter("retry.calls", "Calls, each counted when its first attempt ends or when it is stopped before one.", "{call}")
 	attempts, e1 := counter("retry.attempts", "Attempts, first ones included.", "{attempt}")
 	failures, e2 := counter("retry.failures", "Failed attempts, retried or not.", "{failure}")
 	retries, e3 := counter("retry.retries", "Failed attempts followed by a retry.", "{retry}")

@@ -106,6 +106,11 @@ func TestMetrics(t *testing.T) {
 	retry.Run(ctx, retrytest.FailN(5, errBusy, 0).Run, r)
 	retry.Run(ctx, retrytest.FailN(1, &retry.StatusError{StatusCode: 404}, 0).Run, r)
 	retry.Run(ctx, retrytest.FailN(0, errBusy, 0).Run, r)
+	// Call 5: stopped before its first attempt (its context is done); it
+	// counts as a call, not an attempt.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	retry.Run(done, retrytest.FailN(0, errBusy, 0).Run, r)
 
 	points := collect(t, rd)
 	common := []attribute.KeyValue{attribute.String("service", "shop")}
@@ -116,7 +121,7 @@ func TestMetrics(t *testing.T) {
 		want  float64
 		count uint64
 	}{
-		{name: "retry.calls", attrs: observed, want: 4},
+		{name: "retry.calls", attrs: observed, want: 5},
 		{name: "retry.attempts", attrs: observed, want: 3 + 3 + 1 + 1},
 		{name: "retry.failures", attrs: observed, want: 2 + 3 + 1},
 		{name: "retry.retries", attrs: observed, want: 2 + 2},
