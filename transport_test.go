@@ -849,21 +849,32 @@ func TestTransportBreaker(t *testing.T) {
 func TestTransportRateLimitAndBudget(t *testing.T) {
 	t.Run("rate limit", func(t *testing.T) {
 		srv := newScripted(t, step{status: 200})
-		// At 20/s a request waits 50 ms for its token: far longer than
-		// a loopback round trip, even on a loaded machine, so each of the
-		// four after the first waits.
-		tr, trR := newCounted(newBase(t), retry.WithRateLimit(retry.RateLimit{Limit: 20, Burst: 1}))
+		// Five requests at once at 10/s, burst 1: the first takes the
+		// token, and each of the other four waits for one, 100 ms apart
+		// (sent one after another, a request slowed by a loaded machine
+		// past the interval would find its token there and not wait).
+		tr, trR := newCounted(newBase(t), retry.WithRateLimit(retry.RateLimit{Limit: 10, Burst: 1}))
 		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, 5)
 		for range 5 {
-			req, _ := http.NewRequest("GET", srv.URL, nil)
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			wg.Go(func() {
+				req, _ := http.NewRequest("GET", srv.URL, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp.Body.Close()
+			})
 		}
-		if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
-			t.Errorf("5 requests at 20/s burst 1 took %v, want at least 200ms", elapsed)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if elapsed := time.Since(start); elapsed < 350*time.Millisecond {
+			t.Errorf("5 requests at 10/s burst 1 took %v, want at least 400ms", elapsed)
 		}
 		if s := trR.Stats(); s.LimiterWaits < 4 {
 			t.Errorf("limiter waits %d, want 4", s.LimiterWaits)
