@@ -55,8 +55,11 @@ import (
 type Hedge struct {
 	// Delay is how long an attempt runs alone before a hedge starts, and
 	// then the time between hedges. Zero makes it adaptive: the
-	// Percentile of the recent attempt latencies of the call's key,
-	// within Floor and Ceiling.
+	// Percentile of the recent latencies of the call's key, within Floor
+	// and Ceiling, so that about 100-Percentile % of calls hedge. The
+	// latencies are those of first attempts (a hedge's would be those of
+	// the fast, that won), a first attempt that lost to a hedge counting
+	// with the time it ran.
 	Delay time.Duration
 	// Percentile of the recent latencies that the adaptive delay
 	// follows, above 0 and below 100. Default 95.

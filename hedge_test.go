@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -305,6 +306,55 @@ func TestHedgeAdaptive(t *testing.T) {
 			t.Errorf("delays %v: want the p90 of the latencies, about 10 ms, last", delays)
 		}
 	})
+}
+
+// TestHedgeAdaptiveShare: with an adaptive delay at the Percentile p,
+// about 100-p % of calls hedge, whatever share of the slow first attempts
+// the hedges beat (a delay learned from the winners alone would fall:
+// 9.3% of calls hedged at the 95th percentile). Latencies are exponential,
+// 20,000 calls in virtual time.
+func TestHedgeAdaptiveShare(t *testing.T) {
+	tests := []struct {
+		name       string
+		percentile float64
+		low, high  float64 // the share of calls hedged, in percent
+	}{
+		{name: "p95", percentile: 95, low: 4, high: 6},
+		{name: "p90", percentile: 90, low: 8.5, high: 11.5},
+		{name: "p99", percentile: 99, low: 0.5, high: 1.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var hedges atomic.Int64
+				r := retry.New(retry.WithHedge(retry.Hedge{Percentile: tt.percentile, OnEvent: func(ev retry.Event) {
+					if ev.Type == retry.TypeHedgeStarted {
+						hedges.Add(1)
+					}
+				}}))
+				rng := rand.New(rand.NewPCG(1, 2))
+				var mu sync.Mutex
+				const calls = 20000
+				for range calls {
+					_, _ = retry.Hedged(t.Context(), func(ctx context.Context) (int, error) {
+						mu.Lock()
+						d := time.Duration(rng.ExpFloat64() * float64(10*time.Millisecond))
+						mu.Unlock()
+						select {
+						case <-time.After(d):
+							return 1, nil
+						case <-ctx.Done():
+							return 0, ctx.Err()
+						}
+					}, r)
+				}
+				synctest.Wait()
+				if share := 100 * float64(hedges.Load()) / calls; share < tt.low || share > tt.high {
+					t.Errorf("%.2f%% of calls hedged, want %v–%v%%", share, tt.low, tt.high)
+				}
+			})
+		})
+	}
 }
 
 // TestHedgeInvalid: bad fields give an error naming the field, the value and
