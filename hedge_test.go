@@ -287,10 +287,11 @@ func TestHedgeAdaptive(t *testing.T) {
 				mu.Unlock()
 			}
 		}}))
-		// 100 calls: 90 of 10 ms and 10 of 200 ms.
+		// 100 calls: 95 of 10 ms and 5 of 200 ms, so that the 90th
+		// percentile is 10 ms.
 		for i := range 100 {
 			lat := 10 * ms
-			if i%10 == 9 {
+			if i%20 == 19 {
 				lat = 200 * ms
 			}
 			s := &hedgeScript{lat: []time.Duration{lat, ms}}
