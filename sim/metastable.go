@@ -90,7 +90,8 @@ func (m Metastable) ServiceTime() time.Duration {
 // clients, each a Retrier of opts (a policy, say), then
 // retry.WithAttemptTimeout(m.AttemptTimeout), then d's options. It
 // refuses a Capacity that is not positive or makes a service time of over
-// 366 days, Workers below 1 and a negative QueueWork; Run checks the
+// 366 days, Workers below 1, a negative QueueWork and a Rate that is not
+// below Capacity (the load is steady until the trigger); Run checks the
 // rest.
 func (m Metastable) Scenario(d Defence, clients int, opts ...retry.Option) (Scenario, error) {
 	switch {
@@ -100,6 +101,8 @@ func (m Metastable) Scenario(d Defence, clients int, opts ...retry.Option) (Scen
 		return Scenario{}, bad("Metastable.Capacity", m.Capacity, "must be in (0, 1e7] attempts a second, and Workers/Capacity at most 366 days")
 	case m.QueueWork < 0 || m.QueueWork > maxSpan:
 		return Scenario{}, bad("Metastable.QueueWork", m.QueueWork, "must be in [0, 366 days]")
+	case !(m.Rate > 0 && m.Rate < m.Capacity):
+		return Scenario{}, bad("Metastable.Rate", m.Rate, fmt.Sprintf("must be in (0, %g), below Capacity: the load is steady until the trigger", m.Capacity))
 	}
 	all := append(append(append([]retry.Option(nil), opts...), retry.WithAttemptTimeout(m.AttemptTimeout)), d.Options...)
 	return Scenario{Duration: m.Duration, Seed: m.Seed, Load: Load{Rate: m.Rate},

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/steadyhq/retry"
@@ -61,6 +63,38 @@ func Run(s Scenario) (*Report, error) {
 	}
 	r.clk.close()
 	return r.report(time.Duration(end)), nil
+}
+
+// RunAll runs the scenarios, as many at once as there are processors
+// (GOMAXPROCS), and returns their reports in the order of the scenarios:
+// the reports Run gives them one by one, since each run has its own clock
+// and draws. It checks every scenario before it runs any, and returns the
+// first InputError; after that, the errors of the runs, joined. Done,
+// when not nil, is called once as each run ends, one call at a time.
+func RunAll(scenarios []Scenario, done func()) ([]*Report, error) {
+	for i := range scenarios {
+		if err := scenarios[i].validate(); err != nil {
+			return nil, err
+		}
+	}
+	reps, errs := make([]*Report, len(scenarios)), make([]error, len(scenarios))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range scenarios {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			reps[i], errs[i] = Run(scenarios[i])
+			if done != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				done()
+			}
+		})
+	}
+	wg.Wait()
+	return reps, errors.Join(errs...)
 }
 
 // run is one run of a Scenario.

@@ -236,3 +236,38 @@ func TestRunAttemptTimeout(t *testing.T) {
 		t.Errorf("work %v, wasted %v; want 3h of work (the service goes on for callers gone), all wasted", rep.Total.Work, rep.Total.Wasted)
 	}
 }
+
+// TestRunAll: RunAll gives each scenario the report Run gives it, in the
+// scenarios' order, and calls done once a run; a scenario that cannot run
+// is refused before any runs, with its InputError; a run's error comes
+// back joined.
+func TestRunAll(t *testing.T) {
+	var scenarios []sim.Scenario
+	for seed := range uint64(5) {
+		s := metastable("capacity", time.Second)
+		s.Duration, s.Seed = 20*time.Second, seed
+		scenarios = append(scenarios, s)
+	}
+	done := 0
+	reps, err := sim.RunAll(scenarios, func() { done++ })
+	if err != nil || len(reps) != len(scenarios) || done != len(scenarios) {
+		t.Fatalf("%d reports, %d calls of done, %v; want %d and %d, no error", len(reps), done, err, len(scenarios), len(scenarios))
+	}
+	for i, s := range scenarios {
+		if one := run(t, s); !reflect.DeepEqual(one.Total, reps[i].Total) {
+			t.Errorf("scenario %d: RunAll's figures are not Run's:\n%+v\n%+v", i, reps[i].Total, one.Total)
+		}
+	}
+	ran := 0
+	bad := append(scenarios[:1:1], sim.Scenario{Duration: time.Minute, Load: sim.Load{Rate: -5}})
+	_, err = sim.RunAll(bad, func() { ran++ })
+	var in *sim.InputError
+	if !errors.As(err, &in) || in.Field != "Load.Rate" || in.Value != -5.0 || in.Rule != "must be in [0, 1e7] requests per second" || ran != 0 {
+		t.Errorf("a negative rate: %v (%+v), %d runs; want its InputError and none run", err, in, ran)
+	}
+	failing := scenarios[0]
+	failing.Fleet.Options = func(sim.Client) []retry.Option { return []retry.Option{retry.WithHedge(retry.Hedge{Max: -1})} }
+	if _, err := sim.RunAll([]sim.Scenario{scenarios[0], failing}, nil); err == nil || errors.As(err, &in) {
+		t.Errorf("a client's bad option: %v, want the option's error", err)
+	}
+}

@@ -255,7 +255,8 @@ func TestMetastableRefuses(t *testing.T) {
 		{name: "no workers", change: func(m *sim.Metastable) { m.Workers = 0 }, clients: 1, want: "sim: Metastable.Workers = 0: must be in [1, 10000]"},
 		{name: "a negative queue", change: func(m *sim.Metastable) { m.QueueWork = -time.Second }, clients: 1, want: "sim: Metastable.QueueWork = -1s: must be in [0, 366 days]"},
 		{name: "no clients", change: func(*sim.Metastable) {}, clients: -1, want: "sim: Fleet.Clients = -1"},
-		{name: "a negative rate", change: func(m *sim.Metastable) { m.Rate = -1 }, clients: 1, want: "sim: Load.Rate = -1"},
+		{name: "a negative rate", change: func(m *sim.Metastable) { m.Rate = -1 }, clients: 1, want: "sim: Metastable.Rate = -1: must be in (0, 100), below Capacity"},
+		{name: "a rate at capacity", change: func(m *sim.Metastable) { m.Rate = 100 }, clients: 1, want: "sim: Metastable.Rate = 100: must be in (0, 100), below Capacity: the load is steady until the trigger"},
 		{name: "no duration", change: func(m *sim.Metastable) { m.Duration = 0 }, clients: 1, want: "sim: Duration = 0s"},
 	}
 	for _, c := range cases {

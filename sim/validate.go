@@ -19,9 +19,22 @@ const (
 	maxSteps    = 200_000_000 // steps of a run before it is called stuck
 )
 
+// InputError is the error of a setup that cannot run, which Run, RunAll
+// and Metastable.Scenario return before anything runs: the Field that
+// breaks a Rule, named as in Go from the setup ("Load.Rate",
+// "Service.Faults[0].Start", "Metastable.Capacity"), and its Value. Its
+// Error reads "sim: Field = Value: Rule".
+type InputError struct {
+	Field string
+	Value any
+	Rule  string
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("sim: %s = %v: %s", e.Field, e.Value, e.Rule) }
+
 // bad returns the error of a field whose value breaks a rule.
 func bad(field string, value any, rule string) error {
-	return fmt.Errorf("sim: %s = %v: %s", field, value, rule)
+	return &InputError{Field: field, Value: value, Rule: rule}
 }
 
 // validate checks s and returns the first problem, naming the field, its
