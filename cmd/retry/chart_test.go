@@ -114,7 +114,8 @@ func simulated(t *testing.T) *simChartSet {
 	simCharts.once.Do(func() {
 		simCharts.readme = loadChart(t, "--rate", "100", "--duration", "2m", "--outage", "30s:60s")
 		simCharts.off = loadChart(t, "--rate", "100", "--duration", "2m", "--outage", "30s:60s", "--budget", "off")
-		simCharts.hedge, simCharts.err = hedgeRuns(1, nil)
+		out := simOutputOf(t, "--hedge")
+		simCharts.hedge = out.rows.(hedgeResult).Rows
 	})
 	if simCharts.err != nil || simCharts.readme == nil || simCharts.off == nil {
 		t.Fatalf("the charts of sim: %v", simCharts.err)

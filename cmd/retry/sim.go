@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/steadyhq/retry/cmd/retry/internal/chart"
+	"github.com/steadyhq/retry/sim"
+	"gonum.org/v1/plot/vg"
 )
 
 // simFlags are the flags of sim; each mode reads those it takes.
@@ -69,19 +71,15 @@ shedder in front of the service. A run holds at most 1,000,000 requests.`,
 			if err != nil {
 				return err
 			}
-			switch mode {
-			case "contention":
-				return runContention(e, f)
-			case "hedge":
-				return runHedge(e, f)
-			case "layers":
-				return runLayers(e, f)
-			case "budgets":
-				return runBudgets(e, f)
-			case "metastable":
-				return runMetastable(e, f)
+			format, err := simPlot(f.plot)
+			if err != nil {
+				return err
 			}
-			return runLoad(e, f)
+			out, err := mode.run(e, f)
+			if err != nil {
+				return err
+			}
+			return out.write(e, f, format)
 		},
 	}
 	fs := cmd.Flags()
@@ -116,25 +114,36 @@ shedder in front of the service. A run holds at most 1,000,000 requests.`,
 	return cmd
 }
 
-// simModes are sim's modes, the first given wins, the flags each takes,
-// and, for those that take the policy's flags too, what the others are
-// not for; "" is the load simulation.
-var simModes = []struct{ name, takes, not string }{
-	{name: "contention", takes: "clients runs seed jitter json"},
-	{name: "hedge", takes: "seed json plot"},
-	{name: "layers", takes: "rate duration latency seed json"},
-	{name: "budgets", takes: "clients seed json"},
+// simMode is a mode of sim: the flag that asks for it ("" for the load
+// simulation), the flags it takes, what the others are not for (for those
+// that take the policy's flags too), and its run.
+type simMode struct {
+	name, takes, not string
+	run              func(e *env, f *simFlags) (*simOutput, error)
+}
+
+// simModes are sim's modes, the first given wins; the load simulation
+// last.
+var simModes = []simMode{
+	{name: "contention", takes: "clients runs seed jitter json", run: runContention},
+	{name: "hedge", takes: "seed json plot", run: runHedge},
+	{name: "layers", takes: "rate duration latency seed json", run: runLayers},
+	{name: "budgets", takes: "clients seed json", run: runBudgets},
 	{name: "metastable", takes: "rate capacity duration latency seed json plot trigger trigger-at factor workers attempt-timeout clients shed budget",
-		not: "which runs its own defences and trigger"},
-	{name: "", takes: "rate duration clients latency outage fail-rate capacity workers timeout horizon bucket budget seed json plot shed"},
+		not: "which runs its own defences and trigger", run: runMetastable},
+	{name: "", takes: "rate duration clients latency outage fail-rate capacity workers timeout horizon bucket budget seed json plot shed", run: runLoad},
+}
+
+// isMode reports whether flag name asks for a mode.
+func isMode(name string) bool {
+	return slices.ContainsFunc(simModes, func(m simMode) bool { return m.name == name })
 }
 
 // mode returns the mode the flags ask for, refusing a flag the mode does
 // not take.
-func (f *simFlags) mode() (string, error) {
+func (f *simFlags) mode() (simMode, error) {
 	on := map[string]bool{"contention": f.contend, "hedge": f.hedge, "layers": f.fs.Changed("layers"), "budgets": f.budgets, "metastable": f.metaMode, "": true}
-	i := slices.IndexFunc(simModes, func(m struct{ name, takes, not string }) bool { return on[m.name] })
-	m := simModes[i]
+	m := simModes[slices.IndexFunc(simModes, func(m simMode) bool { return on[m.name] })]
 	takes := strings.Fields(m.takes)
 	if m.name == "" || m.name == "metastable" {
 		takes = append(takes, policyNames()...)
@@ -143,12 +152,10 @@ func (f *simFlags) mode() (string, error) {
 	f.fs.Visit(func(fl *pflag.Flag) {
 		switch {
 		case err != nil || fl.Name == m.name || fl.Name == "progress" || slices.Contains(takes, fl.Name):
-		case fl.Value.Type() == "bool" && !on[fl.Name] && slices.ContainsFunc(simModes, func(o struct{ name, takes, not string }) bool { return o.name == fl.Name }):
+		case fl.Value.Type() == "bool" && !on[fl.Name] && isMode(fl.Name):
 			// a mode turned off: --metastable=false
 		case m.name == "": // a flag of another mode, or the mode's own
-			o := slices.IndexFunc(simModes, func(o struct{ name, takes, not string }) bool {
-				return slices.Contains(strings.Fields(o.takes), fl.Name)
-			})
+			o := slices.IndexFunc(simModes, func(o simMode) bool { return slices.Contains(strings.Fields(o.takes), fl.Name) })
 			err = usagef("flag --%s: applies only with --%s", fl.Name, simModes[o].name)
 		case m.not != "":
 			err = usagef("flag --%s: does not apply to --%s, %s", fl.Name, m.name, m.not)
@@ -157,7 +164,7 @@ func (f *simFlags) mode() (string, error) {
 				strings.Join(takes[:len(takes)-1], ", --"), takes[len(takes)-1])
 		}
 	})
-	return m.name, err
+	return m, err
 }
 
 // policyNames are the policy's flags (policyFlags.register).
@@ -290,22 +297,93 @@ func reasonList(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// parallel runs n jobs on every processor (each run has its own clock,
-// so the figures do not depend on the order), and returns the first
-// error.
-func parallel(n int, bar *progress, job func(i int) error) error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[i] = job(i)
-			bar.add(1)
-		})
+// simOutput is what a mode prints: rows, as JSON with --json; else its
+// text, each part a string printed as it is, a [][]string printed by
+// table, or a list printed by list; and the chart --plot draws, nil for a
+// mode that draws none.
+type simOutput struct {
+	rows  any
+	text  []any
+	chart func() (*chart.Chart, error)
+}
+
+// list is lines of cells, aligned left in columns, the last not padded.
+type list [][]string
+
+// write prints o, and draws its chart to --plot in format.
+func (o *simOutput) write(e *env, f *simFlags, format string) error {
+	var err error
+	text := o.text
+	if f.asJSON {
+		err, text = writeJSON(e.stdout, o.rows), nil
 	}
-	wg.Wait()
+	for _, part := range text {
+		if err != nil {
+			break
+		}
+		switch p := part.(type) {
+		case [][]string:
+			err = table(e.stdout, p)
+		case list:
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			for _, l := range p {
+				fmt.Fprintln(tw, strings.Join(l, "\t"))
+			}
+			err = tw.Flush()
+		default:
+			_, err = fmt.Fprint(e.stdout, p)
+		}
+	}
+	if err != nil || f.plot == "" {
+		return err
+	}
+	if f.plot == "" {
+		return nil
+	}
+	ch, err := o.chart()
+	if err != nil {
+		return err
+	}
+	if err := chart.Save(ch, 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
+	return nil
+}
+
+// runAll runs the scenarios on every processor (sim.RunAll), a bar
+// labelled desc showing their progress. A scenario sim refuses is a usage
+// error naming the flag that set the field (simErr).
+func (f *simFlags) runAll(e *env, desc string, scenarios ...sim.Scenario) ([]*sim.Report, error) {
+	bar := e.newProgress(len(scenarios), desc)
+	reps, err := sim.RunAll(scenarios, func() { bar.add(1) })
 	bar.finish()
-	return errors.Join(errs...)
+	return reps, f.simErr(err)
+}
+
+// simFields are the flags that set the fields of package sim's setups,
+// a fault's fields whatever its index.
+var simFields = map[string]string{"Load.Rate": "rate", "Metastable.Rate": "rate", "Metastable.Capacity": "capacity",
+	"Metastable.Workers": "workers", "Service.Workers": "workers", "Resolution": "bucket", "Fleet.Clients": "clients",
+	"Service.Faults[].Start": "outage", "Service.Faults[].Fail": "fail-rate", "Load": "rate and --duration"}
+
+// simErr returns err as the CLI gives it: a sim.InputError of a field a
+// flag sets, as a usage error naming the flag, its value (as given, for a
+// duration) and the rule; any other, as a failure.
+func (f *simFlags) simErr(err error) error {
+	var in *sim.InputError
+	if !errors.As(err, &in) {
+		return failed(err)
+	}
+	name, ok := simFields[regexp.MustCompile(`\[\d+\]`).ReplaceAllString(in.Field, "[]")]
+	fl := f.fs.Lookup(name)
+	switch _, isDuration := in.Value.(time.Duration); {
+	case !ok:
+		return failed(err)
+	case fl == nil:
+		return usagef("flags --%s: %v: %s", name, in.Value, in.Rule)
+	case isDuration:
+		return usagef("flag --%s = %q: %s", name, fl.Value, in.Rule)
+	}
+	return usagef("flag --%s = %v: %s", name, in.Value, in.Rule)
 }

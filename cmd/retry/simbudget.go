@@ -35,51 +35,38 @@ type budgetCell struct {
 	SuccessRate   float64 `json:"success_rate"`
 }
 
-// run runs c's case under rule.
-func (c *budgetCell) run(rule sim.BudgetRule, bc sim.BudgetCase, seed uint64) error {
-	rep, err := sim.Run(bc.Scenario(rule, seed))
-	if err != nil {
-		return failed(err)
-	}
-	t := rep.Total
-	c.Calls, c.Failed, c.SuccessRate = t.Requests, t.Requests-t.Succeeded, t.SuccessRate()
-	if c.Case == "outage" {
-		c.Amplification = t.FaultAmplification()
-	}
-	return nil
-}
-
 // runBudgets prints the budget tables: for each rule, a quiet client's
 // restarts and full outages, one client's and fleets'; then the success
 // rates under independent failures.
-func runBudgets(e *env, f *simFlags) error {
+func runBudgets(e *env, f *simFlags) (*simOutput, error) {
 	bt := budgetTable
 	if f.fs.Changed("clients") {
 		var err error
 		if bt.Fleets, err = f.fleetSizes(true, 1); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	cases := bt.Cases()
 	per := len(cases)
-	cells := make([]budgetCell, 0, per*len(budgetRules))
+	var cells []budgetCell
+	var scenarios []sim.Scenario
 	for _, rule := range budgetRules {
 		for _, c := range cases {
 			cells = append(cells, budgetCell{Rule: rule.Name, Case: c.Kind, Clients: c.Clients, Rate: c.Rate, Fail: c.Fail, Down: c.Down.Seconds(), Burst: c.Burst})
+			scenarios = append(scenarios, c.Scenario(rule, f.seed))
 		}
 	}
-	err := parallel(len(cells), e.newProgress(len(cells), "budgets"), func(i int) error {
-		return cells[i].run(budgetRules[i/per], cases[i%per], f.seed)
-	})
-	if err != nil || f.asJSON {
-		return cmpErr(err, func() error { return writeJSON(e.stdout, cells) })
+	reps, err := f.runAll(e, "budgets", scenarios...)
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(e.stdout, "Retry budgets on the real engine, in virtual time: each client a Retrier of its own, the default policy\n"+
-		"(3 attempts, backoff from 1s, ×2, jitter ±50%%), attempts of 10ms timing out after 1s; seed %d.\n\n", f.seed)
-	fmt.Fprintf(e.stdout, "Outages. failed: the calls that failed of a client that calls every 10s, then makes 10 calls at once\n"+
-		"as its dependency restarts for 400ms, or 5 for 1s; load: server hits per request during a full outage\n"+
-		"of 1m after 20s of health, of one client at 10, 100 and 1,000 requests/s, and of fleets of clients at\n"+
-		"1 request/s each.\n\n")
+	for i, rep := range reps {
+		c, t := &cells[i], rep.Total
+		c.Calls, c.Failed, c.SuccessRate = t.Requests, t.Requests-t.Succeeded, t.SuccessRate()
+		if c.Case == "outage" {
+			c.Amplification = t.FaultAmplification()
+		}
+	}
 	head := []string{"rule"}
 	for i, r := range bt.Restarts {
 		head = append(head, fmt.Sprintf("%s%d in %s", map[bool]string{true: "failed: "}[i == 0], r.Calls, human(r.Down)))
@@ -103,11 +90,6 @@ func runBudgets(e *env, f *simFlags) error {
 		}
 		outages = append(outages, line)
 	}
-	if err := table(e.stdout, outages); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "\nIndependent failures: calls that succeed over 1m, one client, with a share of attempts failing\n"+
-		"at once with 503 (fast) or never answered (timeouts).\n\n")
 	head = []string{"rule", "failures"}
 	for _, fail := range bt.Fails {
 		for i, rate := range bt.Rates {
@@ -125,13 +107,12 @@ func runBudgets(e *env, f *simFlags) error {
 			fails = append(fails, line)
 		}
 	}
-	return table(e.stdout, fails)
-}
-
-// cmpErr returns err, or else what then returns.
-func cmpErr(err error, then func() error) error {
-	if err != nil {
-		return err
-	}
-	return then()
+	return &simOutput{rows: cells, text: []any{fmt.Sprintf("Retry budgets on the real engine, in virtual time: each client a Retrier of its own, the default policy\n"+
+		"(3 attempts, backoff from 1s, ×2, jitter ±50%%), attempts of 10ms timing out after 1s; seed %d.\n\n", f.seed),
+		"Outages. failed: the calls that failed of a client that calls every 10s, then makes 10 calls at once\n" +
+			"as its dependency restarts for 400ms, or 5 for 1s; load: server hits per request during a full outage\n" +
+			"of 1m after 20s of health, of one client at 10, 100 and 1,000 requests/s, and of fleets of clients at\n" +
+			"1 request/s each.\n\n", outages,
+		"\nIndependent failures: calls that succeed over 1m, one client, with a share of attempts failing\n" +
+			"at once with 503 (fast) or never answered (timeouts).\n\n", fails}}, nil
 }

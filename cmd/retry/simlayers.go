@@ -32,7 +32,7 @@ type layerFigures struct {
 
 // runLayers runs sim --layers: a chain of N services under a full outage
 // of the dependency at the bottom, for each configuration.
-func runLayers(e *env, f *simFlags) error {
+func runLayers(e *env, f *simFlags) (*simOutput, error) {
 	rate, duration := f.rate, f.duration
 	if !f.fs.Changed("rate") {
 		rate = 100
@@ -41,36 +41,42 @@ func runLayers(e *env, f *simFlags) error {
 		duration = "1m"
 	}
 	if f.layers < 1 || f.layers > 6 {
-		return usagef("flag --layers = %d: must be in [1, 6]", f.layers)
+		return nil, usagef("flag --layers = %d: must be in [1, 6]", f.layers)
 	}
 	if !(rate > 0 && rate <= 1e6) {
-		return usagef("flag --rate = %g: must be in (0, 1e6]", rate)
+		return nil, usagef("flag --rate = %g: must be in (0, 1e6]", rate)
 	}
 	dur, err := simDuration("duration", duration, time.Millisecond)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lat, err := simDuration("latency", f.latency, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := int(rate * dur.Seconds())
 	if n < 1 {
-		return usagef("flags --rate and --duration: give at least one request")
+		return nil, usagef("flags --rate and --duration: give at least one request")
 	}
 	if hits := float64(n) * math.Pow(3, float64(f.layers)); hits > 5_000_000 {
-		return usagef("flags --rate, --duration and --layers: %d requests × 3^%d is %.0f hits at the bottom of the naive chain: must be at most 5000000 (lower --rate or --duration)",
+		return nil, usagef("flags --rate, --duration and --layers: %d requests × 3^%d is %.0f hits at the bottom of the naive chain: must be at most 5000000 (lower --rate or --duration)",
 			n, f.layers, hits)
 	}
 	configs := sim.ChainDefences()
+	var scenarios []sim.Scenario
+	for _, c := range configs {
+		scenarios = append(scenarios, sim.ChainOutage(f.layers, c, rate, dur, lat, f.seed))
+	}
+	reps, err := f.runAll(e, "layers", scenarios...)
+	if err != nil {
+		return nil, err
+	}
 	runs := make([]*layersRun, len(configs))
-	err = parallel(len(runs), e.newProgress(len(runs), "layers"), func(i int) error {
-		c := configs[i]
-		rep, err := sim.Run(sim.ChainOutage(f.layers, c, rate, dur, lat, f.seed))
-		if err != nil || rep.Total.Unfinished > 0 {
-			return failed(fmt.Errorf("sim: %s with %d layers did not settle within a day of its last request: %v", c.Name, f.layers, err))
+	for i, rep := range reps {
+		if rep.Total.Unfinished > 0 {
+			return nil, failed(fmt.Errorf("sim: %s with %d layers did not settle within a day of its last request", configs[i].Name, f.layers))
 		}
-		run := &layersRun{Name: c.Name, Layers: f.layers, Offered: rep.Total.Requests}
+		run := &layersRun{Name: configs[i].Name, Layers: f.layers, Offered: rep.Total.Requests}
 		for k, l := range append(rep.Layers, sim.LayerFigures{Received: rep.Total.Attempts}) {
 			name := map[bool]string{true: "dependency", false: "service " + strconv.Itoa(k+1)}[k == f.layers]
 			run.PerLayer = append(run.PerLayer, layerFigures{Layer: name, Received: l.Received, Amplification: float64(l.Received) / float64(run.Offered),
@@ -78,12 +84,8 @@ func runLayers(e *env, f *simFlags) error {
 		}
 		run.AmplificationBottom = run.PerLayer[f.layers].Amplification
 		runs[i] = run
-		return nil
-	})
-	if err != nil || f.asJSON {
-		return cmpErr(err, func() error { return writeJSON(e.stdout, runs) })
 	}
-	fmt.Fprintf(e.stdout, "A chain of %d %s under a full outage of the dependency at the bottom (every call fails at once, 503):\n"+
+	head := fmt.Sprintf("A chain of %d %s under a full outage of the dependency at the bottom (every call fails at once, 503):\n"+
 		"%d requests at %g/s over %s into service 1, each hop taking %s; the real engine in virtual time, seed %d.\n"+
 		"naive: 3 attempts at every layer, no budget; rule only: retries at one layer, no budget;\n"+
 		"budgets only: retry.New() with WithNestedRetries(true); defaults: retry.New(), the budget and\n"+
@@ -109,10 +111,6 @@ func runLayers(e *env, f *simFlags) error {
 		}
 		nested, held = append(nested, strconv.Itoa(n), ""), append(held, strconv.Itoa(h), "")
 	}
-	if err := table(e.stdout, append(lines, nested, held)); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "\nnested retries: retries a service sent while serving a request that was itself a retry;\n"+
-		"held to one: calls serving a retry that made one attempt by the rule of retries at one layer.\n")
-	return nil
+	return &simOutput{rows: runs, text: []any{head, append(lines, nested, held), "\nnested retries: retries a service sent while serving a request that was itself a retry;\n" +
+		"held to one: calls serving a retry that made one attempt by the rule of retries at one layer.\n"}}, nil
 }

@@ -2,18 +2,15 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/steadyhq/retry"
 	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"github.com/steadyhq/retry/shed"
 	"github.com/steadyhq/retry/sim"
-	"gonum.org/v1/plot/vg"
 )
 
 // loadSetup is sim's load simulation: a scenario, and what its output
@@ -64,8 +61,6 @@ func loadSetupOf(e *env, f *simFlags) (*loadSetup, error) {
 	switch {
 	case !(f.rate > 0 && f.rate <= 1e6):
 		return nil, usagef("flag --rate = %g: must be in (0, 1e6]", f.rate)
-	case !(f.failRate >= 0 && f.failRate <= 1):
-		return nil, usagef("flag --fail-rate = %g: must be in [0, 1]", f.failRate)
 	case !(f.capacity >= 0 && f.capacity <= 1e9):
 		return nil, usagef("flag --capacity = %g: must be in [0, 1e9] (0 is unlimited)", f.capacity)
 	case f.workers < 1 || f.workers > 10000:
@@ -82,9 +77,6 @@ func loadSetupOf(e *env, f *simFlags) (*loadSetup, error) {
 			return nil, err
 		}
 	}
-	if time.Second%s.Resolution != 0 {
-		return nil, usagef("flag --bucket = %q: must divide a second (1s, 100ms, 10ms, ...)", f.bucket)
-	}
 	horizon := s.Duration + 10*time.Minute
 	if f.horizon != "" {
 		if horizon, err = simDuration("horizon", f.horizon, s.Duration); err != nil {
@@ -94,10 +86,6 @@ func loadSetupOf(e *env, f *simFlags) (*loadSetup, error) {
 	if n := horizon / s.Resolution; n > 1_000_000 {
 		return nil, usagef("flag --horizon = %s: at most 1000000 buckets of %s", human(horizon), human(s.Resolution))
 	}
-	if n := f.rate * s.Duration.Seconds(); n > 1_000_000 {
-		return nil, usagef("flags --rate and --duration: %s/s over %s is %.0f requests: must be at most 1000000 (lower --rate or --duration)",
-			strconv.FormatFloat(f.rate, 'f', -1, 64), human(s.Duration), n)
-	}
 	s.Drain, s.Seed = horizon-s.Duration, f.seed
 	s.Load = sim.Load{Rate: f.rate, Steady: true}
 	s.Service.Network = sim.Fixed(*lat / 2)
@@ -106,13 +94,10 @@ func loadSetupOf(e *env, f *simFlags) (*loadSetup, error) {
 		if err != nil {
 			return nil, err
 		}
-		if start >= s.Duration {
-			return nil, usagef("flag --outage = %q: must start before the requests stop (--duration %s)", f.outage, human(s.Duration))
-		}
 		l.outage = true
 		s.Service.Faults = append(s.Service.Faults, sim.Fault{Start: start, Length: length, Fail: 1})
 	}
-	if f.failRate > 0 {
+	if f.failRate != 0 { // sim refuses a share out of [0, 1]
 		s.Service.Faults = append(s.Service.Faults, sim.Fault{Fail: f.failRate})
 	}
 	if f.capacity > 0 {
@@ -138,76 +123,59 @@ func loadSetupOf(e *env, f *simFlags) (*loadSetup, error) {
 	return l, nil
 }
 
-// run runs the setup, with extra options for every client.
-func (l *loadSetup) run(extra ...retry.Option) (*loadResult, error) {
+// scenario is the setup's scenario, with extra options for every client.
+func (l *loadSetup) scenario(extra ...retry.Option) sim.Scenario {
 	s := l.s
 	opts := append(append([]retry.Option(nil), l.opts...), extra...)
 	s.Fleet.Options = func(sim.Client) []retry.Option { return opts }
-	rep, err := sim.Run(s)
-	if err != nil {
-		return nil, failed(err)
-	}
+	return s
+}
+
+// result is what sim prints of rep, a run of the setup.
+func (l *loadSetup) result(rep *sim.Report) *loadResult {
 	t := rep.Total
 	r := &loadResult{Requests: t.Requests, Succeeded: t.Succeeded, Unfinished: t.Unfinished, ServerHits: t.Attempts,
 		Amplification: t.Amplification(), SuccessRate: t.SuccessRate(), PeakRate: rep.PeakRate(), PeakToMean: rep.PeakToMean(),
 		Reasons: t.Failed, Refused: t.Refused, VirtualEnd: rep.End.Seconds(), rep: rep}
 	if l.outage {
-		r.OutageHits, r.OutageAmp = t.FaultAttempts, float64(t.FaultAttempts)/float64(max(t.FaultRequests, 1))
+		r.OutageHits, r.OutageAmp = t.FaultAttempts, t.FaultAmplification()
 		if t.Recovered {
 			v := t.Recovery.Seconds()
 			r.Recovery = &v
 		}
 	}
-	return r, nil
+	return r
 }
 
-// runLoad runs sim's load simulation and reports it: text or JSON, and a
-// chart to --plot.
-func runLoad(e *env, f *simFlags) error {
+// runLoad runs sim's load simulation: its figures, and a chart for
+// --plot of the run beside the same run with --budget off, when it has a
+// budget.
+func runLoad(e *env, f *simFlags) (*simOutput, error) {
 	l, err := loadSetupOf(e, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	format, err := simPlot(f.plot)
+	scenarios := []sim.Scenario{l.scenario()}
+	if f.plot != "" && l.budgetFlag != "off" {
+		scenarios = append(scenarios, l.scenario(retry.WithBudget(retry.Budget{Off: true})))
+	}
+	reps, err := f.runAll(e, "load", scenarios...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res, err := l.run()
-	if err != nil {
-		return err
+	var runs []*loadResult
+	for _, rep := range reps {
+		runs = append(runs, l.result(rep))
 	}
-	if f.asJSON {
-		err = writeJSON(e.stdout, res)
-	} else {
-		res.writeText(e.stdout, l)
-	}
-	if err != nil || f.plot == "" {
-		return err
-	}
-	ch, err := res.chart(l)
-	if err != nil {
-		return err
-	}
-	if err := chart.Save(ch, 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
-		return failed(err)
-	}
-	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
-	return nil
+	return &simOutput{rows: runs[0], text: l.text(runs[0]), chart: func() (*chart.Chart, error) { return l.chart(runs), nil }}, nil
 }
 
-// chart draws the load over time. With a retry budget, a second panel
-// beside it draws the same run with --budget off, on the same axes; each
-// panel's heading gives its hits per request, during the outage when
+// chart draws the load over time of runs, the run and, with a retry
+// budget, the same run with --budget off beside it, on the same axes;
+// each panel's heading gives its hits per request, during the outage when
 // there is one.
-func (r *loadResult) chart(l *loadSetup) (*chart.Chart, error) {
-	runs, budgets := []*loadResult{r}, []string{l.budgetFlag}
-	if l.budgetFlag != "off" {
-		off, err := l.run(retry.WithBudget(retry.Budget{Off: true}))
-		if err != nil {
-			return nil, err
-		}
-		runs, budgets = append(runs, off), append(budgets, "off")
-	}
+func (l *loadSetup) chart(runs []*loadResult) *chart.Chart {
+	budgets := []string{l.budgetFlag, "off"}
 	s := &l.s
 	setup := append([]string{strconv.FormatFloat(s.Load.Rate, 'f', -1, 64) + " requests/s for " + chart.DurationLabel(ms(s.Duration))}, l.service()...)
 	if n := s.Fleet.Clients; n > 1 {
@@ -232,7 +200,7 @@ func (r *loadResult) chart(l *loadSetup) (*chart.Chart, error) {
 	if l.outage {
 		outage = s.Service.Faults[0]
 	}
-	return chart.Load(strings.Join(setup, ", "), panels, outage), nil
+	return chart.Load(strings.Join(setup, ", "), panels, outage)
 }
 
 // service describes the service of a load simulation.
@@ -254,41 +222,38 @@ func (l *loadSetup) service() []string {
 	return srv
 }
 
-// writeText prints the figures of a load simulation.
-func (r *loadResult) writeText(w io.Writer, l *loadSetup) {
+// text is what sim prints of r, a run of the setup.
+func (l *loadSetup) text(r *loadResult) []any {
 	s := &l.s
 	n := s.Fleet.Clients
-	fmt.Fprintf(w, "%d requests at %g/s over %s from %d %s, attempts taking %s\n",
-		r.Requests, s.Load.Rate, human(s.Duration), n, plural(n, "client", "clients"), human(l.latency))
 	srv := l.service()
 	if len(srv) == 0 {
 		srv = append(srv, "always up")
 	}
-	fmt.Fprintf(w, "server: %s\n", strings.Join(srv, ", "))
-	fmt.Fprintf(w, "policy %s: %s\n", l.policy, describe(l.p))
-	fmt.Fprintf(w, "budget: %s; seed %d\n\n", l.budget, s.Seed)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "succeeded\t%d of %d\t%.2f%%\n", r.Succeeded, r.Requests, 100*r.SuccessRate)
-	fmt.Fprintf(tw, "server hits\t%d\t%.3f× the requests (load amplification)\n", r.ServerHits, r.Amplification)
+	head := fmt.Sprintf("%d requests at %g/s over %s from %d %s, attempts taking %s\nserver: %s\npolicy %s: %s\nbudget: %s; seed %d\n\n",
+		r.Requests, s.Load.Rate, human(s.Duration), n, plural(n, "client", "clients"), human(l.latency),
+		strings.Join(srv, ", "), l.policy, describe(l.p), l.budget, s.Seed)
+	rows := list{{"succeeded", fmt.Sprintf("%d of %d", r.Succeeded, r.Requests), fmt.Sprintf("%.2f%%", 100*r.SuccessRate)},
+		{"server hits", strconv.Itoa(r.ServerHits), fmt.Sprintf("%.3f× the requests (load amplification)", r.Amplification)}}
 	if l.outage {
-		fmt.Fprintf(tw, "hits during the outage\t%d\t%.3f× the requests arriving in it\n", r.OutageHits, r.OutageAmp)
+		rows = append(rows, []string{"hits during the outage", strconv.Itoa(r.OutageHits), fmt.Sprintf("%.3f× the requests arriving in it", r.OutageAmp)})
 	}
-	fmt.Fprintf(tw, "peak-to-mean\t%.2f\tpeak %g hits/s\n", r.PeakToMean, r.PeakRate)
+	rows = append(rows, []string{"peak-to-mean", fmt.Sprintf("%.2f", r.PeakToMean), fmt.Sprintf("peak %g hits/s", r.PeakRate)})
 	if l.outage {
 		rec := "never"
 		if r.Recovery != nil {
 			rec = human(time.Duration(*r.Recovery * float64(time.Second)))
 		}
-		fmt.Fprintf(tw, "time to recover\t%s\tafter the outage, by the rule of recovery (docs/simulator.md)\n", rec)
+		rows = append(rows, []string{"time to recover", rec, "after the outage, by the rule of recovery (docs/simulator.md)"})
 	}
-	fmt.Fprintf(tw, "failed calls\t%d\t%s\n", r.Requests-r.Succeeded-r.Unfinished, reasonList(r.Reasons))
+	rows = append(rows, []string{"failed calls", strconv.Itoa(r.Requests - r.Succeeded - r.Unfinished), reasonList(r.Reasons)})
 	if len(r.Refused) > 0 {
-		fmt.Fprintf(tw, "refused attempts\t\t%s\n", reasonList(r.Refused))
+		rows = append(rows, []string{"refused attempts", "", reasonList(r.Refused)})
 	}
 	if r.Unfinished > 0 {
-		fmt.Fprintf(tw, "unfinished\t%d\tstill waiting at the horizon\n", r.Unfinished)
+		rows = append(rows, []string{"unfinished", strconv.Itoa(r.Unfinished), "still waiting at the horizon"})
 	}
-	tw.Flush()
+	return []any{head, rows}
 }
 
 // parseBudget reads --budget; nil means the default budget.
@@ -300,26 +265,18 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 		return &retry.Budget{Off: true}, "off", nil
 	}
 	b := retry.Budget{}.WithDefaults()
+	counts := map[string]*float64{"tokens": &b.Tokens, "timeouts": &b.TimeoutTokens, "ratio": &b.Ratio}
 	for kv := range strings.SplitSeq(v, ",") {
 		k, val, _ := strings.Cut(kv, "=")
-		var err error
-		switch strings.TrimSpace(k) {
-		case "tokens":
-			b.Tokens, err = strconv.ParseFloat(val, 64)
-			if err == nil && !(b.Tokens >= 0 && b.Tokens <= 1e9) {
+		key := strings.TrimSpace(k)
+		n, err := counts[key], error(nil)
+		switch {
+		case n != nil:
+			*n, err = strconv.ParseFloat(val, 64)
+			if most := map[bool]float64{true: 1000, false: 1e9}[key == "ratio"]; err == nil && !(*n >= 0 && *n <= most) {
 				err = errRange
 			}
-		case "timeouts":
-			b.TimeoutTokens, err = strconv.ParseFloat(val, 64)
-			if err == nil && !(b.TimeoutTokens >= 0 && b.TimeoutTokens <= 1e9) {
-				err = errRange
-			}
-		case "ratio":
-			b.Ratio, err = strconv.ParseFloat(val, 64)
-			if err == nil && !(b.Ratio >= 0 && b.Ratio <= 1000) {
-				err = errRange
-			}
-		case "window":
+		case key == "window":
 			b.Window, err = retry.ParseDuration(val)
 			if err == nil && b.Window <= 0 {
 				err = errRange
@@ -334,14 +291,10 @@ func parseBudget(v string) (*retry.Budget, string, error) {
 	label := budgetLabel(b)
 	// A zero here means none; in a retry.Budget a zero field is the
 	// default, and -1 is none.
-	if b.Tokens == 0 {
-		b.Tokens = -1
-	}
-	if b.TimeoutTokens == 0 {
-		b.TimeoutTokens = -1
-	}
-	if b.Ratio == 0 {
-		b.Ratio = -1
+	for _, n := range counts {
+		if *n == 0 {
+			*n = -1
+		}
 	}
 	return &b, label, nil
 }

@@ -22,18 +22,26 @@ func simFlagsOf(t *testing.T, args ...string) *simFlags {
 	return f
 }
 
+// simOutputOf runs `retry sim args...` in-process and returns what it
+// prints.
+func simOutputOf(t *testing.T, args ...string) *simOutput {
+	t.Helper()
+	f := simFlagsOf(t, args...)
+	mode, err := f.mode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := mode.run(&env{}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // loadChart returns the chart `retry sim args... --plot` draws.
 func loadChart(t *testing.T, args ...string) *chart.Chart {
 	t.Helper()
-	l, err := loadSetupOf(&env{}, simFlagsOf(t, args...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := l.run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := res.chart(l)
+	ch, err := simOutputOf(t, append(args, "--plot", "load.svg")...).chart()
 	if err != nil {
 		t.Fatal(err)
 	}

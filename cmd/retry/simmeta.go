@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/steadyhq/retry/cmd/retry/internal/chart"
 	"github.com/steadyhq/retry/shed"
 	"github.com/steadyhq/retry/sim"
-	"gonum.org/v1/plot/vg"
 )
 
 // metaSetup is sim --metastable: its setup (package sim's), the fleet
@@ -75,13 +73,7 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	if f.fs.Changed("duration") {
 		duration = f.duration
 	}
-	switch rate, capacity := m.Rate, m.Capacity; {
-	case !(capacity > 0 && capacity <= 1e6):
-		return nil, usagef("flag --capacity = %g: must be in (0, 1e6] with --metastable", capacity)
-	case !(rate > 0 && rate < capacity):
-		return nil, usagef("flag --rate = %g: must be in (0, %g), under --capacity: the load is steady below capacity", rate, capacity)
-	case f.workers < 1 || f.workers > 10000:
-		return nil, usagef("flag --workers = %d: must be in [1, 10000]", f.workers)
+	switch { // sim.Metastable refuses a rate, a capacity or workers out of bounds
 	case f.trigger != "capacity" && f.trigger != "latency":
 		return nil, usagef("flag --trigger = %q: must be capacity or latency", f.trigger)
 	case !(f.factor > 1 && f.factor <= 100):
@@ -109,10 +101,6 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 		return nil, usagef("flags --duration and --trigger-at: the run (%s) must last at least 10s past the trigger's end (%s): --duration %s or more",
 			human(m.Duration), human(start+length), human(least))
 	}
-	if n := m.Rate * m.Duration.Seconds(); n > 1_000_000 {
-		return nil, usagef("flags --rate and --duration: %s/s over %s is %.0f requests: must be at most 1000000 (lower --rate or --duration)",
-			strconv.FormatFloat(m.Rate, 'f', -1, 64), human(m.Duration), n)
-	}
 	m.Trigger = sim.Fault{Start: start, Length: length, Capacity: 1 / f.factor}
 	if f.trigger == "latency" {
 		m.Trigger = sim.Fault{Start: start, Length: length, Slow: f.factor}
@@ -124,61 +112,47 @@ func metaSetupOf(e *env, f *simFlags) (*metaSetup, error) {
 	return m, nil
 }
 
-// run runs defence d with n clients.
-func (m *metaSetup) run(d sim.Defence, n int) (*metaRow, error) {
-	s, err := m.Scenario(d, n, retry.WithPolicy(m.p))
-	if err != nil {
-		return nil, failed(err)
-	}
-	rep, err := sim.Run(s)
-	if err != nil {
-		return nil, failed(err)
-	}
+// row is what defence set d did with n clients in rep.
+func (m *metaSetup) row(d sim.Defence, n int, rep *sim.Report) *metaRow {
 	t := rep.Total
 	row := &metaRow{Name: d.Name, Clients: n, Requests: t.Requests, Succeeded: t.Succeeded, ServerArrivals: t.Attempts,
 		Amplification: t.Amplification(), Before: t.Goodput.Before, During: t.Goodput.During, After: t.Goodput.After,
-		Offered: float64(t.Requests) / s.Duration.Seconds(), Wasted: t.WastedShare(), Recovered: t.Recovered,
+		Offered: float64(t.Requests) / m.Duration.Seconds(), Wasted: t.WastedShare(), Recovered: t.Recovered,
 		Reasons: t.Failed, Refused: t.Refused, rep: rep}
 	if t.Recovered {
 		v := t.Recovery.Seconds()
 		row.RecoveryS = &v
 	}
-	return row, nil
+	return row
 }
 
 // runMetastable runs sim --metastable: every defence set at every fleet
-// size, in parallel; a table or JSON, and a chart to --plot.
-func runMetastable(e *env, f *simFlags) error {
+// size, a row each, and a chart for --plot.
+func runMetastable(e *env, f *simFlags) (*simOutput, error) {
 	m, err := metaSetupOf(e, f)
 	if err != nil {
-		return err
-	}
-	format, err := simPlot(f.plot)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	sets := sim.Defences(ptrOr(m.budget))
-	rows := make([]*metaRow, len(sets)*len(m.sizes))
-	err = parallel(len(rows), e.newProgress(len(rows), "metastable"), func(i int) (err error) {
-		rows[i], err = m.run(sets[i%len(sets)], m.sizes[i/len(sets)])
-		return err
-	})
+	var scenarios []sim.Scenario
+	for _, n := range m.sizes {
+		for _, d := range sets {
+			s, err := m.Scenario(d, n, retry.WithPolicy(m.p))
+			if err != nil {
+				return nil, f.simErr(err)
+			}
+			scenarios = append(scenarios, s)
+		}
+	}
+	reps, err := f.runAll(e, "metastable", scenarios...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if f.asJSON {
-		err = writeJSON(e.stdout, rows)
-	} else {
-		m.writeText(e.stdout, rows)
+	rows := make([]*metaRow, len(reps))
+	for i, rep := range reps {
+		rows[i] = m.row(sets[i%len(sets)], m.sizes[i/len(sets)], rep)
 	}
-	if err != nil || f.plot == "" {
-		return err
-	}
-	if err := chart.Save(m.chart(rows), 20*vg.Centimeter, 11*vg.Centimeter, format, f.plot, e.stdout); err != nil {
-		return failed(err)
-	}
-	fmt.Fprintf(e.stderr, "wrote %s\n", f.plot)
-	return nil
+	return &simOutput{rows: rows, text: m.text(rows, scenarios[0]), chart: func() (*chart.Chart, error) { return m.chart(rows), nil }}, nil
 }
 
 // chart draws the goodput of each row over time, the trigger shaded.
@@ -209,24 +183,23 @@ func (m *metaSetup) chartNote() string {
 		human(m.AttemptTimeout), m.triggerText(), human(t.Start), human(t.Start+t.Length))
 }
 
-// writeText prints the setup and the table of sim --metastable; a column
-// of fleet sizes when --clients is given.
-func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
-	s, _ := m.Scenario(sim.Defence{}, 1) // validated by the runs
+// text is the setup of sim --metastable, s its first scenario, and its
+// table of rows; a column of fleet sizes when --clients is given.
+func (m *metaSetup) text(rows []*metaRow, s sim.Scenario) []any {
 	t := m.Trigger
-	fmt.Fprintf(w, "%s requests/s (Poisson, open loop) for %s; server: %d workers, %s an attempt (capacity %s/s),\n",
-		strconv.FormatFloat(m.Rate, 'f', -1, 64), human(m.Duration), m.Workers, human(m.ServiceTime()), strconv.FormatFloat(m.Capacity, 'f', -1, 64))
-	fmt.Fprintf(w, "a FIFO queue of %d (%s of work), more refused at once with 503; attempts time out after %s\n",
-		s.Service.QueueLength, human(m.QueueWork), human(m.AttemptTimeout))
-	fmt.Fprintf(w, "and the server still serves them; round trip %s\n", human(m.RoundTrip))
+	head := fmt.Sprintf("%s requests/s (Poisson, open loop) for %s; server: %d workers, %s an attempt (capacity %s/s),\n"+
+		"a FIFO queue of %d (%s of work), more refused at once with 503; attempts time out after %s\n"+
+		"and the server still serves them; round trip %s\n",
+		strconv.FormatFloat(m.Rate, 'f', -1, 64), human(m.Duration), m.Workers, human(m.ServiceTime()), strconv.FormatFloat(m.Capacity, 'f', -1, 64),
+		s.Service.QueueLength, human(m.QueueWork), human(m.AttemptTimeout), human(m.RoundTrip))
 	if m.Shed != nil {
-		fmt.Fprintf(w, "the shedder (package shed, its defaults) in front of the workers\n")
+		head += "the shedder (package shed, its defaults) in front of the workers\n"
 	}
-	fmt.Fprintf(w, "trigger: %s from %s to %s (L = %s)\n", m.triggerText(), human(t.Start), human(t.Start+t.Length), human(t.Length))
+	head += fmt.Sprintf("trigger: %s from %s to %s (L = %s)\n", m.triggerText(), human(t.Start), human(t.Start+t.Length), human(t.Length))
 	if m.budget != nil {
-		fmt.Fprintf(w, "budget: %s\n", m.budgetText)
+		head += fmt.Sprintf("budget: %s\n", m.budgetText)
 	}
-	fmt.Fprintf(w, "policy %s: %s; seed %d\n\n", m.policy, describe(m.p), m.Seed)
+	head += fmt.Sprintf("policy %s: %s; seed %d\n\n", m.policy, describe(m.p), m.Seed)
 	lines := [][]string{{"defences", "offered", "before", "during", "after", "amplification", "wasted work", "recovered after"}}
 	for _, r := range rows {
 		rec := "never"
@@ -242,12 +215,11 @@ func (m *metaSetup) writeText(w io.Writer, rows []*metaRow) {
 	if m.clientsGiven {
 		lines[0] = slices.Insert(lines[0], 1, "clients")
 	}
-	table(w, lines)
-	fmt.Fprintf(w, "\noffered: requests per second; before, during, after: goodput, successful calls per second, before,\n")
-	fmt.Fprintf(w, "during and after the trigger; amplification: attempts reaching the server per request; wasted\n")
-	fmt.Fprintf(w, "work: the server's work for attempts whose caller had given up; recovered after: from then on,\n")
-	fmt.Fprintf(w, "every 5 s window to the end of the run has successful calls of at least 90%% of the requests\n")
-	fmt.Fprintf(w, "arriving in it (never: not within the %s after the trigger)\n", human(m.Duration-t.Start-t.Length))
+	return []any{head, lines, "\noffered: requests per second; before, during, after: goodput, successful calls per second, before,\n" +
+		"during and after the trigger; amplification: attempts reaching the server per request; wasted\n" +
+		"work: the server's work for attempts whose caller had given up; recovered after: from then on,\n" +
+		"every 5 s window to the end of the run has successful calls of at least 90% of the requests\n" +
+		fmt.Sprintf("arriving in it (never: not within the %s after the trigger)\n", human(m.Duration-t.Start-t.Length))}
 }
 
 // ptrOr returns *b, the zero Budget (the default) for nil.

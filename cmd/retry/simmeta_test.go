@@ -121,19 +121,11 @@ func TestMetastableFleet(t *testing.T) {
 // TestMetastableChart: the chart names every row in its legend, the
 // trigger and the arrivals, and labels its axes.
 func TestMetastableChart(t *testing.T) {
-	m, err := metaSetupOf(&env{}, simFlagsOf(t, small[1:]...))
+	ch, err := simOutputOf(t, small[1:]...).chart()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []*metaRow
-	for _, d := range sim.Defences(retry.Budget{})[:3] {
-		r, err := m.run(d, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, r)
-	}
-	texts := chartTexts(t, m.chart(rows))
+	texts := chartTexts(t, ch)
 	for _, w := range []string{"trigger", "requests arriving", "successful calls per second (5 s mean)", "time", "no defence", "budget", "breaker"} {
 		if !slices.Contains(texts, w) {
 			t.Errorf("no text %q in the chart: %q", w, texts)
@@ -148,9 +140,9 @@ func TestMetastableUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{args: []string{"--rate", "100"}, want: "flag --rate = 100: must be in (0, 100), under --capacity: the load is steady below capacity"},
+		{args: []string{"--rate", "100"}, want: "flag --rate = 100: must be in (0, 100), below Capacity: the load is steady until the trigger"},
 		{args: []string{"--rate", "-1"}, want: "flag --rate = -1: must be in (0, 100)"},
-		{args: []string{"--capacity", "0"}, want: "flag --capacity = 0: must be in (0, 1e6] with --metastable"},
+		{args: []string{"--capacity", "0"}, want: "flag --capacity = 0: must be in (0, 1e7] attempts a second"},
 		{args: []string{"--workers", "0"}, want: "flag --workers = 0: must be in [1, 10000]"},
 		{args: []string{"--clients", "1,0"}, want: `flag --clients = "1,0": must be a number of clients in [1, 100000], or a list of them (1,10,100)`},
 		{args: []string{"--clients", "1,10", "--plot", "m.svg"}, want: "flag --plot: draws one fleet size: give --clients one number"},
@@ -163,7 +155,7 @@ func TestMetastableUsage(t *testing.T) {
 		{args: []string{"--attempt-timeout", "0"}, want: `flag --attempt-timeout = "0": must be in [1ms, 366 days]`},
 		{args: []string{"--duration", "-3m"}, want: `flag --duration = "-3m": must be positive (at least 1s)`},
 		{args: []string{"--duration", "45s"}, want: "flags --duration and --trigger-at: the run (45s) must last at least 10s past the trigger's end (40s): --duration 50s or more"},
-		{args: []string{"--rate", "9999", "--capacity", "10000", "--duration", "2m"}, want: "flags --rate and --duration: 9999/s over 2m is 1199880 requests: must be at most 1000000"},
+		{args: []string{"--rate", "9999", "--capacity", "10000", "--duration", "2m"}, want: "flags --rate and --duration: about 1199880 requests over 2m0s: must be at most 1000000"},
 		{args: []string{"--attempts", "-1"}, want: `flag --attempts = "-1"`},
 		{args: []string{"--budget", "off"}, want: "flag --budget = off: --metastable has its rows without a budget (no defence, and each other gate alone)"},
 		{args: []string{"--budget", "timeouts=-1"}, want: `flag --budget = "timeouts=-1": timeouts = "-1": tokens and timeouts must be in [0, 1e9]`},
