@@ -112,17 +112,17 @@ func (d Dist) draw(rng *rand.Rand) float64 {
 func (d Dist) check(field string) error {
 	switch {
 	case d.mean < 0:
-		return fmt.Errorf("sim: %s = %v: the mean must be >= 0", field, d)
+		return bad(field, d, "the mean must be >= 0")
 	case d.kind == distSpread && !(d.spread >= 0 && d.spread <= 1):
-		return fmt.Errorf("sim: %s = %v: Spread's share must be in [0, 1]", field, d)
+		return bad(field, d, "Spread's share must be in [0, 1]")
 	case d.kind == distNormal && !(d.spread >= 0):
-		return fmt.Errorf("sim: %s = %v: Normal's deviation must be >= 0", field, d)
+		return bad(field, d, "Normal's deviation must be >= 0")
 	case !(d.tail >= 0 && d.tail <= 1):
-		return fmt.Errorf("sim: %s = %v: Tail's share must be in [0, 1]", field, d)
+		return bad(field, d, "Tail's share must be in [0, 1]")
 	case d.tail > 0 && !(d.factor >= 1 && d.factor <= 1e6):
-		return fmt.Errorf("sim: %s = %v: Tail's factor must be in [1, 1e6]", field, d)
+		return bad(field, d, "Tail's factor must be in [1, 1e6]")
 	case float64(d.Mean()) > float64(24*time.Hour):
-		return fmt.Errorf("sim: %s = %v: the mean must be at most 24h", field, d)
+		return bad(field, d, "the mean must be at most 24h")
 	}
 	return nil
 }

@@ -40,7 +40,8 @@
 // goroutine at a time, in order of time, and every random draw comes from
 // the Seed, each part of the model from a stream of its own, so that the
 // defence sets of a comparison meet the same arrivals, and the same
-// failures call for call.
+// failures call for call. RunAll runs the scenarios of a comparison at once,
+// one a processor, and gives the reports Run gives each.
 //
 // # The report
 //
@@ -88,5 +89,6 @@
 // A run holds every call in flight as a goroutine and its figures in
 // memory: Run refuses, before it starts, a Scenario of more than 1,000,000
 // requests, 100,000 clients, 10,000 workers or 10,000,000 buckets of
-// series.
+// series: an InputError that names the field, its value and the rule, as
+// for any field out of bounds.
 package sim

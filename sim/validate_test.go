@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,13 @@ func TestRunBadInput(t *testing.T) {
 			rep, err := sim.Run(c.s)
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") || rep != nil {
 				t.Errorf("error %v, report %v; want one line starting %q", err, rep, c.want)
+			}
+			// A field out of bounds is an InputError; the options' errors
+			// are the engine's and shed's own, wrapped.
+			var in *sim.InputError
+			field := strings.HasPrefix(c.want, "sim: ") && !strings.Contains(c.want, ".Options: ")
+			if isInput := errors.As(err, &in); isInput != field || isInput && in.Error() != err.Error() {
+				t.Errorf("error %v: an InputError %v (%+v), want one for a field of sim's", err, isInput, in)
 			}
 		})
 	}

@@ -361,11 +361,15 @@ func (f *simFlags) runAll(e *env, desc string, scenarios ...sim.Scenario) ([]*si
 	return reps, f.simErr(err)
 }
 
-// simFields are the flags that set the fields of package sim's setups,
-// a fault's fields whatever its index.
-var simFields = map[string]string{"Load.Rate": "rate", "Metastable.Rate": "rate", "Metastable.Capacity": "capacity",
-	"Metastable.Workers": "workers", "Service.Workers": "workers", "Resolution": "bucket", "Fleet.Clients": "clients",
-	"Service.Faults[].Start": "outage", "Service.Faults[].Fail": "fail-rate", "Load": "rate and --duration"}
+// simFields are the flags that set the fields of package sim's setups
+// that sim, not sim's flags, checks; a fault's fields whatever its index
+// (simIndex).
+var (
+	simFields = map[string]string{"Metastable.Rate": "rate", "Metastable.Capacity": "capacity", "Metastable.Workers": "workers",
+		"Resolution": "bucket", "Fleet.Clients": "clients", "Service.Faults[].Start": "outage", "Service.Faults[].Fail": "fail-rate",
+		"Load": "rate and --duration"}
+	simIndex = regexp.MustCompile(`\[\d+\]`)
+)
 
 // simErr returns err as the CLI gives it: a sim.InputError of a field a
 // flag sets, as a usage error naming the flag, its value (as given, for a
@@ -375,7 +379,7 @@ func (f *simFlags) simErr(err error) error {
 	if !errors.As(err, &in) {
 		return failed(err)
 	}
-	name, ok := simFields[regexp.MustCompile(`\[\d+\]`).ReplaceAllString(in.Field, "[]")]
+	name, ok := simFields[simIndex.ReplaceAllString(in.Field, "[]")]
 	fl := f.fs.Lookup(name)
 	switch _, isDuration := in.Value.(time.Duration); {
 	case !ok:
