@@ -361,6 +361,8 @@ var (
 		"Resolution": "bucket", "Fleet.Clients": "clients", "Service.Faults[].Start": "outage", "Service.Faults[].Fail": "fail-rate",
 		"Load": "rate and --duration"}
 	simIndex = regexp.MustCompile(`\[\d+\]`)
+	// simRuleWords are the fields sim's rules name, as the flags that set them.
+	simRuleWords = strings.NewReplacer("Duration", "--duration", "Capacity", "--capacity")
 )
 
 // simErr returns err as the CLI gives it: a sim.InputError of a field a
@@ -373,6 +375,7 @@ func (f *simFlags) simErr(err error) error {
 	}
 	name, ok := simFields[simIndex.ReplaceAllString(in.Field, "[]")]
 	fl := f.fs.Lookup(name)
+	in.Rule = simRuleWords.Replace(in.Rule)
 	switch _, isDuration := in.Value.(time.Duration); {
 	case !ok:
 		return failed(err)

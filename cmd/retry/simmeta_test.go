@@ -140,7 +140,7 @@ func TestMetastableUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{args: []string{"--rate", "100"}, want: "flag --rate = 100: must be in (0, 100), below Capacity: the load is steady until the trigger"},
+		{args: []string{"--rate", "100"}, want: "flag --rate = 100: must be in (0, 100), below --capacity: the load is steady until the trigger"},
 		{args: []string{"--rate", "-1"}, want: "flag --rate = -1: must be in (0, 100)"},
 		{args: []string{"--capacity", "0"}, want: "flag --capacity = 0: must be in (0, 1e7] attempts a second"},
 		{args: []string{"--workers", "0"}, want: "flag --workers = 0: must be in [1, 10000]"},
