@@ -32,15 +32,20 @@
 // probe well under the baseline (by a tenth, beyond two standard errors)
 // replaces it, sets the limit by Little's law (the throughput before the
 // probe times the new baseline, with the allowance), and the check goes
-// on; otherwise the baseline is known, the lower of the probe's mean and
-// itself (a probe's mean above it is its sampling error, not a queue). A
-// queue that comes otherwise, the windows' gradient cuts; when it stays
-// (its latency no longer falling for two windows, with fewer attempts in
-// flight than the baseline was measured with), the baseline was measured
-// as a queue filled, and a probe looks under it. When a run of
-// windows has halved the limit and the latency fell by less than a
-// quarter, a probe measures the latency again and the baseline may rise to
-// it (the dependency became slower), never above MaxLatency.
+// on; otherwise the baseline is known. It stays when the probe's mean is
+// within two of its standard errors of it; beyond them, the probe's mean
+// replaces it, under it, or above it when the probe had no more attempts
+// in flight than the baseline was measured with (so met no longer a
+// queue): a baseline kept as the lower of every measure would keep a
+// probe's mean low by chance, and a baseline low by a tenth holds the
+// limit far under what the dependency serves. A queue that comes
+// otherwise, the windows' gradient cuts; when it stays (its latency no
+// longer falling for two windows, with fewer attempts in flight than the
+// baseline was measured with), the baseline was measured as a queue
+// filled, and a probe looks under it. When a run of windows has halved
+// the limit and the latency fell by less than a quarter, a probe measures
+// the latency again and the baseline may rise to it (the dependency
+// became slower), never above MaxLatency.
 //
 // A failure that came back in under half the baseline says nothing of
 // load and is left out. A window of mostly slower failures (timeouts)
@@ -85,6 +90,7 @@ type Limit struct {
 	limit    atomic.Int64
 	mask     atomic.Uint64 // stride-1
 	base     atomic.Int64  // the algorithm's baseline
+	draw     func() uint64 // the source of the sampling draws: rand.Uint64, or a seeded one in tests
 
 	mu      sync.Mutex
 	algo    algo
@@ -99,7 +105,7 @@ type Limit struct {
 
 // New returns a limit of c.
 func New(c Config) *Limit {
-	p := &Limit{algo: newAlgo(c)}
+	p := &Limit{algo: newAlgo(c), draw: rand.Uint64}
 	p.limit.Store(int64(p.algo.current()))
 	return p
 }
@@ -116,7 +122,7 @@ func (p *Limit) Acquire() (timed, ok bool) {
 		return false, false
 	}
 	m := p.mask.Load()
-	return m == 0 || rand.Uint64()&m == 0, true
+	return m == 0 || p.draw()&m == 0, true
 }
 
 // Want notes that an attempt found the limit, or a share of it, reached:

@@ -139,7 +139,8 @@ func (l *algo) probeSample(rtt time.Duration, inflight int, failed bool, now tim
 }
 
 // endProbe ends the probe at now, and restores the limit; when measured,
-// the probe's latency becomes the baseline (a rise only raises it), and a
+// the probe's latency becomes the baseline when it differs from it beyond
+// its sampling error (see the package doc), and a
 // baseline well under the latency before the probe sets the limit by
 // Little's law: the throughput then times the baseline, with the
 // allowance.
@@ -152,10 +153,11 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 		return
 	}
 	mean, rel, _, _ := p.latency(now.Sub(p.drained))
+	queued := !p.rise && float64(mean)*(1+2*rel) < (1-probeLower)*float64(l.base)
 	switch {
 	case p.rise: // the latency held up as the limit fell; if it holds up under the probe, it is the dependency's own
 		l.base, l.sure = max(l.base, mean), true
-	case float64(mean)*(1+2*rel) < (1-probeLower)*float64(l.base):
+	case queued:
 		// Lower by a tenth even at the top of the probe's sampling error
 		// (two standard errors: a probe times few attempts when the limit
 		// is small, and a baseline set low by chance holds the limit
@@ -164,8 +166,20 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 		// if its limit was still above what the dependency serves: look
 		// again, under the limit that follows.
 		l.base, l.sure, l.testing = mean, false, true
-	default: // the baseline is no queue's: the probe measured it afresh
-		l.base, l.sure = min(l.base, mean), true
+	case math.Abs(float64(mean)-float64(l.base)) <= 2*rel*float64(mean):
+		// Within the probe's sampling error of the baseline: the baseline
+		// holds, no queue's.
+		l.sure = true
+	case mean < l.base || int(l.probeLimit(p.from)) <= l.basePeak:
+		// Under the baseline beyond the probe's sampling error; or above
+		// it, and the probe had no more attempts in flight than the
+		// baseline was measured with, so met no longer a queue: the
+		// baseline was measured low (a probe that met a run of quick
+		// attempts), and would hold the limit under what the dependency
+		// serves. The probe's mean replaces it, up or down.
+		l.base, l.sure = mean, true
+	default: // above, with more in flight than the baseline had: a queue's, perhaps
+		l.sure = true
 	}
 	l.base, l.basePeak = min(l.base, l.maxLatency), int(l.probeLimit(p.from))
 	if g := float64(l.base) / float64(p.rtt); g < 1-probeLower && !p.rise {

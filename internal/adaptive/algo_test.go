@@ -1,0 +1,75 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestBaselineMeasuredLow: a limit whose first probe under the
+// dependency's capacity measures the baseline too low (by a tenth, as a
+// probe that met a run of quick attempts did) while it finds the capacity
+// of a dependency it started far above, under load that fills it,
+// recovers: the probe that confirms the baseline measures the latency as
+// it is, beyond its sampling error above the baseline, and its mean
+// replaces it. From 10 s the limit is within ±20% of the dependency's
+// Little's-law limit (its workers) and it serves at least 95% of its
+// capacity. A baseline kept as the lower of the two holds the limit where
+// its gradient and its allowance balance, far under what the dependency
+// serves (24..36 of 60, 46..76 of 100 in these runs).
+func TestBaselineMeasuredLow(t *testing.T) {
+	const (
+		settle = 10 * time.Second
+		total  = 40 * time.Second
+		band   = 0.2
+	)
+	tests := []struct {
+		name    string
+		dep     simDep
+		rate    float64
+		initial int
+		low     float64       // the share of the latency the bad probes measure
+		until   time.Duration // probes that start before this measure low
+	}{
+		// The second probe, the first under capacity, measures low; the
+		// third, which confirms it, measures the latency as it is.
+		{name: "60 workers, 20 ms, one probe low", dep: simDep{workers: 60, service: 20 * time.Millisecond}, rate: 6000, initial: 300, low: 0.9, until: 1500 * time.Millisecond},
+		{name: "100 workers, 100 ms, one probe low", dep: simDep{workers: 100, service: 100 * time.Millisecond}, rate: 1500, initial: 200, low: 0.9, until: 2500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for seed := range uint64(5) {
+				want := float64(tt.dep.workers)
+				var lo, hi = math.MaxInt, 0
+				var servedFrom, servedTo int
+				c := simCase{dep: tt.dep, rate: tt.rate, initial: tt.initial, total: total, seed: seed,
+					skew: func(at time.Duration, probing bool) float64 {
+						if probing && at < tt.until {
+							return tt.low
+						}
+						return 1
+					},
+					every: func(at time.Duration, l *Limit, d *simDep) {
+						if at == settle {
+							servedFrom = d.served
+						}
+						servedTo = d.served
+						if at >= settle {
+							lo, hi = min(lo, l.Limit()), max(hi, l.Limit())
+						}
+					},
+				}
+				l := simulate(c)
+				served := float64(servedTo-servedFrom) / (total - settle).Seconds()
+				capacity := want / tt.dep.service.Seconds()
+				t.Logf("seed %d: limit %d..%d from %v, baseline %v at the end; served %.0f/s of %.0f/s", seed, lo, hi, settle, l.Baseline(), served, capacity)
+				if math.Abs(float64(lo)-want) > band*want || math.Abs(float64(hi)-want) > band*want {
+					t.Errorf("seed %d: the limit was %d..%d from %v, want within ±%.0f%% of %.0f", seed, lo, hi, settle, 100*band, want)
+				}
+				if served < 0.95*capacity {
+					t.Errorf("seed %d: served %.0f/s from %v, want at least 95%% of %.0f/s", seed, served, settle, capacity)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,151 @@
+package adaptive
+
+import (
+	"container/heap"
+	"math/rand/v2"
+	"time"
+)
+
+// simDep is a dependency of workers serving one FIFO queue, each request
+// for a service time drawn uniformly within ±20% of service, or
+// exponentially, from a seeded source: the root package's test model, in
+// discrete events, so that a run is the same every time.
+type simDep struct {
+	workers     int
+	service     time.Duration
+	exponential bool
+	served      int // requests served so far
+	// perWorker draws each worker's service times from its own source,
+	// seeded by its index as the root package's model does, and gives a
+	// request to the worker idle longest.
+	perWorker bool
+}
+
+// simCase is a run: a dependency, the rate requests arrive at (evenly
+// spaced), the limit's Initial, how long, and the seed.
+type simCase struct {
+	dep     simDep
+	rate    float64
+	initial int
+	total   time.Duration
+	seed    uint64
+	// every, when set, is called every 100 ms of the run.
+	every func(at time.Duration, l *Limit, d *simDep)
+	// jitter moves each arrival by up to a quarter of the time between
+	// them, at random, as a scheduler's order would.
+	jitter bool
+	// skew, when set, scales the latency the limit is given of an
+	// attempt that ends at, while a probe is on or not.
+	skew func(at time.Duration, probing bool) float64
+	// onSample, when set, is called after every sample.
+	onSample func(l *Limit, now time.Duration)
+}
+
+type simEvent struct {
+	at     time.Duration
+	start  time.Duration // when the attempt took its permit
+	timed  bool
+	worker int
+}
+
+type simHeap []simEvent
+
+func (h simHeap) Len() int           { return len(h) }
+func (h simHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h simHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *simHeap) Push(x any)        { *h = append(*h, x.(simEvent)) }
+func (h *simHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// simulate runs c and returns the limit.
+func simulate(c simCase) *Limit {
+	rng := rand.New(rand.NewPCG(c.seed, 7))
+	l := New(Config{Initial: c.initial, Min: 1, Max: 1000, MaxLatency: 10 * time.Second})
+	l.draw = rng.Uint64
+	epoch := time.Unix(1000, 0)
+	every := time.Duration(float64(time.Second) / c.rate)
+	var ends simHeap
+	var queue []simEvent // waiting for a worker
+	var idle []int       // the workers idle, longest first
+	var rngs []*rand.Rand
+	for id := range c.dep.workers {
+		idle = append(idle, id)
+		rngs = append(rngs, rand.New(rand.NewPCG(uint64(id), 29)))
+	}
+	busy := 0
+	serve := func(e simEvent, now time.Duration) {
+		r := rng
+		if c.dep.perWorker {
+			for idle[0] >= c.dep.workers { // a worker cut: it takes no more
+				idle = idle[1:]
+			}
+			e.worker, idle = idle[0], idle[1:]
+			r = rngs[e.worker]
+		}
+		f := 0.8 + 0.4*r.Float64()
+		if c.dep.exponential {
+			f = r.ExpFloat64()
+		}
+		busy++
+		e.at = now + time.Duration(float64(c.dep.service)*f)
+		heap.Push(&ends, e)
+	}
+	next, tick := every, time.Duration(0)
+	for {
+		// The next event: an arrival, an end, or a tick.
+		at := min(next, tick)
+		if len(ends) > 0 && ends[0].at <= at {
+			e := heap.Pop(&ends).(simEvent)
+			busy--
+			c.dep.served++
+			if c.dep.perWorker && e.worker < c.dep.workers {
+				idle = append(idle, e.worker)
+			}
+			if len(queue) > 0 && busy < c.dep.workers {
+				serve(queue[0], e.at)
+				queue = queue[1:]
+			}
+			if e.timed {
+				rtt := e.at - e.start
+				if c.skew != nil {
+					rtt = time.Duration(float64(rtt) * c.skew(e.at, l.algo.probing()))
+				}
+				l.Done(rtt, false, epoch.Add(e.at))
+				if c.onSample != nil {
+					c.onSample(l, e.at)
+				}
+			} else {
+				l.Release()
+			}
+			continue
+		}
+		if at > c.total {
+			return l
+		}
+		if at == tick {
+			if c.every != nil {
+				c.every(tick, l, &c.dep)
+			}
+			tick += 100 * time.Millisecond
+			continue
+		}
+		next += every
+		if c.jitter {
+			next += time.Duration((rng.Float64() - 0.5) * float64(every) / 2)
+		}
+		timed, ok := l.Acquire()
+		if !ok {
+			continue
+		}
+		e := simEvent{start: at, timed: timed}
+		if busy < c.dep.workers && len(queue) == 0 {
+			serve(e, at)
+		} else {
+			queue = append(queue, e)
+		}
+	}
+}
