@@ -95,6 +95,7 @@ type Limit struct {
 	mu      sync.Mutex
 	algo    algo
 	samples uint64 // timed permits given back since the last window closed
+	entered uint64 // the permits taken meanwhile, about: each sample's stride, summed
 
 	// wanted is set when an attempt found the limit reached, and taken
 	// into the window by the next Done: written on refusals only, it sits
@@ -154,25 +155,34 @@ func (p *Limit) Done(rtt time.Duration, failed bool, now time.Time) {
 	n := p.giveBack()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	m := p.mask.Load()
 	p.samples++
+	p.entered += m + 1
 	if p.wanted.Load() && p.wanted.Swap(false) {
 		p.algo.want()
 	}
 	if !p.algo.sample(rtt, int(n)+1, failed, now) {
+		// A window lasts at least 100 ms, and a limit starts by timing
+		// every attempt: each sampledPerWindow samples of a window that
+		// has not closed double the stride, so that a busy limit times
+		// few attempts from its first window on, not only from its
+		// second (a million calls a second would otherwise each read the
+		// clock twice and take this lock for the first 100 ms to 1 s).
+		if p.samples%sampledPerWindow == 0 && m < maxStride-1 && !p.algo.probing() {
+			p.mask.Store(m<<1 | 1)
+		}
 		return
 	}
 	p.limit.Store(int64(p.algo.current()))
 	p.base.Store(int64(p.algo.base))
+	entered := p.entered
+	p.samples, p.entered = 0, 0
 	if p.algo.probing() { // a probe times every attempt
 		p.mask.Store(0)
-		p.samples = 0
 		return
 	}
-	// The permits taken in the window, about samples times the stride.
-	entered := p.samples * (p.mask.Load() + 1)
 	stride := min(max(entered/sampledPerWindow, 1), maxStride)
 	p.mask.Store(1<<(bits.Len64(stride)-1) - 1)
-	p.samples = 0
 }
 
 // Limit returns the limit.

@@ -130,3 +130,50 @@ func TestLimitConcurrent(t *testing.T) {
 		t.Errorf("InFlight = %d, want 0", n)
 	}
 }
+
+// TestLimitSamplesFewInItsFirstWindow: a limit times every attempt at
+// first, and a window lasts at least 100 ms; a busy limit must not time
+// all of its first window's attempts (each costs two clock readings and
+// the lock), but stop within a few thousand samples of it.
+func TestLimitSamplesFewInItsFirstWindow(t *testing.T) {
+	tests := []struct {
+		name      string
+		attempts  int
+		wantTimed int // at most, over the last 1024 attempts
+	}{
+		{name: "a few attempts are all timed", attempts: 1000, wantTimed: 1000},
+		{name: "a busy first window times one in the largest stride", attempts: 200_000, wantTimed: 1024 / maxStride * 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := New(Config{Initial: 20, Min: 1, Max: 1000, MaxLatency: 10 * time.Second})
+			// Every attempt ends at the same instant, a microsecond after
+			// it started: the first window never closes.
+			now := time.Unix(1000, 0)
+			timed, last := 0, min(tt.attempts, 1024)
+			for i := range tt.attempts {
+				tm, ok := l.Acquire()
+				if !ok {
+					t.Fatalf("attempt %d refused", i)
+				}
+				if tm {
+					l.Done(time.Microsecond, false, now)
+					if i >= tt.attempts-last {
+						timed++
+					}
+				} else {
+					l.Release()
+				}
+			}
+			if timed > tt.wantTimed {
+				t.Errorf("timed %d of the last %d attempts, want at most %d", timed, last, tt.wantTimed)
+			}
+			if tt.wantTimed == last && timed != last {
+				t.Errorf("timed %d of %d attempts, want all", timed, last)
+			}
+			if got := l.InFlight(); got != 0 {
+				t.Errorf("InFlight() = %d after every permit came back, want 0", got)
+			}
+		})
+	}
+}
