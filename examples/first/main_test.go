@@ -60,9 +60,12 @@ func TestREADME(t *testing.T) {
 	if len(times) != 2 {
 		t.Fatalf("server saw %d requests, want 2", len(times))
 	}
-	// A server hint is a minimum, spread upward by at most 10%.
-	if gap := times[1].Sub(times[0]); gap < time.Second || gap > 1200*time.Millisecond {
-		t.Errorf("retried after %v, want the server's Retry-After: 1s (up to 1.1s)", gap)
+	// A server hint is a minimum, spread upward by at most 10% (held
+	// exactly, in virtual time, by the root package's TestDelays); on
+	// this real clock the bound leaves 0.4 s more for a loaded machine to
+	// deliver the second request (1.27 s was seen at a load of 12).
+	if gap := times[1].Sub(times[0]); gap < time.Second || gap > 1500*time.Millisecond {
+		t.Errorf("retried after %v, want the server's Retry-After: 1s (up to 1.1s, and the machine's delay)", gap)
 	}
 }
 
