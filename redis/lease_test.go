@@ -204,3 +204,63 @@ func TestLimiterSmallKeys(t *testing.T) {
 		t.Errorf("another process took %d tokens in 200 ms after %d were given back", got, back)
 	}
 }
+
+// TestLimiterLeaseAfterQueue: the calls that queue behind a key's first
+// lease (a floor of a few tokens) and spend it within a round trip are
+// counted as demand over at least a SyncInterval, not over that round
+// trip: the renewal they start leases about their number for each
+// interval of its term, not a rate of thousands a second that would take
+// the fleet's whole burst and leave the other processes' tokens scarce.
+func TestLimiterLeaseAfterQueue(t *testing.T) {
+	s := startServer(t)
+	cases := []struct {
+		name           string
+		calls          int
+		interval, beat time.Duration
+		limit          float64
+		burst          int
+	}{
+		{name: "64 calls, 1 s interval, 10 s heartbeat", calls: 64, interval: time.Second, beat: 10 * time.Second, limit: 1e6, burst: 100000},
+		{name: "16 calls, defaults", calls: 16, limit: 1e6, burst: 100000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := retryredis.Options{Prefix: t.Name() + ":", SyncInterval: tc.interval, Heartbeat: tc.beat, Timeout: 5 * time.Second}
+			l, err := retryredis.NewLimiter(s.Client(), tc.limit, tc.burst, true, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			interval, beat := tc.interval, tc.beat
+			if interval == 0 {
+				interval, beat = retryredis.DefaultSyncInterval, retryredis.DefaultHeartbeat
+			}
+			var wg sync.WaitGroup
+			var refused atomic.Int64
+			for range tc.calls {
+				wg.Go(func() {
+					if _, _, ok := l.Reserve(t.Context(), "k", time.Now(), 5*time.Second); !ok {
+						refused.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			// A renewal started by the last of them may still be in flight.
+			waitFor(t, 5*time.Second, "no lease in flight", func() bool {
+				_, _, ok := l.Reserve(t.Context(), "k", time.Now(), 5*time.Second)
+				return ok
+			})
+			st := l.Stats()
+			// The demand counted over an interval, for a term, twice (the
+			// renewal and the one after the last call above), and the
+			// first lease's floor.
+			most := int64(2*float64(tc.calls+1)*beat.Seconds()/interval.Seconds()) + 4
+			t.Logf("%d calls: %d tokens in %d leases, want at most %d", tc.calls, st.Allowed, st.Leases, most)
+			if refused.Load() != 0 || st.Fallbacks != 0 {
+				t.Errorf("%d refused, %d fallbacks: want none", refused.Load(), st.Fallbacks)
+			}
+			if st.Allowed > most {
+				t.Errorf("%d calls leased %d tokens (of a burst of %d): want at most %d, their number for each interval of a Heartbeat", tc.calls, st.Allowed, tc.burst, most)
+			}
+		})
+	}
+}

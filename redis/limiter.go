@@ -25,10 +25,13 @@ import (
 // attempt.
 //
 // A lease is sized to the process's recent demand over its term, its
-// reservations per second times the term, at most the burst. Tokens are
-// scarce when, at the process's last lease, the fleet had been granted
-// half its limit or more over the share window (below), or the bucket held
-// less than half its burst. While they are not, a lease's term is
+// reservations per second times the term, at most the burst; while tokens
+// are plentiful the reservations are counted over at least a
+// SyncInterval, so that the calls that queue behind a key's first lease
+// do not make a lease of the whole burst. Tokens are scarce when, at the
+// process's last lease, the fleet had been granted half its limit or more
+// over the share window (below), or the bucket held less than half its
+// burst. While they are not, a lease's term is
 // Options.Heartbeat (2 s by default), and a lease is at least a floor of 4
 // tokens, so that each process asks Redis about once a Heartbeat a key,
 // and a key with little traffic not once a call. While they are, the term
@@ -268,10 +271,17 @@ const maxLeaseKeys = 1024
 // the last lease, smoothed over the leases; while tokens are plentiful
 // (plenty), the larger of that and the smoothed rate before it, so that a
 // lease after a quiet spell or a burst is not sized too small (tokens not
-// spent go back to the bucket; a lease too small costs a round trip).
-func (ls *lease) batch(now time.Time, term time.Duration, burst, floor int, plenty bool) int {
+// spent go back to the bucket; a lease too small costs a round trip), and
+// counted over at least least (one SyncInterval): the calls that queue
+// behind a key's first lease, or spend a small one, within a round trip
+// are not a rate of thousands a second, whose lease of a Heartbeat would
+// take the fleet's whole burst and leave the other processes scarce.
+func (ls *lease) batch(now time.Time, term, least time.Duration, burst, floor int, plenty bool) int {
 	rate := ls.rate
 	if el := now.Sub(ls.since).Seconds(); !ls.since.IsZero() && el > 0 {
+		if plenty {
+			el = max(el, least.Seconds())
+		}
 		r := float64(ls.asked) / el
 		if ls.rate == 0 {
 			ls.rate = r
@@ -522,7 +532,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			var f *fetch
 			var n int
 			if renew {
-				n = max(ls.batch(t, l.term(ls), l.limit.Burst, l.floor(ls), true)-ls.tokens, 1)
+				n = max(ls.batch(t, l.term(ls), l.opts.SyncInterval, l.limit.Burst, l.floor(ls), true)-ls.tokens, 1)
 				f = &fetch{done: make(chan struct{})}
 				ls.fetching = f
 			}
@@ -586,7 +596,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			return local()
 		}
 		term := l.term(ls)
-		n := ls.batch(t, term, l.limit.Burst, l.floor(ls), !ls.busy)
+		n := ls.batch(t, term, l.opts.SyncInterval, l.limit.Burst, l.floor(ls), !ls.busy)
 		back := ls.tokens // lapsed: given back with this request
 		ls.tokens = 0
 		f := &fetch{done: make(chan struct{})}
