@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +33,8 @@ import (
 //   - local breaker: an in-process breaker per key;
 //   - shared breaker: Breaker.Store, per key;
 //   - shared limiter: NewLimiter per key, never binding;
+//   - none (A/A): none again, so that its ratio to none shows how far two
+//     runs of the same case differ on this machine at this load;
 //   - everything shared: shared breaker, limiter and budget, per key,
 //
 // FLEET_SCALE_ROUNDS times (default 3), each for FLEET_SCALE_DURATION
@@ -44,7 +47,10 @@ import (
 // over the rounds of each ratio (calls/s of the shared case over its
 // in-process counterpart), of the Redis commands per call and of the
 // commands a second (INFO commandstats before and after each run, INFO
-// left out), and the p99 latencies; FLEET_SCALE_SIZES (default "3x1,10x1,10x10,10x100") chooses
+// left out), of the CPU time a call of the benchmark's process
+// (getrusage) and of Redis (INFO cpu), and the p99 latencies; each run's
+// line also gives the calls a Limiter passed to its local bucket (Redis
+// slower than Timeout, or failing) and the load average at its end; FLEET_SCALE_SIZES (default "3x1,10x1,10x10,10x100") chooses
 // the sizes:
 //
 //	cd redis && go test -run '^$' -bench FleetScale -benchtime 1x -timeout 30m .
@@ -72,8 +78,8 @@ func BenchmarkFleetScale(b *testing.B) {
 		})
 	}
 	fmt.Printf("\nload average at end %s\n\n", load())
-	fmt.Println("| processes × keys | shared breaker vs local | cmds/call | shared limiter vs none | cmds/call | everything shared vs none | cmds/call | Redis cmds/s: shared breaker / shared limiter / everything shared | p99 none / local breaker / shared breaker / shared limiter / everything |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| processes × keys | shared breaker vs local | cmds/call | shared limiter vs none | cmds/call | everything shared vs none | cmds/call | none vs none (A/A) | Redis cmds/s: shared breaker / shared limiter / everything shared | CPU µs a call, process+Redis: none / shared breaker / shared limiter / everything | p99 none / local breaker / shared breaker / shared limiter / everything |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, row := range table {
 		fmt.Println(row)
 	}
@@ -83,23 +89,30 @@ func BenchmarkFleetScale(b *testing.B) {
 // scaleCase is one configuration of BenchmarkFleetScale's processes.
 type scaleCase struct {
 	name string
-	opts func(c goredis.UniversalClient, opts retryredis.Options) ([]retry.Option, error)
+	// opts returns the options of one process, and its Limiter if it has
+	// one.
+	opts func(c goredis.UniversalClient, opts retryredis.Options) ([]retry.Option, *retryredis.Limiter, error)
 }
 
 var scaleCases = []scaleCase{
-	{name: "none", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, error) { return nil, nil }},
-	{name: "local breaker", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, error) {
-		return []retry.Option{retry.WithBreaker(retry.Breaker{PerKey: true})}, nil
+	{name: "none", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, *retryredis.Limiter, error) {
+		return nil, nil, nil
 	}},
-	{name: "shared breaker", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, error) {
+	{name: "local breaker", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, *retryredis.Limiter, error) {
+		return []retry.Option{retry.WithBreaker(retry.Breaker{PerKey: true})}, nil, nil
+	}},
+	{name: "shared breaker", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, *retryredis.Limiter, error) {
 		st, err := retryredis.NewStore(c, o)
-		return []retry.Option{retry.WithBreaker(retry.Breaker{Store: st, PerKey: true})}, err
+		return []retry.Option{retry.WithBreaker(retry.Breaker{Store: st, PerKey: true})}, nil, err
 	}},
-	{name: "shared limiter", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, error) {
+	{name: "shared limiter", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, *retryredis.Limiter, error) {
 		l, err := retryredis.NewLimiter(c, 1e6, 100000, true, o)
-		return []retry.Option{retry.WithRateLimit(retry.RateLimit{Shared: l})}, err
+		return []retry.Option{retry.WithRateLimit(retry.RateLimit{Shared: l})}, l, err
 	}},
-	{name: "everything shared", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, error) {
+	{name: "none (A/A)", opts: func(goredis.UniversalClient, retryredis.Options) ([]retry.Option, *retryredis.Limiter, error) {
+		return nil, nil, nil
+	}},
+	{name: "everything shared", opts: func(c goredis.UniversalClient, o retryredis.Options) ([]retry.Option, *retryredis.Limiter, error) {
 		st, err1 := retryredis.NewStore(c, o)
 		l, err2 := retryredis.NewLimiter(c, 1e6, 100000, true, o)
 		bg, err3 := retryredis.NewBudget(c, retry.Budget{PerKey: true}, o)
@@ -107,7 +120,7 @@ var scaleCases = []scaleCase{
 			retry.WithBreaker(retry.Breaker{Store: st, PerKey: true}),
 			retry.WithRateLimit(retry.RateLimit{Shared: l}),
 			retry.WithBudget(retry.Budget{Shared: bg}),
-		}, errors.Join(err1, err2, err3)
+		}, l, errors.Join(err1, err2, err3)
 	}},
 }
 
@@ -115,6 +128,26 @@ var scaleCases = []scaleCase{
 type scaleRun struct {
 	rate, perCall, cmdsPerSec float64
 	p99                       time.Duration
+	cpu, redisCPU             float64 // µs a call of the benchmark's process and of Redis
+	fallbacks                 float64 // a call: reservations on a Limiter's local bucket
+}
+
+// fallbacks sums the fallbacks of limiters (LimiterStats.Fallbacks).
+func fallbacks(limiters []*retryredis.Limiter) int64 {
+	var n int64
+	for _, l := range limiters {
+		n += l.Stats().Fallbacks
+	}
+	return n
+}
+
+// processCPU returns the CPU time this process has used, in seconds.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // scaleSize runs every case at procs × keys and returns its row of the
@@ -125,14 +158,18 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 	// round to round, as a process's would.
 	fleets := make([][]*retry.Retrier, len(scaleCases))
 	admins := make([]*goredis.Client, len(scaleCases))
+	limiters := make([][]*retryredis.Limiter, len(scaleCases))
 	for i, sc := range scaleCases {
 		s := startServer(b)
 		admins[i] = s.Client()
 		for range procs {
 			c := s.ClientWith(func(o *goredis.Options) { o.PoolSize = 32 })
-			o, err := sc.opts(c, retryredis.Options{Prefix: fmt.Sprintf("scale:%d:", i)})
+			o, l, err := sc.opts(c, retryredis.Options{Prefix: fmt.Sprintf("scale:%d:", i)})
 			if err != nil {
 				b.Fatal(err)
+			}
+			if l != nil {
+				limiters[i] = append(limiters[i], l)
 			}
 			fleets[i] = append(fleets[i], retry.New(append([]retry.Option{policy}, o...)...))
 		}
@@ -149,8 +186,14 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 		rs, admin := fleets[i], admins[i]
 		start := time.Now()
 		from, stop := start.Add(d/4), start.Add(d)
-		before := make(chan int64, 1)
-		time.AfterFunc(d/4, func() { before <- commands(b, admin) })
+		type reading struct {
+			cmds, fallbacks int64
+			cpu, redis      float64
+		}
+		before := make(chan reading, 1)
+		time.AfterFunc(d/4, func() {
+			before <- reading{commands(b, admin), fallbacks(limiters[i]), processCPU(), redisCPU(b, admin)}
+		})
 		var mu sync.Mutex
 		var lat []time.Duration
 		var wg sync.WaitGroup
@@ -178,11 +221,15 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 		}
 		wg.Wait()
 		elapsed := time.Since(from)
-		cmds := commands(b, admin) - <-before
+		cpu, redis := processCPU(), redisCPU(b, admin)
+		b0 := <-before
+		cmds := commands(b, admin) - b0.cmds
 		slices.Sort(lat)
 		n := len(lat)
 		return scaleRun{rate: float64(n) / elapsed.Seconds(), perCall: float64(cmds) / float64(n),
-			cmdsPerSec: float64(cmds) / elapsed.Seconds(), p99: lat[n*99/100]}
+			cmdsPerSec: float64(cmds) / elapsed.Seconds(), p99: lat[n*99/100],
+			cpu: (cpu - b0.cpu) / float64(n) * 1e6, redisCPU: (redis - b0.redis) / float64(n) * 1e6,
+			fallbacks: float64(fallbacks(limiters[i])-b0.fallbacks) / float64(n)}
 	}
 	for i := range scaleCases {
 		run(i, dur/4) // warm-up: first reads, scripts loaded, pools dialed
@@ -193,8 +240,9 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 			i := (j + r) % len(scaleCases)
 			runtime.GC()
 			runs[i] = append(runs[i], run(i, dur))
-			fmt.Printf("%d×%d round %d %-17s %8.0f calls/s, %.3f cmds/call, %6.0f cmds/s, p99 %.2f ms\n",
-				procs, keys, r, scaleCases[i].name, runs[i][r].rate, runs[i][r].perCall, runs[i][r].cmdsPerSec, ms(runs[i][r].p99))
+			x := runs[i][r]
+			fmt.Printf("%d×%d round %d %-17s %8.0f calls/s, %.3f cmds/call, %6.0f cmds/s, p99 %.2f ms, CPU µs a call %.2f + Redis %.2f, fallbacks a call %.4f, load %s\n",
+				procs, keys, r, scaleCases[i].name, x.rate, x.perCall, x.cmdsPerSec, ms(x.p99), x.cpu, x.redisCPU, x.fallbacks, loadavg())
 		}
 	}
 	// ratio is the median over the rounds of case a's calls/s over case
@@ -215,16 +263,21 @@ func scaleSize(b *testing.B, procs, keys, goroutines, rounds int, dur time.Durat
 	}
 	perCall := func(x scaleRun) float64 { return x.perCall }
 	p99 := func(x scaleRun) float64 { return ms(x.p99) }
-	const none, local, shared, limiter, all = 0, 1, 2, 3, 4
+	const none, local, shared, limiter, aa, all = 0, 1, 2, 3, 4, 5
 	b.ReportMetric(ratio(shared, local), "breaker-ratio")
 	b.ReportMetric(ratio(limiter, none), "limiter-ratio")
 	b.ReportMetric(ratio(all, none), "all-ratio")
+	b.ReportMetric(ratio(aa, none), "aa-ratio")
 	b.ReportMetric(med(all, func(x scaleRun) float64 { return x.cmdsPerSec }), "cmds/s")
 	b.ReportMetric(0, "ns/op")
 	perSec := func(x scaleRun) float64 { return x.cmdsPerSec }
-	return fmt.Sprintf("| %d × %d | %.2f× | %.3f | %.2f× | %.3f | %.2f× | %.3f | %s / %s / %s | %.1f / %.1f / %.1f / %.1f / %.1f ms |",
+	cpu := func(i int) string {
+		return fmt.Sprintf("%.1f+%.1f", med(i, func(x scaleRun) float64 { return x.cpu }), med(i, func(x scaleRun) float64 { return x.redisCPU }))
+	}
+	return fmt.Sprintf("| %d × %d | %.2f× | %.3f | %.2f× | %.3f | %.2f× | %.3f | %.2f× | %s / %s / %s | %s / %s / %s / %s | %.1f / %.1f / %.1f / %.1f / %.1f ms |",
 		procs, keys, ratio(shared, local), med(shared, perCall), ratio(limiter, none), med(limiter, perCall),
-		ratio(all, none), med(all, perCall), thousands(med(shared, perSec)), thousands(med(limiter, perSec)), thousands(med(all, perSec)),
+		ratio(all, none), med(all, perCall), ratio(aa, none), thousands(med(shared, perSec)), thousands(med(limiter, perSec)), thousands(med(all, perSec)),
+		cpu(none), cpu(shared), cpu(limiter), cpu(all),
 		med(none, p99), med(local, p99), med(shared, p99), med(limiter, p99), med(all, p99))
 }
 
