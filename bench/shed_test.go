@@ -35,9 +35,16 @@ func shedImpls(b *testing.B) []shedImpl {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// ClientShare 1 bounds nothing: no client is hashed and no share
+	// counted, so that the difference from retry-shed is their cost.
+	noShare, err := shed.New(shed.Options{ClientShare: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
 	impls := []shedImpl{
 		{name: "plain", h: nop},
 		{name: "retry-shed", h: s.Handler(nop)},
+		{name: "retry-shed-no-share", h: noShare.Handler(nop)},
 		{name: "failsafe-go-adaptivelimiter", h: failsafehttp.NewHandler(nop, adaptivelimiter.NewWithDefaults[*http.Response]())},
 	}
 	w, req := nopWriter{h: http.Header{}}, httptest.NewRequest(http.MethodGet, "/", nil)
@@ -54,8 +61,9 @@ func shedImpls(b *testing.B) []shedImpl {
 // Case: a request admitted by a server's load shedding, a first attempt
 // with no quota, through a handler that does nothing: the middleware's
 // own cost over the handler alone ("plain"), ours (package shed with its
-// defaults) beside failsafe-go's server handler with its adaptive limiter
-// (the policy its documentation gives for shedding).
+// defaults, and with ClientShare 1: no client's share) beside failsafe-go's
+// server handler with its adaptive limiter (the policy its documentation
+// gives for shedding).
 func BenchmarkShed(b *testing.B) {
 	for _, im := range shedImpls(b) {
 		b.Run(im.name, func(b *testing.B) {
