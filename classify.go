@@ -221,6 +221,9 @@ func (w *walk) node(err error) {
 		}
 		return
 	case *StatusError:
+		if e == nil {
+			return // a typed nil: a failure that says nothing
+		}
 		if w.hint == 0 {
 			w.hint = max(e.RetryAfter, 0)
 		}
@@ -229,6 +232,9 @@ func (w *walk) node(err error) {
 		}
 		return
 	case *Error:
+		if e == nil {
+			return // a typed nil: a failure that says nothing
+		}
 		if w.named == "" {
 			w.named = e.typ
 		}

@@ -63,8 +63,12 @@ type Error struct {
 	typ    string // the type of a stop by the breaker, limiter or budget
 }
 
-// Error describes the stop, the attempts and the last error.
+// Error describes the stop, the attempts and the last error; a nil *Error
+// says it is nil.
 func (e *Error) Error() string {
+	if e == nil {
+		return "retry: nil *Error"
+	}
 	var b strings.Builder
 	b.WriteString("retry: ")
 	b.WriteString(e.Reason.String())
@@ -95,6 +99,9 @@ func (e *Error) Error() string {
 // dead-letter sink's error and the error of the gate that stopped the
 // call, those that are set.
 func (e *Error) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	errs := make([]error, 0, 4)
 	for _, err := range [...]error{e.Err, e.cause, e.ctxErr, e.sink, e.gate} {
 		if err != nil {

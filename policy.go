@@ -199,8 +199,12 @@ type PolicyError struct {
 	Rule  string // what the value must be
 }
 
-// Error returns "retry: policy: <field> = <value>: <rule>".
+// Error returns "retry: policy: <field> = <value>: <rule>"; a nil
+// *PolicyError says it is nil.
 func (e *PolicyError) Error() string {
+	if e == nil {
+		return "retry: nil *PolicyError"
+	}
 	return "retry: policy: " + e.Field + " = " + e.Value + ": " + e.Rule
 }
 
@@ -234,7 +238,7 @@ func policyErr(field string, value any, rule string) *PolicyError {
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 0 || p.MaxAttempts > math.MaxInt32:
-		return policyErr("max_attempts", p.MaxAttempts, "must be in [0, 2147483647] (0 and 1 both mean one attempt)")
+		return policyErr("max_attempts", p.MaxAttempts, "must be in [0, 2147483647] (0 takes the default, 3; 1 is one attempt, no retry)")
 	case p.InitialInterval < 0:
 		return policyErr("initial_interval", p.InitialInterval, "must be > 0 (use the immediate strategy for retries without delay)")
 	case p.MaxInterval < 0:

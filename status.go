@@ -32,8 +32,12 @@ type StatusError struct {
 	RetryAfter time.Duration
 }
 
-// Error returns a lowercase description of the status.
+// Error returns a lowercase description of the status; a nil
+// *StatusError says it is nil.
 func (e *StatusError) Error() string {
+	if e == nil {
+		return "retry: nil *StatusError"
+	}
 	return "retry: http status " + strconv.Itoa(e.StatusCode)
 }
 
