@@ -621,3 +621,35 @@ func TestRetrierPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxAttemptsZero: in Go a zero MaxAttempts takes the default (3
+// attempts); in JSON, as OJS says, "max_attempts": 0 is one attempt; a
+// negative count is refused with the Go rule.
+func TestMaxAttemptsZero(t *testing.T) {
+	fromJSON, err := retry.ParsePolicy([]byte(`{"max_attempts": 0, "initial_interval": "1ms"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		policy retry.Policy
+		want   int
+	}{
+		{name: "Go zero", policy: retry.Policy{InitialInterval: time.Microsecond}, want: 3},
+		{name: "JSON zero", policy: fromJSON, want: 1},
+		{name: "Go one", policy: retry.Policy{MaxAttempts: 1}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			_ = retry.Run(t.Context(), func(context.Context) error { calls++; return errTransient }, retry.WithPolicy(tt.policy))
+			if calls != tt.want {
+				t.Errorf("%d attempts, want %d", calls, tt.want)
+			}
+		})
+	}
+	err = retry.Policy{MaxAttempts: -1}.Validate()
+	if want := "retry: policy: max_attempts = -1: must be in [0, 2147483647] (0 takes the default, 3; 1 is one attempt, no retry)"; err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %s", err, want)
+	}
+}
