@@ -245,7 +245,7 @@ func parseISO(s string) (time.Duration, error) {
 		next = u + 1
 		v, why := isoComponent(num, uint64(isoUnits[u].d))
 		if why != "" {
-			return bad(strconv.Quote(num) + " " + why)
+			return bad(strconv.Quote(cut(num)) + " " + why)
 		}
 		fraction = strings.ContainsAny(num, ".,")
 		var carry uint64

@@ -128,7 +128,7 @@ func TestParseDurationErrors(t *testing.T) {
 
 func FuzzParseDuration(f *testing.F) {
 	for _, s := range []string{"PT1S", "PT0.5S", "P1DT2H3M4.5S", "P2W", "1.5s", "250", "-1s", "P1Y", "PT0,000000001S", "PT999999999999999999999H",
-		"PT.5S", "PT5.S", "PT1.5H30M", "PT1H0.5S", "P1.5D", "P1W2D", "PT1,5.5S"} {
+		"PT.5S", "PT5.S", "PT1.5H30M", "PT1H0.5S", "P1.5D", "P1W2D", "PT1,5.5S", "PT" + strings.Repeat("1", 40000) + "S"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -136,6 +136,9 @@ func FuzzParseDuration(f *testing.F) {
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "retry: ") {
 				t.Fatalf("error %q lacks the prefix", err)
+			}
+			if len(err.Error()) > 400 { // the input is quoted clipped, whatever its length
+				t.Fatalf("error of %d bytes for an input of %d", len(err.Error()), len(s))
 			}
 			return
 		}
