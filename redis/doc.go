@@ -84,7 +84,8 @@
 // second; after a failure for a key, each leaves Redis alone for that key
 // for one SyncInterval, then one request asks again, the other keys going
 // on as before (a Store's round trip that fails as a whole, Redis down or
-// slow, rests the Store). A request not sent because its key rests says
+// slow, rests the Store; a Limiter's renewal ahead that fails while the
+// lease has tokens leaves the key on them until they are spent). A request not sent because its key rests says
 // so, with the key's last failure. A value read from Redis that none of
 // them wrote (a time out of range, a number that is not finite) is such a
 // failure too, with the same fallback.

@@ -40,7 +40,14 @@ import (
 // While tokens are plentiful, the call that finds a lease with an eighth
 // of its tokens or of its term left renews it ahead, on a goroutine of its
 // own: the tokens granted join those left, for a new term, so that calls
-// seldom wait on Redis. Tokens not spent within the term are given back
+// seldom wait on Redis. A renewal ahead is on no call's path: it may take
+// the larger of Timeout and SyncInterval, and the calls go on spending the
+// lease meanwhile, a call that finds it spent waiting for the renewal no
+// longer than Timeout after the renewal began. One that fails (counted in
+// LimiterStats.Errors) while the lease still has tokens leaves the key on
+// the fleet's bucket: the calls spend those tokens, and the next renewal
+// is asked an interval later; a lease spent before then rests the key, as
+// below, until that time. Tokens not spent within the term are given back
 // to the fleet's bucket: with the next lease of the key, or, for a key
 // that fell quiet, within an interval of the term's end, the lapsed leases
 // of a Limiter given back in one round trip. So a process cannot save
@@ -81,9 +88,10 @@ import (
 // process keeps what it used and its part of the headroom); whatever the
 // demand, within 1.5 times the limit plus the local bursts, the floor of
 // half an equal part being the excess. A process that never leased has no
-// share and paces at the whole limit. After a failed round trip, the
-// Limiter runs on the local bucket for one SyncInterval without asking
-// Redis, and no attempt waits on a request in flight; then one request
+// share and paces at the whole limit. After a failed round trip (but a
+// renewal ahead's while the lease has tokens, above), the Limiter runs on
+// the local bucket for one SyncInterval without asking Redis, and no
+// attempt waits on a request in flight; then one request
 // asks, and the others stay local until it answers. No attempt waits
 // longer than Options.Timeout for a Redis that does not answer. Each key
 // (with perKey) rests apart: a key that fails (a Cluster master down, a key
@@ -125,6 +133,7 @@ type lease struct {
 	since    time.Time     // start of that count
 	rate     float64       // reservations per second, smoothed
 	fetching *fetch        // the request in flight, if any
+	renewAt  time.Time     // no renewal ahead before then: the last one failed
 	granted  []grant       // this process's leases within the share window
 	term     time.Duration // of the last lease
 	size     int           // tokens of the last lease, and those left then
@@ -134,10 +143,14 @@ type lease struct {
 }
 
 // fetch is a lease request in flight: done closes when it ends, and
-// failed, set before, says that Redis failed it (the key is down).
+// failed, set before, says that Redis failed it (the key is down). A
+// renewal ahead, bounded by renewBound rather than Timeout, is slow from
+// Timeout after it started: a call that needs its tokens waits for it
+// until then at most, and then takes the local bucket.
 type fetch struct {
 	done   chan struct{}
 	failed bool
+	slow   time.Time // zero for a request on a call's path
 }
 
 // grant is the tokens one lease granted, and when.
@@ -210,7 +223,8 @@ type LimiterStats struct {
 	Errors    int64 // round trips that failed: Redis down, slow or refusing
 	// OnFleet is false while a key's round trips fail (its last one
 	// failed, within the last two intervals and a Timeout): its attempts
-	// are paced by the local bucket.
+	// are paced by the local bucket. A renewal ahead that fails while the
+	// lease has tokens left does not count, its calls spending them.
 	OnFleet bool
 	// Share is the part of the limit (0 to 1) the local bucket paces
 	// this process at while Redis fails, from the last lease (of the last
@@ -527,13 +541,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			// A lease with an eighth of its tokens or of its term left is
 			// renewed ahead, off the call's path, so that calls seldom
 			// wait on Redis; not while tokens are scarce.
-			renew := !ls.busy && ls.fetching == nil && !ls.health.down.Load() &&
+			// After one that failed, the next is asked an interval later.
+			renew := !ls.busy && ls.fetching == nil && !ls.health.down.Load() && !t.Before(ls.renewAt) &&
 				(8*ls.tokens < ls.size || t.After(ls.lapses.Add(-ls.term/8)))
 			var f *fetch
 			var n int
 			if renew {
 				n = max(ls.batch(t, l.term(ls), l.opts.SyncInterval, l.limit.Burst, l.floor(ls), true)-ls.tokens, 1)
-				f = &fetch{done: make(chan struct{})}
+				f = &fetch{done: make(chan struct{}), slow: t.Add(l.opts.Timeout)}
 				ls.fetching = f
 			}
 			ls.mu.Unlock()
@@ -551,13 +566,19 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 				l.denied.Add(1)
 				return 0, nil, false
 			}
-			// Wait for its answer, at most Timeout: Redis answering (with
-			// tokens, or none left for this call) starts the wait again.
-			woken, ok := sleep(min(left, l.opts.Timeout), f.done)
+			// Wait for its answer, at most Timeout, and for a renewal
+			// ahead at most until it is slower than Timeout: Redis
+			// answering (with tokens, or none left for this call) starts
+			// the wait again.
+			wait, slow := min(left, l.opts.Timeout), false
+			if !f.slow.IsZero() && f.slow.Sub(t) < wait {
+				wait, slow = max(f.slow.Sub(t), 0), true
+			}
+			woken, ok := sleep(wait, f.done)
 			switch {
 			case !ok:
 				return 0, nil, false
-			case !woken && left < l.opts.Timeout:
+			case !woken && !slow && left < l.opts.Timeout:
 				l.denied.Add(1) // the caller's time ran out first
 				return 0, nil, false
 			case !woken, f.failed:
@@ -590,6 +611,11 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 			}
 			l.denied.Add(1)
 			return 0, nil, false
+		}
+		if t.Before(ls.renewAt) {
+			// The lease was spent within an interval of a renewal ahead
+			// that failed: the key rests until then, as after any failure.
+			ls.health.rest(ls.renewAt)
 		}
 		if ls.health.skip(t) {
 			ls.mu.Unlock()

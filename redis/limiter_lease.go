@@ -21,23 +21,36 @@ func (l *Limiter) told(ls *lease, key string, res taken, got time.Time, back int
 }
 
 // renew asks for n more tokens of the bucket of key, on a goroutine of its
-// own bounded by Timeout, for a lease nearly spent: the tokens granted join
-// those left, for a new term. Calls that find the lease empty meanwhile
-// wait on f, as on any request in flight.
+// own bounded by renewBound, for a lease nearly spent: the tokens granted
+// join those left, for a new term. Calls that find the lease empty
+// meanwhile wait on f, as on any request in flight, until it is slower
+// than Timeout (f.slow). A renewal that fails while the lease still has
+// tokens leaves the key up: the calls go on spending them, and the next
+// renewal is asked an interval later; one that fails with the lease spent
+// or lapsed puts the key down, as a failed request on a call's path does.
 func (l *Limiter) renew(ls *lease, key string, n int, f *fetch) {
 	name := l.opts.key("limit", key)
 	ctx := context.Background()
-	res, err := roundTrip(ctx, l.opts.Timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, 0) })
+	res, err := roundTrip(ctx, l.renewBound(), func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, 0) })
 	got := time.Now()
-	if err == nil {
+	ls.mu.Lock()
+	spent := ls.tokens == 0 || !got.Before(ls.lapses)
+	ls.mu.Unlock()
+	switch {
+	case err == nil:
 		ls.health.ok()
-	} else {
+	case spent:
 		ls.health.failed(ctx, err, false, "limiter "+name)
+	default:
+		ls.health.missed(err, "limiter "+name)
 	}
 	ls.mu.Lock()
 	ls.fetching = nil
 	f.failed = err != nil && ls.health.down.Load()
 	close(f.done)
+	if err != nil {
+		ls.renewAt = got.Add(l.opts.SyncInterval)
+	}
 	left := 0
 	if err == nil {
 		l.told(ls, key, res, got, 0)
@@ -60,6 +73,11 @@ func (l *Limiter) renew(ls *lease, key string, n int, f *fetch) {
 		l.lapse(ls)
 	}
 }
+
+// renewBound bounds a renewal ahead: on no call's path, it may take the
+// larger of Timeout and SyncInterval, so that a Redis slowed past Timeout
+// (a loaded machine) still renews the lease before its tokens run out.
+func (l *Limiter) renewBound() time.Duration { return max(l.opts.Timeout, l.opts.SyncInterval) }
 
 // term is how long the next lease of ls lasts: an interval while tokens
 // are scarce (see Limiter), so that the leases follow the demand closely;

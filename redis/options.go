@@ -17,7 +17,10 @@ import (
 // settings: the component stops waiting at Timeout and goes on without
 // Redis. Those on a call's path (a Limiter's lease, a Budget's token, a
 // Store's probe claim) are also bounded by half of what is left of the
-// caller's deadline, so that the fallback still has time. Give the client
+// caller's deadline, so that the fallback still has time. A Limiter's
+// renewal ahead of a lease, on no call's path while the lease has tokens,
+// is bounded by the larger of Timeout and SyncInterval instead; a call
+// waits for it no longer than Timeout. Give the client
 // ContextTimeoutEnabled: true (go-redis Options) so that the command
 // itself is cut at the same bound and its connection freed; without it,
 // the command runs on in the background until the client's ReadTimeout

@@ -133,15 +133,45 @@ func (k *keyHealth) failed(ctx context.Context, err error, cut bool, what string
 		}
 	}
 	h := k.h
-	h.errors.Add(1)
-	h.lastFail.Store(time.Now().UnixNano())
-	k.last.Store(&err)
+	k.note(err)
 	if !k.down.Load() {
 		k.next.Store(time.Now().Add(h.retry).UnixNano())
 		if k.down.CompareAndSwap(false, true) {
 			h.down.Add(1)
 		}
 	}
+	h.warn(what, err, "round trip failed; running on the fallback")
+}
+
+// missed counts a failed round trip that leaves the key up: a Limiter's
+// renewal ahead that failed while the lease it renews still has tokens,
+// which the calls go on spending. It is logged as failed is.
+func (k *keyHealth) missed(err error, what string) {
+	k.note(err)
+	k.h.warn(what, err, "renewal ahead failed; spending the lease's tokens left")
+}
+
+// rest puts the key down until next, after a failure missed already
+// counted: from then, one request may ask Redis.
+func (k *keyHealth) rest(next time.Time) {
+	if k.down.Load() {
+		return
+	}
+	k.next.Store(next.UnixNano())
+	if k.down.CompareAndSwap(false, true) {
+		k.h.down.Add(1)
+	}
+}
+
+// note counts a failed round trip of the key.
+func (k *keyHealth) note(err error) {
+	k.h.errors.Add(1)
+	k.h.lastFail.Store(time.Now().UnixNano())
+	k.last.Store(&err)
+}
+
+// warn logs a failed round trip of what, at most once every logEvery.
+func (h *health) warn(what string, err error, msg string) {
 	if h.log == nil {
 		return
 	}
@@ -156,7 +186,7 @@ func (k *keyHealth) failed(ctx context.Context, err error, cut bool, what string
 	n := h.suppressed
 	h.logged, h.suppressed = now, 0
 	h.mu.Unlock()
-	h.log.Warn("redis: "+h.who+": round trip failed; running on the fallback", "error", err, "suppressed", n)
+	h.log.Warn("redis: "+h.who+": "+msg, "error", err, "suppressed", n)
 }
 
 // ok notes a round trip that succeeded, and logs the return of Redis when
