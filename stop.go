@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -31,7 +32,7 @@ func (c *call) newError(ctx context.Context, reason Reason) *Error {
 		if e.Err == nil {
 			e.Err, cause = cause, nil
 		}
-		if cause != nil && cause != e.Err {
+		if cause != nil && !errors.Is(e.Err, cause) { // an Err that carries it says it already
 			e.cause = cause
 		}
 		if cerr != nil && cerr != e.Err && cerr != e.cause {
