@@ -58,6 +58,7 @@ func TestNewcomerHandsFreePermitToQueue(t *testing.T) {
 				if d := <-waited; d != 0 {
 					t.Errorf("the waiter was admitted after %v, want at once (a permit was free)", d)
 				}
+				synctest.Wait() // the waiter's Done, after it sent
 				if st := s.Stats(); st.InFlight != 0 || st.Queued != 0 {
 					t.Errorf("Stats() = %+v", st)
 				}
