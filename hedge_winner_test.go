@@ -608,41 +608,65 @@ func TestHedgeTransportFatalResponse(t *testing.T) {
 }
 
 // TestHedgeBothSucceedWonOnce: when the first attempt and its hedge both
-// succeed, the call is won once: the budget earns one success's share
-// (the hedge keeps the token it took, as Hedge's doc says), and Stats
-// counts one call with one hedge win.
+// succeed, in either order, the call is won once: the budget earns one
+// success's share (the hedge keeps the token it took, as Hedge's doc
+// says), and Stats counts one call, with a hedge win when the hedge
+// answered first.
 func TestHedgeBothSucceedWonOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := retry.New(
-			retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
-			retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond}))
-		// A call that fails three times spends two of the budget's 12
-		// tokens and gets nothing back.
-		_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
-		before := r.Stats().BudgetBalance
-		if before != 10 {
-			t.Fatalf("balance after a failed call = %v, want 10", before)
-		}
-		release := make(chan struct{})
-		v, err := retry.Hedged(t.Context(), func(ctx context.Context) (string, error) {
-			if retry.AttemptFrom(ctx) == 1 {
-				<-release // answers, with a success, just after the hedge
-				return "first", nil
-			}
-			defer close(release)
-			return "hedge", nil
-		}, r)
-		synctest.Wait()
-		if err != nil || v == "" {
-			t.Fatalf("Hedged = %q, %v; want a success", v, err)
-		}
-		st := r.Stats()
-		// The hedge took a token and keeps it; the win earns 0.2, once.
-		if want := before - 1 + 0.2; st.BudgetBalance < want-1e-9 || st.BudgetBalance > want+1e-9 {
-			t.Errorf("balance after the hedged call = %v, want %v (a token spent, 0.2 earned once)", st.BudgetBalance, want)
-		}
-		if st.Calls != 2 || st.Hedges != 1 || st.HedgeWins != 1 || st.FailedPermanently != 1 {
-			t.Errorf("stats: %d calls, %d hedges, %d hedge wins, %d failed; want 2, 1, 1, 1", st.Calls, st.Hedges, st.HedgeWins, st.FailedPermanently)
-		}
-	})
+	tests := []struct {
+		name      string
+		hedgeWins bool
+		want      string
+		wins      int64
+	}{
+		{name: "hedge first", hedgeWins: true, want: "hedge", wins: 1},
+		{name: "first attempt first", want: "first"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := retry.New(
+					retry.WithPolicy(retry.Policy{MaxAttempts: 3, Backoff: retry.Constant, InitialInterval: time.Millisecond, Jitter: retry.Jitter{Kind: retry.JitterNone}}),
+					retry.WithHedge(retry.Hedge{Delay: 10 * time.Millisecond}))
+				// A call that fails three times spends two of the budget's 12
+				// tokens and gets nothing back.
+				_ = r.Run(t.Context(), func(context.Context) error { return errTransient })
+				before := r.Stats().BudgetBalance
+				if before != 10 {
+					t.Fatalf("balance after a failed call = %v, want 10", before)
+				}
+				started, first := make(chan struct{}), make(chan struct{})
+				v, err := retry.Hedged(t.Context(), func(ctx context.Context) (string, error) {
+					if retry.AttemptFrom(ctx) == 1 {
+						<-started // the hedge is on its way
+						if !tt.hedgeWins {
+							defer close(first)
+						} else {
+							<-first // answers, with a success, just after the hedge
+						}
+						return "first", nil
+					}
+					close(started)
+					if tt.hedgeWins {
+						defer close(first)
+					} else {
+						<-first // answers, with a success, just after the first attempt
+					}
+					return "hedge", nil
+				}, r)
+				synctest.Wait()
+				if err != nil || v != tt.want {
+					t.Fatalf("Hedged = %q, %v; want %q", v, err, tt.want)
+				}
+				st := r.Stats()
+				// The hedge took a token and keeps it; the win earns 0.2, once.
+				if want := before - 1 + 0.2; st.BudgetBalance < want-1e-9 || st.BudgetBalance > want+1e-9 {
+					t.Errorf("balance after the hedged call = %v, want %v (a token spent, 0.2 earned once)", st.BudgetBalance, want)
+				}
+				if st.Calls != 2 || st.Hedges != 1 || st.HedgeWins != tt.wins || st.FailedPermanently != 1 {
+					t.Errorf("stats: %d calls, %d hedges, %d hedge wins, %d failed; want 2, 1, %d, 1", st.Calls, st.Hedges, st.HedgeWins, st.FailedPermanently, tt.wins)
+				}
+			})
+		})
+	}
 }
