@@ -11,13 +11,15 @@ const (
 	windowSamples = 10                     // latencies a window needs
 	windowError   = 0.05                   // the sampling error of its mean a window waits for
 	tolerance     = 0.03                   // latency over the baseline taken as noise
+	gradTolerance = 0.015                  // latency over the baseline the gradient leaves the limit at
 	smoothDown    = 0.3                    // the least share of the way down to its target the limit moves a window
 	smoothUp      = 0.5                    // the share of the way up
 	minGradient   = 0.25                   // the most a window scales the limit down
 	dropBackoff   = 0.9                    // the limit's scale after a window of slow failures
 	fastFailure   = 0.5                    // a failure quicker than this share of the baseline says nothing of load
 	probeShare    = 4                      // a probe divides the limit by this (to no less than 2)
-	probeError    = 0.02                   // the sampling error of its mean a probe waits for, up to ten of its means
+	probeError    = 0.01                   // the sampling error of its mean a probe waits for, up to probeMeans of its means
+	probeMeans    = 30                     // the longest a probe times attempts, in its means
 	probeLower    = 0.1                    // a probe that finds a latency under the baseline by this share probes again
 	riseWindows   = 3                      // windows lowering the limit before a probe may raise the baseline
 	riseShare     = 0.75                   // the share of their highest latency the latency kept
@@ -236,7 +238,7 @@ func (l *algo) update(age time.Duration) {
 	}
 	// The gradient, not cut at 1, so that the windows' noise averages out
 	// instead of pulling the limit down.
-	g := min(max(float64(l.base)*(1+tolerance)/float64(rtt), minGradient), 1/minGradient)
+	g := min(max(float64(l.base)*(1+gradTolerance)/float64(rtt), minGradient), 1/minGradient)
 	target, step := l.limit*g+allowance(l.limit), smoothUp
 	// The knee moves to a queue seen two windows in a row, so that one
 	// window's noise, likelier the fewer attempts it times, does not end

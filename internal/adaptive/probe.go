@@ -116,7 +116,7 @@ func (l *algo) probeSample(rtt time.Duration, inflight int, failed bool, now tim
 			p.longest = max(p.longest, rtt)
 		}
 	}
-	if now.Sub(p.began) > max(time.Second, p.rtt*time.Duration(20+2*windowSamples/l.current())) { // too long: give up
+	if now.Sub(p.began) > max(time.Second, p.rtt*time.Duration(2*probeMeans+2*windowSamples/l.current())) { // too long: give up
 		l.endProbe(now, false)
 		return true
 	}
@@ -130,7 +130,7 @@ func (l *algo) probeSample(rtt time.Duration, inflight int, failed bool, now tim
 		return false
 	case drops >= n: // mostly slow failures: no latency to learn
 		l.endProbe(now, false)
-	case age < 2*mean || (rel > probeError && age < 10*mean && len(p.timed) < maxTimed):
+	case age < 2*mean || (rel > probeError && age < probeMeans*mean && len(p.timed) < maxTimed):
 		return false
 	default:
 		l.endProbe(now, true)

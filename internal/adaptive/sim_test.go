@@ -19,6 +19,10 @@ type simDep struct {
 	// seeded by its index as the root package's model does, and gives a
 	// request to the worker idle longest.
 	perWorker bool
+	// workerSeed is added to the second seed of each worker's source
+	// (with perWorker): zero draws the root package's model's service
+	// times.
+	workerSeed uint64
 }
 
 // simCase is a run: a dependency, the rate requests arrive at (evenly
@@ -74,7 +78,7 @@ func simulate(c simCase) *Limit {
 	var rngs []*rand.Rand
 	for id := range c.dep.workers {
 		idle = append(idle, id)
-		rngs = append(rngs, rand.New(rand.NewPCG(uint64(id), 29)))
+		rngs = append(rngs, rand.New(rand.NewPCG(uint64(id), 29+c.dep.workerSeed)))
 	}
 	busy := 0
 	serve := func(e simEvent, now time.Duration) {
