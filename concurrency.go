@@ -34,7 +34,7 @@ import (
 // a quarter of itself for a moment, times the attempts that start once the
 // queue has drained, and sets the limit from what it measured. So the
 // limit finds the dependency's capacity from far above it: from two to ten
-// times above, within ±20% of it in 2 to 7 s, for dependencies of 10 to
+// times above, within ±20% of it in 2 to 8 s, for dependencies of 10 to
 // 200 workers (TestConcurrencyFindsCapacity). Attempts during a probe that
 // find the limit reached are refused or wait, as at any limit.
 //

@@ -18,7 +18,7 @@ const (
 	dropBackoff   = 0.9                    // the limit's scale after a window of slow failures
 	fastFailure   = 0.5                    // a failure quicker than this share of the baseline says nothing of load
 	probeShare    = 4                      // a probe divides the limit by this (to no less than 2)
-	probeError    = 0.01                   // the sampling error of its mean a probe waits for, up to probeMeans of its means
+	probeError    = 0.01                   // the sampling error of its mean a probe waits for (twice that after ten of its means), up to probeMeans of them
 	probeMeans    = 30                     // the longest a probe times attempts, in its means
 	probeLower    = 0.1                    // a probe that finds a latency under the baseline by this share probes again
 	riseWindows   = 3                      // windows lowering the limit before a probe may raise the baseline

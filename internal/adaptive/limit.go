@@ -29,10 +29,10 @@
 // be one the baseline shares: once the latency has stopped growing, a
 // probe lowers the limit to a quarter of itself (at least 2), waits until
 // the attempts in flight have drained to it, and times the attempts that
-// start after until their mean is known within 1% or for 30 means (a
-// latency that varies much is known within about 2.5% at a quarter of a
-// hundred attempts in flight; within 4% after ten means, it held the
-// limit out of ±20% of capacity in 1 run in 8). A
+// start after until their mean is known within 1%, within 2% after ten
+// means, or for 30 means (a latency that varies much is known within
+// about 2.5% at a quarter of a hundred attempts in flight; within 4% after
+// ten means, it held the limit out of ±20% of capacity in 1 run in 8). A
 // probe well under the baseline (by a tenth, beyond two standard errors)
 // replaces it, sets the limit by Little's law (the throughput before the
 // probe times the new baseline, with the allowance), and the check goes

@@ -130,7 +130,12 @@ func (l *algo) probeSample(rtt time.Duration, inflight int, failed bool, now tim
 		return false
 	case drops >= n: // mostly slow failures: no latency to learn
 		l.endProbe(now, false)
-	case age < 2*mean || (rel > probeError && age < probeMeans*mean && len(p.timed) < maxTimed):
+	case age < 2*mean:
+		return false
+	case rel > probeError && (rel > 2*probeError || age < 10*mean) && age < probeMeans*mean && len(p.timed) < maxTimed:
+		// Known within 1%, or within 2% after ten means (a latency
+		// that varies little, timed at a small limit, would otherwise
+		// hold the limit low for 30 means), or after probeMeans.
 		return false
 	default:
 		l.endProbe(now, true)
