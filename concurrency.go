@@ -244,7 +244,7 @@ func (cs *concurrency) stats(s *Stats) {
 type permits struct{ l *adaptive.Limit }
 
 func newPermits(c Concurrency) *permits {
-	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency})}
+	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30})}
 }
 
 // acquire takes a permit if one is free, and returns the attempt's tag:

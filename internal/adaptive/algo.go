@@ -18,8 +18,8 @@ const (
 	dropBackoff   = 0.9                    // the limit's scale after a window of slow failures
 	fastFailure   = 0.5                    // a failure quicker than this share of the baseline says nothing of load
 	probeShare    = 4                      // a probe divides the limit by this (to no less than 2)
-	probeError    = 0.01                   // the sampling error of its mean a probe waits for (twice that after ten of its means), up to probeMeans of them
-	probeMeans    = 30                     // the longest a probe times attempts, in its means
+	probeError    = 0.02                   // the sampling error of its mean a probe waits for (half that before ten of its means, in a probe longer than ten)
+	probeMeans    = 10                     // the longest a probe times attempts, in its means, unless Config.ProbeMeans says
 	probeLower    = 0.1                    // a probe that finds a latency under the baseline by this share probes again
 	riseWindows   = 3                      // windows lowering the limit before a probe may raise the baseline
 	riseShare     = 0.75                   // the share of their highest latency the latency kept
@@ -47,6 +47,7 @@ type algo struct {
 	runFrom    float64       // the limit before the first of them
 	runPeak    time.Duration // the highest latency since
 	probe      probe
+	probeMeans int // the longest a probe times attempts, in its means
 }
 
 // window is a run of samples: its start, its samples, the successes among
@@ -88,7 +89,11 @@ func (w *window) rel() float64 {
 
 // newAlgo returns the algorithm of c.
 func newAlgo(c Config) algo {
-	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1)}
+	means := c.ProbeMeans
+	if means <= 0 {
+		means = probeMeans
+	}
+	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means}
 }
 
 // current returns the limit, rounded.

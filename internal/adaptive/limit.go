@@ -29,10 +29,14 @@
 // be one the baseline shares: once the latency has stopped growing, a
 // probe lowers the limit to a quarter of itself (at least 2), waits until
 // the attempts in flight have drained to it, and times the attempts that
-// start after until their mean is known within 1%, within 2% after ten
-// means, or for 30 means (a latency that varies much is known within
-// about 2.5% at a quarter of a hundred attempts in flight; within 4% after
-// ten means, it held the limit out of ±20% of capacity in 1 run in 8). A
+// start after until their mean is known within 2%, or for ten means; with
+// Config.ProbeMeans 30, as retry.Concurrency sets it, within 1% for ten
+// means, then 2%, for 30 means at most (a latency that varies much is known
+// within about 2.5% at a quarter of a hundred attempts in flight; within 4%
+// after ten means, it held the limit out of ±20% of capacity in 1 run in
+// 8). A shedder keeps the shorter probe: its probe holds every client's
+// requests at a quarter of its limit, and with 30 means its goodput
+// through a halving of capacity fell by about 2%. A
 // probe well under the baseline (by a tenth, beyond two standard errors)
 // replaces it, sets the limit by Little's law (the throughput before the
 // probe times the new baseline, with the allowance), and the check goes
@@ -73,6 +77,10 @@ import (
 type Config struct {
 	Initial, Min, Max int
 	MaxLatency        time.Duration
+	// ProbeMeans is the longest a probe times attempts, in their means;
+	// 0 is 10. A probe longer than ten means waits for its mean within 1%
+	// for its first ten, within 2% after.
+	ProbeMeans int
 }
 
 // Sampling: one acquisition in a stride is timed, at random, the stride a

@@ -116,7 +116,7 @@ func (l *algo) probeSample(rtt time.Duration, inflight int, failed bool, now tim
 			p.longest = max(p.longest, rtt)
 		}
 	}
-	if now.Sub(p.began) > max(time.Second, p.rtt*time.Duration(2*probeMeans+2*windowSamples/l.current())) { // too long: give up
+	if now.Sub(p.began) > max(time.Second, p.rtt*time.Duration(2*l.probeMeans+2*windowSamples/l.current())) { // too long: give up
 		l.endProbe(now, false)
 		return true
 	}
@@ -132,10 +132,7 @@ func (l *algo) probeSample(rtt time.Duration, inflight int, failed bool, now tim
 		l.endProbe(now, false)
 	case age < 2*mean:
 		return false
-	case rel > probeError && (rel > 2*probeError || age < 10*mean) && age < probeMeans*mean && len(p.timed) < maxTimed:
-		// Known within 1%, or within 2% after ten means (a latency
-		// that varies little, timed at a small limit, would otherwise
-		// hold the limit low for 30 means), or after probeMeans.
+	case rel > l.probeError(age, mean) && age < time.Duration(l.probeMeans)*mean && len(p.timed) < maxTimed:
 		return false
 	default:
 		l.endProbe(now, true)
@@ -191,4 +188,16 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 		l.limit = min(max(l.limit*g+allowance(l.limit*g), l.min), l.max)
 		l.knee = l.limit
 	}
+}
+
+// probeError is the sampling error of its mean a probe waits for, age into
+// it: probeError; in a probe longer than ten means, half that for its
+// first ten, so that a latency that varies much is known more closely,
+// while one that varies little, timed at a small limit, does not hold the
+// limit low for the whole probe.
+func (l *algo) probeError(age, mean time.Duration) float64 {
+	if l.probeMeans > 10 && age < 10*mean {
+		return probeError / 2
+	}
+	return probeError
 }
