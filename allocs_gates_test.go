@@ -94,3 +94,41 @@ func TestSharedBreakerAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedCallAllocs: a call through a Retrier with every gate per key,
+// named by WithKey, allocates nothing: it runs on the Retrier's
+// configuration, not on one built for the call.
+func TestKeyedCallAllocs(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		opts []retry.Option
+	}{
+		{name: "no gate"},
+		{name: "every gate per key", opts: []retry.Option{
+			retry.WithBreaker(retry.Breaker{PerKey: true}),
+			retry.WithRateLimit(retry.RateLimit{Limit: 1e9, Burst: 1e6, PerKey: true}),
+			retry.WithBudget(retry.Budget{PerKey: true}),
+			retry.WithThrottle(retry.Throttle{PerKey: true}),
+			retry.WithConcurrency(retry.Concurrency{PerKey: true}),
+		}},
+		{name: "shared breaker per key", opts: []retry.Option{
+			retry.WithBreaker(retry.Breaker{Store: newMemStore(time.Hour), PerKey: true}),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := retry.New(tt.opts...)
+			ok := func(context.Context) error { return nil }
+			keys := []retry.Option{retry.WithKey("a"), retry.WithKey("b")}
+			for _, k := range keys {
+				_ = retry.Run(ctx, ok, r, k) // the keys' first calls make their gates
+			}
+			for i, order := range [][]retry.Option{{r, keys[0]}, {keys[1], r}} {
+				if a := testing.AllocsPerRun(1000, func() { _ = retry.Run(ctx, ok, order...) }); a != 0 {
+					t.Errorf("order %d: %v allocs per call, want 0", i, a)
+				}
+			}
+		})
+	}
+}

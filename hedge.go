@@ -196,9 +196,9 @@ func (c *config) hedgeable(h *hedgeSpec) bool {
 // closure passed to it is allocated on the heap. Do and Run never hedge,
 // whatever their options.
 func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
-	cfg := &std.cfg
+	cfg, key := &std.cfg, std.cfg.key
 	if len(opts) > 0 {
-		cfg = resolve(opts)
+		cfg, key = resolve(opts)
 	}
 	var zero T
 	switch {
@@ -210,11 +210,11 @@ func Hedged[T any](ctx context.Context, fn func(context.Context) (T, error), opt
 		return zero, errNilFunc
 	}
 	hc := &hedgedCall[T]{fn: fn, cfg: cfg}
-	hc.tn = takeTurn(hc, cfg, cfg.hedgeSpec(), cfg.key, nil)
+	hc.tn = takeTurn(hc, cfg, cfg.hedgeSpec(), key, nil)
 	defer hc.tn.recycle()
 	hc.drv.verdict, hc.drv.cause = hc.tn.verdictFn, hc.tn.causeFn
 	c := &hc.c
-	*c = call{cfg: cfg, key: cfg.key}
+	*c = call{cfg: cfg, key: key}
 	err := c.run(ctx, &hc.drv, func(actx context.Context) (bool, error) {
 		t := hc.tn.run(actx, c)
 		if t.hedge && t.failure == nil {

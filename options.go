@@ -244,9 +244,14 @@ func WithRandom(f func() float64) Option {
 
 // WithKey names the dependency a call targets, for events, dead-letter
 // records and alert deduplication.
-func WithKey(key string) Option {
-	return optionFunc(func(c *config) { c.key = key })
-}
+func WithKey(key string) Option { return keyOption(key) }
+
+// keyOption is WithKey's Option, a type of its own so that a call with a
+// *Retrier and a key alone can take the Retrier's configuration as it is
+// (see resolve).
+type keyOption string
+
+func (k keyOption) apply(c *config) { c.key = string(k) }
 
 // isNil reports whether v is nil or a typed nil (see internal/typednil).
 func isNil(v any) bool { return typednil.Is(v) }

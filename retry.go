@@ -17,17 +17,19 @@ import (
 // configuration, or a nil ctx, is returned as an error without calling fn.
 func Do[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	if len(opts) == 0 {
-		return do(ctx, &std.cfg, fn)
+		return do(ctx, &std.cfg, std.cfg.key, fn)
 	}
-	return do(ctx, resolve(opts), fn)
+	cfg, key := resolve(opts)
+	return do(ctx, cfg, key, fn)
 }
 
 // Run is Do for a function that returns only an error.
 func Run(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
 	if len(opts) == 0 {
-		return run(ctx, &std.cfg, fn)
+		return run(ctx, &std.cfg, std.cfg.key, fn)
 	}
-	return run(ctx, resolve(opts), fn)
+	cfg, key := resolve(opts)
+	return run(ctx, cfg, key, fn)
 }
 
 // Retrier holds a resolved configuration and the state shared by every call
@@ -58,7 +60,8 @@ func New(opts ...Option) *Retrier {
 
 // Run calls fn under r's configuration; see Do.
 func (r *Retrier) Run(ctx context.Context, fn func(context.Context) error) error {
-	return run(ctx, r.config(), fn)
+	cfg := r.config()
+	return run(ctx, cfg, cfg.key, fn)
 }
 
 // Err reports the configuration error of r, or nil when r is usable.
@@ -109,19 +112,42 @@ func (r *Retrier) config() *config {
 	return &r.cfg
 }
 
-// resolve returns the configuration for one call.
-func resolve(opts []Option) *config {
+// resolve returns the configuration for one call, and the call's key. A
+// *Retrier with WithKey alone, the way a caller names each call's
+// dependency, runs on the Retrier's configuration under that key: the
+// configuration those two options build is the Retrier's with the key
+// set, and building it would cost every call allocations that grow with
+// the Retrier's gates.
+func resolve(opts []Option) (*config, string) {
 	switch len(opts) {
 	case 0:
-		return &std.cfg
+		return &std.cfg, std.cfg.key
 	case 1:
 		if r, ok := opts[0].(*Retrier); ok {
-			return r.config()
+			c := r.config()
+			return c, c.key
+		}
+	case 2:
+		r, k, ok := retrierKey(opts[0], opts[1])
+		if !ok {
+			r, k, ok = retrierKey(opts[1], opts[0])
+		}
+		// An empty key leaves events the Retrier's key where the options
+		// built would leave them none: those are built.
+		if ok && (k != "" || r.config().key == "") {
+			return r.config(), string(k)
 		}
 	}
 	c := new(config)
 	c.build(opts)
-	return c
+	return c, c.key
+}
+
+// retrierKey reports whether a is a non-nil *Retrier and b a WithKey.
+func retrierKey(a, b Option) (*Retrier, keyOption, bool) {
+	r, ok1 := a.(*Retrier)
+	k, ok2 := b.(keyOption)
+	return r, k, ok1 && ok2 && r != nil
 }
 
 var (
@@ -129,7 +155,7 @@ var (
 	errNilContext = errors.New("retry: nil Context")
 )
 
-func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+func do[T any](ctx context.Context, cfg *config, key string, fn func(context.Context) (T, error)) (T, error) {
 	var v T
 	switch {
 	case ctx == nil:
@@ -139,7 +165,7 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	case fn == nil:
 		return v, errNilFunc
 	}
-	c := call{cfg: cfg, key: cfg.key}
+	c := call{cfg: cfg, key: key}
 	err := c.run(ctx, nil, func(ctx context.Context) (bool, error) {
 		if cfg.attemptTimeout <= 0 {
 			var err error
@@ -159,7 +185,7 @@ func do[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, er
 	return v, nil
 }
 
-func run(ctx context.Context, cfg *config, fn func(context.Context) error) error {
+func run(ctx context.Context, cfg *config, key string, fn func(context.Context) error) error {
 	switch {
 	case ctx == nil:
 		return errNilContext
@@ -168,7 +194,7 @@ func run(ctx context.Context, cfg *config, fn func(context.Context) error) error
 	case fn == nil:
 		return errNilFunc
 	}
-	c := call{cfg: cfg, key: cfg.key}
+	c := call{cfg: cfg, key: key}
 	return c.run(ctx, nil, func(ctx context.Context) (bool, error) {
 		if cfg.attemptTimeout <= 0 {
 			return false, fn(ctx)
