@@ -519,11 +519,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		since := time.Since(start)
 		return l.fallback.Reserve(ctx, key, now.Add(since), max(maxWait-since, 0))
 	}
-	for {
+	for again := false; ; again = true {
 		if ctx.Err() != nil || passed(ctx) {
 			return 0, nil, false
 		}
-		t := time.Now()
+		t := start // a call that spends a leased token reads the clock once
+		if again {
+			t = time.Now()
+		}
 		left := maxWait - t.Sub(start)
 		if dl, ok := ctx.Deadline(); ok {
 			// Waits end a margin before the deadline, so that a call
