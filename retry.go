@@ -40,7 +40,10 @@ func Run(ctx context.Context, fn func(context.Context) error, opts ...Option) er
 // options.
 //
 // A *Retrier is itself an Option: Do(ctx, fn, r, more...) runs with r's
-// configuration and shared state, plus more for that call only.
+// configuration and shared state, plus more for that call only. A call
+// given r and WithKey alone, the way a call names its dependency, runs on
+// r's configuration under that key and builds none of its own, so that
+// the configuration costs it no allocation, whatever r's gates.
 type Retrier struct {
 	cfg config
 }
