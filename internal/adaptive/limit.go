@@ -65,7 +65,6 @@ package adaptive
 
 import (
 	"math/bits"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,9 +82,8 @@ type Config struct {
 	ProbeMeans int
 }
 
-// Sampling: one acquisition in a stride is timed, at random, the stride a
-// power of two up to maxStride, so that a window times about
-// sampledPerWindow.
+// Sampling: one acquisition in a stride is timed, the stride a power of
+// two up to maxStride, so that a window times about sampledPerWindow.
 const (
 	maxStride        = 64
 	sampledPerWindow = 1024
@@ -94,15 +92,14 @@ const (
 // Limit is one dependency's limit: the permits in use, the limit, and the
 // algorithm that moves it. It is safe for concurrent use.
 type Limit struct {
-	// inflight changes on every acquisition; the fields read on every
+	// count changes on every acquisition; the fields read on every
 	// acquisition sit on another cache line, so that goroutines on other
 	// cores do not reread them after each change.
-	inflight atomic.Int64
-	_        [56]byte
-	limit    atomic.Int64
-	mask     atomic.Uint64 // stride-1
-	base     atomic.Int64  // the algorithm's baseline
-	draw     func() uint64 // the source of the sampling draws: rand.Uint64, or a seeded one in tests
+	count count
+	_     [56]byte
+	limit atomic.Int64
+	mask  atomic.Uint64 // stride-1
+	base  atomic.Int64  // the algorithm's baseline
 
 	mu      sync.Mutex
 	algo    algo
@@ -118,7 +115,7 @@ type Limit struct {
 
 // New returns a limit of c.
 func New(c Config) *Limit {
-	p := &Limit{algo: newAlgo(c), draw: rand.Uint64}
+	p := &Limit{algo: newAlgo(c)}
 	p.limit.Store(int64(p.algo.current()))
 	return p
 }
@@ -126,16 +123,21 @@ func New(c Config) *Limit {
 // Acquire takes a permit if one is free. timed says the holder should
 // time what it does with it and give it back through Done; otherwise,
 // through Release. While few permits are taken every one is timed; with
-// many, one in a stride, drawn at random (a shared counter would be one
-// more write to shared memory on every acquisition).
+// many, one in a stride (see count.timed).
 func (p *Limit) Acquire() (timed, ok bool) {
-	if p.inflight.Add(1) > p.limit.Load() {
-		p.inflight.Add(-1)
-		p.Want()
+	c := p.count.take()
+	if c.inflight() > p.limit.Load() {
+		p.refuse()
 		return false, false
 	}
-	m := p.mask.Load()
-	return m == 0 || p.draw()&m == 0, true
+	return c.timed(p.mask.Load() + 1), true
+}
+
+// refuse gives back the permit an acquisition took over the limit, and
+// notes that the limit was reached.
+func (p *Limit) refuse() {
+	p.count.giveBack()
+	p.Want()
 }
 
 // Want notes that an attempt found the limit, or a share of it, reached:
@@ -152,9 +154,9 @@ func (p *Limit) Release() { p.giveBack() }
 
 // giveBack lowers the permits in use, never below zero, and returns them.
 func (p *Limit) giveBack() int64 {
-	n := p.inflight.Add(-1)
+	n := p.count.giveBack().inflight()
 	if n < 0 {
-		p.inflight.Add(1)
+		p.count.undoGiveBack()
 		return 0
 	}
 	return n
@@ -201,8 +203,47 @@ func (p *Limit) Done(rtt time.Duration, failed bool, now time.Time) {
 func (p *Limit) Limit() int { return int(p.limit.Load()) }
 
 // InFlight returns the permits in use.
-func (p *Limit) InFlight() int { return int(p.inflight.Load()) }
+func (p *Limit) InFlight() int { return int(p.count.load().inflight()) }
 
 // Baseline returns the latency the dependency shows when nothing queues,
 // as last measured; zero before the first windows.
 func (p *Limit) Baseline() time.Duration { return time.Duration(p.base.Load()) }
+
+// count is the permits in use, in the low 32 bits (signed: more than 2^31
+// at once would be as many goroutines, each with a stack), and, above
+// them, the acquisitions so far, wrapping: one atomic add takes a permit
+// and numbers it, so that which acquisitions are timed is decided without
+// a random draw or a second write to shared memory.
+type count struct{ v atomic.Uint64 }
+
+// countValue is a reading of a count.
+type countValue uint64
+
+// take counts an acquisition and its permit, and returns the count after.
+func (c *count) take() countValue { return countValue(c.v.Add(1<<32 | 1)) }
+
+// giveBack lowers the permits by one and returns the count after; the
+// acquisitions stay counted.
+func (c *count) giveBack() countValue { return countValue(c.v.Add(^uint64(0))) }
+
+// undoGiveBack raises the permits by one, after a giveBack too many.
+func (c *count) undoGiveBack() { c.v.Add(1) }
+
+// load reads the count.
+func (c *count) load() countValue { return countValue(c.v.Load()) }
+
+// inflight is the permits in use.
+func (v countValue) inflight() int64 { return int64(int32(uint32(v))) }
+
+// timed says whether the acquisition numbered v is one of those timed
+// with a stride of stride (a power of two): its number times 2^32 over
+// the golden ratio (Fibonacci hashing), whose top bits take every value
+// equally often and with no short period, must fall in the first
+// 1/stride of the 32-bit range. So one acquisition in stride is timed,
+// within a few, and a caller whose attempts alternate in a pattern (a
+// quick one, then a slow one) has each kind timed as often as the other,
+// as with a random draw.
+func (v countValue) timed(stride uint64) bool {
+	h := uint32(v>>32) * 0x9e3779b9
+	return uint64(h)*stride < 1<<32
+}

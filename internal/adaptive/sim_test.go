@@ -69,7 +69,6 @@ func (h *simHeap) Pop() any {
 func simulate(c simCase) *Limit {
 	rng := rand.New(rand.NewPCG(c.seed, 7))
 	l := New(Config{Initial: c.initial, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, ProbeMeans: 30}) // as retry.Concurrency
-	l.draw = rng.Uint64
 	epoch := time.Unix(1000, 0)
 	every := time.Duration(float64(time.Second) / c.rate)
 	var ends simHeap
