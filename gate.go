@@ -283,36 +283,40 @@ func (c *config) admit(ctx context.Context, p *pass) *refusal {
 	return nil
 }
 
-// enter asks every gate to let the attempt of p run now (see gate.enter),
-// sleeping through the waits they ask for with sleep. On a refusal, or an
-// error from sleep, it reports to the gates already entered that the
-// attempt did not run, and gives back what the gates took in admit.
-func (c *config) enter(ctx context.Context, p *pass, sleep func(time.Duration) error) (*refusal, error) {
+// enter asks the gates the attempt of p enters, from the i-th on, to let
+// it run now (see gate.enter). It returns no refusal and no wait once
+// every gate has; a gate's refusal, having reported to the gates already
+// entered that the attempt did not run and given back what the gates took
+// in admit; or the wait a gate asked for, with that gate's index, to ask
+// it again from after the wait (or, for an attempt that does not wait,
+// to call p.notRun). It takes no func to sleep with: a closure over the
+// caller's state, built on every call, cost the success path 3 ns.
+func (c *config) enter(ctx context.Context, p *pass, i int) (next int, wait time.Duration, no *refusal) {
 	list := c.gates.enters[p.kind]
-	for i := 0; i < len(list); {
+	for ; i < len(list); i++ {
 		var gr grant
 		consult(ctx, list[i], true, &p.ask, &gr)
-		if gr.no == nil && gr.wait > 0 {
-			p.held += gr.held
-			if err := sleep(gr.wait); err != nil {
-				p.learn(errNotRun, nil)
-				p.giveBack(c)
-				return nil, err
-			}
-			continue
-		}
 		if gr.no != nil {
-			p.learn(errNotRun, nil)
-			p.giveBack(c)
-			return gr.no, nil
+			p.notRun(c)
+			return i, 0, gr.no
+		}
+		if gr.wait > 0 {
+			p.held += gr.held
+			return i, gr.wait, nil
 		}
 		if gr.learner != nil {
 			p.learners[p.heard], p.tags[p.heard] = gr.learner, gr.tag
 			p.heard++
 		}
-		i++
 	}
-	return nil, nil
+	return i, 0, nil
+}
+
+// notRun reports to the gates entered that the attempt of p will not
+// run, and gives back what the gates took in admit.
+func (p *pass) notRun(c *config) {
+	p.learn(errNotRun, nil)
+	p.giveBack(c)
 }
 
 // errNotRun is the outcome of an attempt that a gate let through and a

@@ -367,7 +367,10 @@ func (tn *turn) start() *try {
 		}
 	}
 	if tn.cfg.enters(kindHedge) {
-		if no, err := tn.cfg.enter(tn.ctx, &t.p, noWait); no != nil || err != nil {
+		if _, wait, no := tn.cfg.enter(tn.ctx, &t.p, 0); no != nil || wait > 0 {
+			if no == nil { // a hedge does not wait
+				t.p.notRun(tn.cfg)
+			}
 			return nil
 		}
 	}
@@ -386,11 +389,6 @@ func (tn *turn) start() *try {
 // settled stands for the winner of a turn that ended without a success,
 // so that no later success can win it.
 var settled try
-
-// noWait is the sleep of a hedge's gates: a hedge never waits.
-func noWait(time.Duration) error { return errHedgeWait }
-
-var errHedgeWait = errors.New("retry: a hedge does not wait")
 
 // hedge runs hedge t on its own goroutine and reports it to the turn.
 func (tn *turn) hedge(actx context.Context, t *try) {

@@ -141,13 +141,20 @@ func (c *call) admitFirst(ctx context.Context, drv *driver, p *pass) error {
 // enter lets the attempt through the gates, waiting where they ask.
 func (c *call) enter(ctx context.Context, drv *driver, p *pass, timer **time.Timer) error {
 	p.start = c.start
-	no, err := c.cfg.enter(ctx, p, func(d time.Duration) error {
-		return c.sleep(ctx, drv, timer, d)
-	})
-	if err != nil || no == nil {
-		return err
+	for i := 0; ; {
+		var wait time.Duration
+		var no *refusal
+		if i, wait, no = c.cfg.enter(ctx, p, i); no != nil {
+			return c.refused(ctx, drv, no)
+		}
+		if wait == 0 {
+			return nil
+		}
+		if err := c.sleep(ctx, drv, timer, wait); err != nil {
+			p.notRun(c.cfg)
+			return err
+		}
 	}
-	return c.refused(ctx, drv, no)
 }
 
 // try runs one attempt and reports its outcome to the gates. A panic in
