@@ -198,8 +198,11 @@ func (cs *concurrency) admit(context.Context, *ask, *grant) {}
 // it asks for a wait if MaxWait and the time left allow one, or refuses.
 func (cs *concurrency) enter(ctx context.Context, a *ask, g *grant) {
 	p := cs.get(a.key)
-	if tag, ok := p.acquire(a.cfg); ok {
-		g.learner, g.tag = p, tag
+	if timed, ok := p.l.Acquire(); ok {
+		g.learner = p
+		if timed {
+			g.tag = p.start(a.cfg)
+		}
 		return
 	}
 	// Wait one recheck more while MaxWait allows and the caller's time
@@ -247,15 +250,9 @@ func newPermits(c Concurrency) *permits {
 	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30})}
 }
 
-// acquire takes a permit if one is free, and returns the attempt's tag:
-// its start on the clock, odd, when it is timed, else zero.
-func (p *permits) acquire(cfg *config) (tag int64, ok bool) {
-	timed, ok := p.l.Acquire()
-	if !timed || !ok {
-		return 0, ok
-	}
-	return ticks(cfg.mono()) | 1, true
-}
+// start is the tag of a timed attempt: its start on the clock, odd; an
+// attempt that is not timed has the tag zero.
+func (p *permits) start(cfg *config) int64 { return ticks(cfg.mono()) | 1 }
 
 // learn gives the permit back and, for a timed attempt that was not left
 // out, feeds its latency and outcome to the algorithm (see pass.learn).
