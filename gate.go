@@ -290,7 +290,7 @@ func (c *config) admit(ctx context.Context, p *pass) *refusal {
 // in admit; or the wait a gate asked for, with that gate's index, to ask
 // it again from after the wait (or, for an attempt that does not wait,
 // to call p.notRun). It takes no func to sleep with: a closure over the
-// caller's state, built on every call, cost the success path 3 ns.
+// caller's state, built on every gated call, cost it 1.5 to 3 ns.
 func (c *config) enter(ctx context.Context, p *pass, i int) (next int, wait time.Duration, no *refusal) {
 	list := c.gates.enters[p.kind]
 	for ; i < len(list); i++ {
