@@ -367,15 +367,24 @@ func TestListUnreadable(t *testing.T) {
 			call(p, true)
 		}
 	}
-	waitFor(t, time.Second, "every process refused by the fleet's open breaker", func() bool {
+	// Waited for by the processes' Stats, not by calls: a call let through
+	// while the failures travel would count a success, and at a poll every
+	// 2 ms the successes of a slow sync would bring the fleet's ratio
+	// under the threshold, so that it never trips.
+	waitFor(t, time.Second, "every process to see the fleet's breaker open", func() bool {
 		for _, p := range ps {
-			var re *retry.Error
-			if err := call(p, false); !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen {
+			if p.r.Stats().Breakers["dep"] != retry.BreakerOpen {
 				return false
 			}
 		}
 		return true
 	})
+	for i, p := range ps {
+		var re *retry.Error
+		if err := call(p, false); !errors.As(err, &re) || re.Reason != retry.ReasonBreakerOpen {
+			t.Errorf("process %d: a call with the fleet's breaker open returned %v, want it refused with %s", i, err, retry.ReasonBreakerOpen)
+		}
+	}
 	for i, p := range ps {
 		st, sst := p.r.Stats(), p.store.Stats()
 		if st.BreakerFallbacks != 0 || !st.BreakersOnFleet["dep"] || sst.Errors == 0 {
