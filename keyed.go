@@ -1,8 +1,10 @@
 package retry
 
 import (
-	"container/list"
+	"cmp"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,21 +15,44 @@ const maxKeys = 1024
 // keyed is a bounded map from keys to per-key values: when it is full, the
 // key used least recently is dropped to make room for a new one. It is safe
 // for concurrent use.
+//
+// A use of a kept key takes no lock and writes to no memory shared by every
+// key: the key's entry carries a stamp of its last use, taken from a counter
+// that moves only when a use changes which key was used last, so that a key
+// used twice in a row writes nothing. The stamps order the keys exactly as a
+// list moved on every use would; the key with the lowest stamp is the one
+// used least recently.
 type keyed[V any] struct {
-	mu    sync.Mutex
-	m     map[string]*list.Element // of keyedEntry[V]
-	order list.List                // most recently used first
+	m    sync.Map      // string -> *keyedEntry[V]
+	tick atomic.Uint64 // the stamp of the key used last
+
+	mu    sync.Mutex // serializes additions and drops
+	n     int        // keys kept, under mu
 	max   int
+	least []stamped[V] // under mu: the lowest stamps seen at the last scan, lowest first
 }
 
 type keyedEntry[V any] struct {
-	key string
-	v   V
+	key  string
+	v    V
+	used atomic.Uint64 // the map's tick at the last use
+}
+
+type stamped[V any] struct {
+	e    *keyedEntry[V]
+	used uint64
 }
 
 // newKeyed returns an empty map that keeps at most max keys, max >= 1.
 func newKeyed[V any](max int) *keyed[V] {
-	return &keyed[V]{m: make(map[string]*list.Element), max: max}
+	return &keyed[V]{max: max}
+}
+
+// touch marks e used last.
+func (k *keyed[V]) touch(e *keyedEntry[V]) {
+	if e.used.Load() != k.tick.Load() {
+		e.used.Store(k.tick.Add(1))
+	}
 }
 
 // get returns the value of key, made by mk on first use (under the map's
@@ -35,45 +60,86 @@ func newKeyed[V any](max int) *keyed[V] {
 // decides which key is dropped, so the clock reading is not needed; it is
 // taken for the callers' convenience.
 func (k *keyed[V]) get(key string, _ time.Time, mk func() V) V {
+	if e, ok := k.m.Load(key); ok {
+		e := e.(*keyedEntry[V])
+		k.touch(e)
+		return e.v
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if e, ok := k.m[key]; ok {
-		k.order.MoveToFront(e)
-		return e.Value.(*keyedEntry[V]).v
+	if e, ok := k.m.Load(key); ok { // added while this call waited
+		e := e.(*keyedEntry[V])
+		k.touch(e)
+		return e.v
 	}
-	if len(k.m) >= k.max {
-		oldest := k.order.Back()
-		delete(k.m, oldest.Value.(*keyedEntry[V]).key)
-		k.order.Remove(oldest)
+	if k.n >= k.max {
+		k.dropLeast()
 	}
-	v := mk()
-	k.m[key] = k.order.PushFront(&keyedEntry[V]{key: key, v: v})
-	return v
+	e := &keyedEntry[V]{key: key, v: mk()}
+	e.used.Store(k.tick.Add(1))
+	k.m.Store(key, e)
+	k.n++
+	return e.v
+}
+
+// dropLeast drops the key used least recently, under mu. The keys
+// remembered by the last scan are the lowest stamps of the map at that
+// time; one since used has a new stamp and is passed over, and every key
+// added or used since is stamped above all of them, so the first
+// remembered key still bearing its stamp is the map's lowest.
+func (k *keyed[V]) dropLeast() {
+	for {
+		for len(k.least) > 0 {
+			s := k.least[0]
+			k.least = k.least[1:]
+			if s.e.used.Load() == s.used {
+				k.m.Delete(s.e.key)
+				k.n--
+				return
+			}
+		}
+		k.scan()
+	}
+}
+
+// scan remembers the quarter of the keys used least recently, under mu, so
+// that a stream of new keys into a full map pays for a scan and a sort of
+// the map once every max/4 keys, not once a key.
+func (k *keyed[V]) scan() {
+	all := make([]stamped[V], 0, k.n)
+	k.m.Range(func(_, v any) bool {
+		e := v.(*keyedEntry[V])
+		all = append(all, stamped[V]{e: e, used: e.used.Load()})
+		return true
+	})
+	slices.SortFunc(all, func(a, b stamped[V]) int { return cmp.Compare(a.used, b.used) })
+	n := min(len(all), max(1, k.max/4))
+	k.least = all[:n:n]
 }
 
 // find returns the value of key and marks it used, or reports false when
 // the key is not kept.
 func (k *keyed[V]) find(key string) (v V, ok bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e, ok := k.m[key]
+	e, ok := k.m.Load(key)
 	if !ok {
 		return v, false
 	}
-	k.order.MoveToFront(e)
-	return e.Value.(*keyedEntry[V]).v, true
+	k.touch(e.(*keyedEntry[V]))
+	return e.(*keyedEntry[V]).v, true
 }
 
-// each calls f for every key kept, outside the lock, on a snapshot.
+// each calls f for every key kept, most recently used first, on a
+// snapshot.
 func (k *keyed[V]) each(f func(key string, v V)) {
-	k.mu.Lock()
-	entries := make([]*keyedEntry[V], 0, len(k.m))
-	for e := k.order.Front(); e != nil; e = e.Next() {
-		entries = append(entries, e.Value.(*keyedEntry[V]))
-	}
-	k.mu.Unlock()
-	for _, e := range entries {
-		f(e.key, e.v)
+	var all []stamped[V]
+	k.m.Range(func(_, v any) bool {
+		e := v.(*keyedEntry[V])
+		all = append(all, stamped[V]{e: e, used: e.used.Load()})
+		return true
+	})
+	slices.SortFunc(all, func(a, b stamped[V]) int { return cmp.Compare(b.used, a.used) })
+	for _, s := range all {
+		f(s.e.key, s.e.v)
 	}
 }
 
@@ -81,5 +147,5 @@ func (k *keyed[V]) each(f func(key string, v V)) {
 func (k *keyed[V]) len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return len(k.m)
+	return k.n
 }

@@ -24,6 +24,10 @@ func TestKeyed(t *testing.T) {
 		{name: "the oldest is dropped", max: 2, uses: []string{"a", "b", "c"}, kept: []string{"c", "b"}, made: 3},
 		{name: "a use keeps a key", max: 2, uses: []string{"a", "b", "a", "c"}, kept: []string{"c", "a"}, made: 3},
 		{name: "a dropped key is made again", max: 2, uses: []string{"a", "b", "c", "a"}, kept: []string{"a", "c"}, made: 4},
+		// The first drop remembers the two oldest, a and b; b is used
+		// since, so the next drop passes over it to c, the oldest then.
+		{name: "a key used since the last drop's scan is kept", max: 8, uses: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "b", "j"}, kept: []string{"j", "b", "i", "h", "g", "f", "e", "d"}, made: 10},
+		{name: "a key used twice in a row stays the latest", max: 3, uses: []string{"a", "b", "b", "a", "a", "c", "d"}, kept: []string{"d", "c", "a"}, made: 4},
 		{name: "cap of one", max: 1, uses: []string{"a", "b", "b"}, kept: []string{"b"}, made: 2},
 	}
 	for _, tt := range tests {
