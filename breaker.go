@@ -284,7 +284,12 @@ func (s *sharedCount) learn(cfg *config, _ int64, outcome, _ error) {
 
 // standInLearns tells the process's own circuit the outcome of an attempt
 // the fleet's state let through; an open or busy stand-in counts nothing.
+// The success of a closed stand-in is counted as the local breaker counts
+// its own, without the lock or the clock.
 func (b *breaker) standInLearns(cfg *config, outcome error) {
+	if gen, ok := b.c.closed(); ok && outcome == nil && b.c.succeeded(gen) {
+		return
+	}
 	now := cfg.mono()
 	if gen, ok, _, _ := b.c.allow(now, &b.bs.spec); ok {
 		b.c.done(gen, outcome, now, &b.bs.spec)

@@ -479,7 +479,7 @@ func (c *readsClock) Now() time.Time {
 }
 
 // TestSuccessReadsNoClock: a call that succeeds reads no clock, through
-// the breaker, a rate limiter with tokens to spare and the retry budget,
+// the breaker (local or shared through a store), a rate limiter with tokens to spare and the retry budget,
 // whether or not its context has a deadline (the limiter reads it once it
 // has handed out the tokens it found, not here).
 func TestSuccessReadsNoClock(t *testing.T) {
@@ -495,6 +495,10 @@ func TestSuccessReadsNoClock(t *testing.T) {
 			retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e6, Burst: 1e6})}},
 		{name: "guarded, with a deadline", ctx: deadline, opts: []retry.Option{
 			retry.WithBreaker(retry.Breaker{}), retry.WithRateLimit(retry.RateLimit{Limit: 1e6, Burst: 1e6})}},
+		// The fleet's state is read on the real clock, the store's; the
+		// process's own breaker standing in counts the success unread.
+		{name: "a breaker shared through a store", ctx: context.Background(), opts: []retry.Option{
+			retry.WithBreaker(retry.Breaker{Store: newMemStore(time.Hour)})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
