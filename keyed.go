@@ -16,15 +16,16 @@ const maxKeys = 1024
 // key used least recently is dropped to make room for a new one. It is safe
 // for concurrent use.
 //
-// A use of a kept key takes no lock and writes to no memory shared by every
-// key: the key's entry carries a stamp of its last use, taken from a counter
-// that moves only when a use changes which key was used last, so that a key
-// used twice in a row writes nothing. The stamps order the keys exactly as a
-// list moved on every use would; the key with the lowest stamp is the one
-// used least recently.
+// A use of a kept key takes no lock and, while no key is added, writes
+// nothing: time is counted in additions, and a key's entry carries the count
+// at its last use, written only when it changed. The key with the lowest
+// stamp is dropped: the one used least recently, where keys last used
+// between the same two additions count as used together. So keys in steady
+// use write to no memory shared by every call, and a key used since an
+// addition outlives every key not used since.
 type keyed[V any] struct {
 	m    sync.Map      // string -> *keyedEntry[V]
-	tick atomic.Uint64 // the stamp of the key used last
+	tick atomic.Uint64 // even: twice the additions; an added key is stamped tick-1, a use tick
 
 	mu    sync.Mutex // serializes additions and drops
 	n     int        // keys kept, under mu
@@ -35,7 +36,7 @@ type keyed[V any] struct {
 type keyedEntry[V any] struct {
 	key  string
 	v    V
-	used atomic.Uint64 // the map's tick at the last use
+	used atomic.Uint64 // the map's tick at the last use, or tick-1 at its addition
 }
 
 type stamped[V any] struct {
@@ -48,10 +49,10 @@ func newKeyed[V any](max int) *keyed[V] {
 	return &keyed[V]{max: max}
 }
 
-// touch marks e used last.
+// touch marks e used now.
 func (k *keyed[V]) touch(e *keyedEntry[V]) {
-	if e.used.Load() != k.tick.Load() {
-		e.used.Store(k.tick.Add(1))
+	if t := k.tick.Load(); e.used.Load() != t {
+		e.used.Store(t)
 	}
 }
 
@@ -76,7 +77,7 @@ func (k *keyed[V]) get(key string, _ time.Time, mk func() V) V {
 		k.dropLeast()
 	}
 	e := &keyedEntry[V]{key: key, v: mk()}
-	e.used.Store(k.tick.Add(1))
+	e.used.Store(k.tick.Add(2) - 1) // after the uses before it, before those after
 	k.m.Store(key, e)
 	k.n++
 	return e.v
@@ -84,8 +85,8 @@ func (k *keyed[V]) get(key string, _ time.Time, mk func() V) V {
 
 // dropLeast drops the key used least recently, under mu. The keys
 // remembered by the last scan are the lowest stamps of the map at that
-// time; one since used has a new stamp and is passed over, and every key
-// added or used since is stamped above all of them, so the first
+// time; one stamped again since is passed over, and every key added or
+// stamped since is stamped at or above all of them, so the first
 // remembered key still bearing its stamp is the map's lowest.
 func (k *keyed[V]) dropLeast() {
 	for {

@@ -18,7 +18,10 @@ func TestKeyed(t *testing.T) {
 		max  int
 		uses []string // keys in the order used
 		kept []string // afterwards, most recently used first
-		made int      // values mk made
+		// set: kept in any order (keys used since the same addition count
+		// as used together)
+		set  bool
+		made int // values mk made
 	}{
 		{name: "under the cap", max: 3, uses: []string{"a", "b", "a"}, kept: []string{"a", "b"}, made: 2},
 		{name: "the oldest is dropped", max: 2, uses: []string{"a", "b", "c"}, kept: []string{"c", "b"}, made: 3},
@@ -27,7 +30,10 @@ func TestKeyed(t *testing.T) {
 		// The first drop remembers the two oldest, a and b; b is used
 		// since, so the next drop passes over it to c, the oldest then.
 		{name: "a key used since the last drop's scan is kept", max: 8, uses: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "b", "j"}, kept: []string{"j", "b", "i", "h", "g", "f", "e", "d"}, made: 10},
-		{name: "a key used twice in a row stays the latest", max: 3, uses: []string{"a", "b", "b", "a", "a", "c", "d"}, kept: []string{"d", "c", "a"}, made: 4},
+		{name: "a key used twice in a row stays the latest", max: 3, uses: []string{"a", "b", "b", "c", "a", "a", "d"}, kept: []string{"d", "a", "c"}, made: 4},
+		// a and b, both used since c was added, count as used together;
+		// c, not used since, is the one dropped.
+		{name: "keys used since an addition outlive one not", max: 3, uses: []string{"a", "b", "c", "b", "a", "d"}, kept: []string{"a", "b", "d"}, set: true, made: 4},
 		{name: "cap of one", max: 1, uses: []string{"a", "b", "b"}, kept: []string{"b"}, made: 2},
 	}
 	for _, tt := range tests {
@@ -42,6 +48,9 @@ func TestKeyed(t *testing.T) {
 			}
 			var kept []string
 			k.each(func(key string, _ int) { kept = append(kept, key) })
+			if tt.set {
+				slices.Sort(kept)
+			}
 			if !slices.Equal(kept, tt.kept) || made != tt.made {
 				t.Errorf("kept %v after making %d values; want %v and %d", kept, made, tt.kept, tt.made)
 			}
@@ -87,6 +96,43 @@ func TestKeyedConcurrent(t *testing.T) {
 		for i := range got[g] {
 			if got[g][i] != got[0][i] {
 				t.Fatalf("key %d: goroutines got different values", i)
+			}
+		}
+	}
+}
+
+// TestKeyedSteadyUse: keys used over and over in a map with room to spare
+// write no stamp after their first use since the last addition, and a key
+// used every half a map's worth of new keys outlives a stream of them.
+func TestKeyedSteadyUse(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	k := newKeyed[int](maxKeys)
+	for i := range 100 {
+		k.get(strconv.Itoa(i), now, func() int { return i })
+	}
+	for i := range 100 { // each key's first use since the last addition
+		k.get(strconv.Itoa(i), now, func() int { return -1 })
+	}
+	stamps := func() []uint64 {
+		var s []uint64
+		k.m.Range(func(_, v any) bool { s = append(s, v.(*keyedEntry[int]).used.Load()); return true })
+		return s
+	}
+	before, tick := stamps(), k.tick.Load()
+	for i := range 100_000 {
+		k.get(strconv.Itoa(i%100), now, func() int { return -1 })
+	}
+	if after := stamps(); !slices.Equal(after, before) || k.tick.Load() != tick {
+		t.Errorf("100,000 uses of 100 kept keys changed their stamps or the count of additions")
+	}
+
+	k = newKeyed[int](64)
+	k.get("hot", now, func() int { return 1 })
+	for i := range 10_000 {
+		k.get(strconv.Itoa(i), now, func() int { return 0 })
+		if i%32 == 0 {
+			if v := k.get("hot", now, func() int { return -1 }); v != 1 {
+				t.Fatalf("after %d new keys the key used every 32 was dropped", i+1)
 			}
 		}
 	}
