@@ -100,7 +100,8 @@ type Concurrency struct {
 	// PerKey keeps one limit per key (WithKey, or the Transport's request
 	// key, by default the host), so that a slow dependency does not take
 	// the permits of the others; at most 1024 keys are kept, the one used
-	// least recently dropped.
+	// least recently dropped (keys last used between the same two
+	// additions of keys count as used together).
 	PerKey bool
 }
 

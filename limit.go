@@ -43,7 +43,8 @@ type RateLimit struct {
 	// PerKey keeps one bucket per key (WithKey, or the Transport's request
 	// key, by default the host), so that one busy dependency does not
 	// spend the others' tokens. At most 1024 keys are kept; the one used
-	// least recently is dropped to make room.
+	// least recently is dropped to make room (keys last used between the
+	// same two additions of keys count as used together).
 	PerKey bool
 	// Limiter, when set, is the bucket itself, shared with whatever else
 	// takes tokens from it; Limit, Burst and PerKey must then be zero. The

@@ -79,7 +79,8 @@ type Throttle struct {
 	// PerKey keeps one throttle per key (WithKey, or the Transport's
 	// request key, by default the host), so that one failing dependency
 	// does not shed the attempts to others; at most 1024 keys are kept,
-	// the one used least recently dropped.
+	// the one used least recently dropped (keys last used between the same
+	// two additions of keys count as used together).
 	PerKey bool
 }
 
