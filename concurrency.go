@@ -248,7 +248,7 @@ func (cs *concurrency) stats(s *Stats) {
 type permits struct{ l *adaptive.Limit }
 
 func newPermits(c Concurrency) *permits {
-	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30})}
+	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true})}
 }
 
 // start is the tag of a timed attempt: its start on the clock, odd; an

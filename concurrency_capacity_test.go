@@ -132,7 +132,7 @@ func runCapacity(t *testing.T, workers int, service time.Duration, exponential b
 // cases of exponential service time, and of 10 workers, meet a known
 // fragility in a few draws in a hundred: over 100 seeded draws of service
 // times and arrivals in the model of these tests (internal/adaptive's
-// TestPassRateOverSeeds), 2 to 6 in 100 fail, a baseline a few percent
+// TestPassRateOverSeeds), 2 to 5 in 100 fail, a baseline a few percent
 // high holding the limit past +20% at times, or one set low holding it
 // under the workers. The first run's failure is logged, so that the
 // defect is seen where it happens; a limit that misses in two runs in a

@@ -13,7 +13,7 @@ const (
 	tolerance     = 0.03                   // latency over the baseline taken as noise
 	gradTolerance = 0.015                  // latency over the baseline the gradient leaves the limit at
 	smoothDown    = 0.3                    // the least share of the way down to its target the limit moves a window
-	smoothUp      = 0.5                    // the share of the way up
+	smoothUp      = 0.5                    // the share of the way up, unless Config.SmoothUp says
 	minGradient   = 0.25                   // the most a window scales the limit down
 	dropBackoff   = 0.9                    // the limit's scale after a window of slow failures
 	fastFailure   = 0.5                    // a failure quicker than this share of the baseline says nothing of load
@@ -47,7 +47,10 @@ type algo struct {
 	runFrom    float64       // the limit before the first of them
 	runPeak    time.Duration // the highest latency since
 	probe      probe
-	probeMeans int // the longest a probe times attempts, in its means
+	prevFree   bool    // the last window held no attempt back
+	keepFree   bool    // Config.KeepFreeBaseline
+	probeMeans int     // the longest a probe times attempts, in its means
+	smoothUp   float64 // the share of the way up to its target a window moves the limit
 }
 
 // window is a run of samples: its start, its samples, the successes among
@@ -93,7 +96,11 @@ func newAlgo(c Config) algo {
 	if means <= 0 {
 		means = probeMeans
 	}
-	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means}
+	up := c.SmoothUp
+	if up <= 0 {
+		up = smoothUp
+	}
+	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means, smoothUp: up, keepFree: c.KeepFreeBaseline}
 }
 
 // current returns the limit, rounded.
@@ -189,13 +196,21 @@ func (l *algo) update(age time.Duration) {
 	// The baseline falls to a latency seen two windows in a row, so that
 	// one lucky window does not set it, nor the first, in which the
 	// attempts that end first are the quick ones.
-	prev := l.prev
-	l.prev = rtt
+	prev, prevFree := l.prev, l.prevFree
+	free := w.peak < l.current() && !w.wanted
+	l.prev, l.prevFree = rtt, free
 	if prev == 0 {
 		return
 	}
 	if low := time.Duration(float64(max(rtt, prev)) * (1 + w.rel())); l.base == 0 || low < l.base {
 		l.base, l.basePeak = min(low, l.maxLatency), w.peak
+		// Measured in two windows that held no attempt back, their
+		// latencies within each other's noise, it is no queue's: the
+		// attempts in flight were the load's own, not a limit's, and a
+		// queue filling would have raised the second.
+		if n := 1 + max(tolerance, 2*w.rel()); l.keepFree && free && prevFree && float64(rtt) <= float64(prev)*n && float64(prev) <= float64(rtt)*n {
+			l.sure = true
+		}
 	}
 	// A queue is a latency above the baseline by more than the window's
 	// noise: two of its standard errors, or the tolerance.
@@ -244,7 +259,7 @@ func (l *algo) update(age time.Duration) {
 	// The gradient, not cut at 1, so that the windows' noise averages out
 	// instead of pulling the limit down.
 	g := min(max(float64(l.base)*(1+gradTolerance)/float64(rtt), minGradient), 1/minGradient)
-	target, step := l.limit*g+allowance(l.limit), smoothUp
+	target, step := l.limit*g+allowance(l.limit), l.smoothUp
 	// The knee moves to a queue seen two windows in a row, so that one
 	// window's noise, likelier the fewer attempts it times, does not end
 	// the doubling.

@@ -43,6 +43,9 @@ type simCase struct {
 	skew func(at time.Duration, probing bool) float64
 	// onSample, when set, is called after every sample.
 	onSample func(l *Limit, now time.Duration)
+	// config, when set, changes the limit's Config (retry.Concurrency's)
+	// before the run.
+	config func(c *Config)
 }
 
 type simEvent struct {
@@ -68,7 +71,11 @@ func (h *simHeap) Pop() any {
 // simulate runs c and returns the limit.
 func simulate(c simCase) *Limit {
 	rng := rand.New(rand.NewPCG(c.seed, 7))
-	l := New(Config{Initial: c.initial, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, ProbeMeans: 30}) // as retry.Concurrency
+	cfg := Config{Initial: c.initial, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true} // as retry.Concurrency
+	if c.config != nil {
+		c.config(&cfg)
+	}
+	l := New(cfg)
 	epoch := time.Unix(1000, 0)
 	every := time.Duration(float64(time.Second) / c.rate)
 	var ends simHeap
