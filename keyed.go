@@ -50,9 +50,18 @@ func newKeyed[V any](max int) *keyed[V] {
 }
 
 // touch marks e used now.
-func (k *keyed[V]) touch(e *keyedEntry[V]) {
-	if t := k.tick.Load(); e.used.Load() != t {
-		e.used.Store(t)
+func (k *keyed[V]) touch(e *keyedEntry[V]) { k.stamp(e, k.tick.Load()) }
+
+// stamp raises e's stamp to t. A use that read the tick before an addition
+// may write after a later use stamped e since; a stamp never goes back, so
+// that such a race cannot make a key in use look older than the keys not
+// used since, nor give a key remembered by a scan its old stamp back.
+func (k *keyed[V]) stamp(e *keyedEntry[V], t uint64) {
+	for {
+		u := e.used.Load()
+		if u >= t || e.used.CompareAndSwap(u, t) {
+			return
+		}
 	}
 }
 

@@ -137,3 +137,29 @@ func TestKeyedSteadyUse(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedStaleStamp: a use whose goroutine read the count of additions
+// before an addition and writes its stamp after another use of the key
+// stamped it since (the race of two uses of one key around an addition)
+// leaves the later stamp: the key, used since the addition, still
+// outlives the key added then and not used since.
+func TestKeyedStaleStamp(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	k := newKeyed[int](4)
+	for _, key := range []string{"a", "b", "c"} {
+		k.get(key, now, func() int { return 0 })
+	}
+	stale := k.tick.Load() // a use of a reads the count, and waits
+	k.get("d", now, func() int { return 0 })
+	k.get("a", now, func() int { return 0 }) // another use of a, since d's addition
+	e, _ := k.m.Load("a")
+	k.stamp(e.(*keyedEntry[int]), stale)          // the waiting use writes its stamp
+	for _, key := range []string{"e", "f", "g"} { // drop b, c, then one of a and d
+		k.get(key, now, func() int { return 0 })
+	}
+	_, a := k.find("a")
+	_, d := k.find("d")
+	if !a || d {
+		t.Errorf("a kept %v, d kept %v; want a, used since d was added, kept and d dropped", a, d)
+	}
+}
