@@ -67,3 +67,58 @@ func TestLimitTimesEveryKindOfAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestCountArithmetic: the permits and the acquisitions share one word; a
+// give-back at zero borrows from the acquisitions, and its undo carries
+// back, so that both read as before, whatever interleaves between them.
+func TestCountArithmetic(t *testing.T) {
+	type op int
+	const (
+		take op = iota
+		give
+		undo
+	)
+	tests := []struct {
+		name     string
+		ops      []op
+		inflight int64
+		acquired uint64 // the acquisition number after
+	}{
+		{name: "take and give back", ops: []op{take, take, give}, inflight: 1, acquired: 2},
+		{name: "give back at zero, undone", ops: []op{give, undo}, inflight: 0, acquired: 0},
+		{name: "a take between a give-back at zero and its undo", ops: []op{take, give, give, take, undo}, inflight: 1, acquired: 2},
+		{name: "two give-backs at zero, both undone", ops: []op{give, give, undo, undo, take}, inflight: 1, acquired: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c count
+			for _, o := range tt.ops {
+				switch o {
+				case take:
+					c.take()
+				case give:
+					c.giveBack()
+				case undo:
+					c.undoGiveBack()
+				}
+			}
+			v := c.load()
+			if v.inflight() != tt.inflight || uint64(v>>32) != tt.acquired {
+				t.Errorf("inflight %d, acquisitions %d; want %d and %d", v.inflight(), uint64(v>>32), tt.inflight, tt.acquired)
+			}
+		})
+	}
+}
+
+// TestInFlightNeverNegative: a permit given back when none is held lowers
+// the count below zero until the give-back is undone; InFlight, read from
+// another goroutine in that moment (Stats, the shedder's), reports none
+// in use, not -1.
+func TestInFlightNeverNegative(t *testing.T) {
+	l := New(Config{Initial: 2, Min: 1, Max: 2, MaxLatency: time.Second})
+	l.count.giveBack() // a Release with no permit held, before its undo
+	if n := l.InFlight(); n != 0 {
+		t.Errorf("InFlight = %d during a give-back at zero, want 0", n)
+	}
+	l.count.undoGiveBack()
+}

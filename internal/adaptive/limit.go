@@ -223,8 +223,10 @@ func (p *Limit) Done(rtt time.Duration, failed bool, now time.Time) {
 // Limit returns the limit.
 func (p *Limit) Limit() int { return int(p.limit.Load()) }
 
-// InFlight returns the permits in use.
-func (p *Limit) InFlight() int { return int(p.count.load().inflight()) }
+// InFlight returns the permits in use, never below zero: a permit given
+// back when none is held lowers the count for a moment, until giveBack
+// undoes it.
+func (p *Limit) InFlight() int { return int(max(0, p.count.load().inflight())) }
 
 // Baseline returns the latency the dependency shows when nothing queues,
 // as last measured; zero before the first windows.
