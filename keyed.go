@@ -139,14 +139,18 @@ func (k *keyed[V]) find(key string) (v V, ok bool) {
 }
 
 // each calls f for every key kept, most recently used first, on a
-// snapshot.
+// snapshot. The snapshot is taken under mu: a Range during additions and
+// drops is no snapshot, and can visit a key dropped and the key added in
+// its place, more keys than the map keeps.
 func (k *keyed[V]) each(f func(key string, v V)) {
-	var all []stamped[V]
+	k.mu.Lock()
+	all := make([]stamped[V], 0, k.n)
 	k.m.Range(func(_, v any) bool {
 		e := v.(*keyedEntry[V])
 		all = append(all, stamped[V]{e: e, used: e.used.Load()})
 		return true
 	})
+	k.mu.Unlock()
 	slices.SortFunc(all, func(a, b stamped[V]) int { return cmp.Compare(b.used, a.used) })
 	for _, s := range all {
 		f(s.e.key, s.e.v)

@@ -163,3 +163,42 @@ func TestKeyedStaleStamp(t *testing.T) {
 		t.Errorf("a kept %v, d kept %v; want a, used since d was added, kept and d dropped", a, d)
 	}
 }
+
+// TestKeyedEachBounded: each, read while other goroutines add keys to a
+// full map (Stats during a flood of keys), visits no more keys than the
+// map keeps. A sync.Map's Range is no snapshot: during additions and drops
+// it can visit a key dropped and the key added in its place, over the cap.
+// This test finds that within its rounds nearly always; with each taking
+// its snapshot under the lock of additions, it cannot fail.
+func TestKeyedEachBounded(t *testing.T) {
+	const keep = 64
+	k := newKeyed[int](keep)
+	now := time.Unix(1_000_000, 0)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k.get(strconv.Itoa(g<<24|i), now, func() int { return i })
+			}
+		})
+	}
+	worst := 0
+	for range 5000 {
+		n := 0
+		k.each(func(string, int) { n++ })
+		if worst = max(worst, n); worst > keep {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if worst > keep {
+		t.Errorf("each visited %d keys of a map that keeps %d", worst, keep)
+	}
+}
