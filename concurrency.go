@@ -247,6 +247,10 @@ func (cs *concurrency) stats(s *Stats) {
 // permits is one dependency's limit, as a gate's learner.
 type permits struct{ l *adaptive.Limit }
 
+// newPermits returns the limit of c. A client's limit times its probes for
+// up to 30 means, moves 0.4 of the way up a window and takes a baseline
+// measured in two free windows as no queue's (see adaptive.Config); a
+// shedder keeps the defaults, as its probe holds every client's requests.
 func newPermits(c Concurrency) *permits {
 	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true})}
 }
