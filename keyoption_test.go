@@ -55,3 +55,43 @@ func TestRetrierWithKey(t *testing.T) {
 		t.Errorf("a call of b: %v, want nil: b's breaker is its own", err)
 	}
 }
+
+// TestRetrierWithKeyOdd: the pair of a *Retrier and WithKey alone, with a
+// nil or typed-nil *Retrier, or a Retrier whose configuration is invalid,
+// behaves as those options always did: a nil Retrier adds nothing (the
+// call runs, once, as with no Retrier), and an invalid one returns its
+// configuration error without calling fn, in either order.
+func TestRetrierWithKeyOdd(t *testing.T) {
+	ctx := context.Background()
+	var nilR *retry.Retrier
+	bad := retry.New(retry.WithPolicy(retry.Policy{MaxAttempts: -1}))
+	if bad.Err() == nil {
+		t.Fatal("MaxAttempts -1 was accepted; the test needs an invalid Retrier")
+	}
+	tests := []struct {
+		name    string
+		opts    []retry.Option
+		calls   int
+		wantErr error
+	}{
+		{name: "typed nil then key", opts: []retry.Option{nilR, retry.WithKey("k")}, calls: 1},
+		{name: "key then typed nil", opts: []retry.Option{retry.WithKey("k"), nilR}, calls: 1},
+		{name: "invalid then key", opts: []retry.Option{bad, retry.WithKey("k")}, wantErr: bad.Err()},
+		{name: "key then invalid", opts: []retry.Option{retry.WithKey("k"), bad}, wantErr: bad.Err()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			err := retry.Run(ctx, func(context.Context) error { calls++; return nil }, tt.opts...)
+			if calls != tt.calls {
+				t.Errorf("fn called %d times, want %d", calls, tt.calls)
+			}
+			if tt.wantErr == nil && err != nil {
+				t.Errorf("err = %v, want nil", err)
+			}
+			if tt.wantErr != nil && (err == nil || err.Error() != tt.wantErr.Error()) {
+				t.Errorf("err = %v, want the Retrier's configuration error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
