@@ -8,12 +8,13 @@ import (
 
 // stripes is a count that calls on every core add to at once: the calls
 // that succeed on a Retrier without a budget of its own, the successes of a
-// closed circuit breaker. One atomic counter would be a cache line that
-// every call writes and every core shares, which moves from core to core on
-// each call; here each goroutine adds to one stripe of its own, on a cache
-// line of its own, chosen by the address of its stack, and a reader sums
-// the stripes. A goroutine keeps its stripe as long as its stack does not
-// move; two goroutines share one with a chance of one in len(s.s).
+// closed circuit breaker, the accepts adaptive throttling learns. One
+// atomic counter would be a cache line that every call writes and every
+// core shares, which moves from core to core on each call; here each
+// goroutine adds to one stripe of its own, on a cache line of its own,
+// chosen by the address of its stack, and a reader sums the stripes. A
+// goroutine keeps its stripe as long as its stack does not move; two
+// goroutines share one with a chance of one in len(s.s).
 //
 // The zero stripes count nothing: build them with newStripes.
 type stripes struct {
@@ -63,6 +64,16 @@ func (s *stripes) sum() int64 {
 	var n int64
 	for i := range s.s {
 		n += s.s[i].n.Load()
+	}
+	return n
+}
+
+// drain returns the count and sets it to zero: an add that runs meanwhile
+// is in the count returned or in the one left, never in both nor lost.
+func (s *stripes) drain() int64 {
+	var n int64
+	for i := range s.s {
+		n += s.s[i].n.Swap(0)
 	}
 	return n
 }

@@ -130,8 +130,12 @@ type throttles struct {
 func newThrottles(t Throttle) *throttles {
 	t.K = cmp.Or(t.K, defaultThrottle.K)
 	t.Window = cmp.Or(t.Window, defaultThrottle.Window)
+	stripes := 0 // one throttle: as many stripes as newStripes gives
+	if t.PerKey {
+		stripes = 16 // a thousand keys: kept small
+	}
 	mk := func() *throttle {
-		return &throttle{k: t.K, slice: max(t.Window/throttleSlices, 1)}
+		return &throttle{k: t.K, slice: max(t.Window/throttleSlices, 1), fresh: newStripes(stripes)}
 	}
 	if t.PerKey {
 		return &throttles{keys: newKeyed[*throttle](maxKeys), mk: mk}
@@ -202,17 +206,20 @@ const throttleSlices = 12
 // throttle counts one dependency's requests and accepts over a sliding
 // window of throttleSlices slices.
 //
-// Accepts are counted in fresh, one atomic add, without the clock; the
-// window takes them in (advance) only when the clock is read: on a
-// failure, a shed, or an attempt that may be shed, and spreads them over
-// the time since the reading before. So the window is up to date as of the
-// last failure, and since then it has only gained accepts: excess and
-// fresh tell a probability of zero without the clock (calm).
+// Accepts are counted in fresh, one atomic add on the calling goroutine's
+// stripe, without the clock; the window takes them in (advance) only when
+// the clock is read: on a failure, a shed, or an attempt that may be shed,
+// and spreads them over the time since the reading before. So the window
+// is up to date as of the last failure, and since then it has only gained
+// accepts: excess, and fresh when excess is above zero, tell a
+// probability of zero without the clock (calm). A healthy dependency's
+// calls, on any number of cores, write no memory they share and read only
+// excess, which changes on failures.
 type throttle struct {
 	k     float64
 	slice time.Duration
 
-	fresh   atomic.Int64  // accepts since the last reading of the clock
+	fresh   stripes       // accepts since the last reading of the clock
 	excess  atomic.Uint64 // requests − k·accepts at that reading, as float64 bits
 	started atomic.Bool   // the clock has been read once
 
@@ -233,9 +240,16 @@ type throttleSlice struct {
 // calm reports, without the clock, that the probability is zero: the
 // window at its last reading, with the accepts learned since, has
 // requests <= k·accepts. Outcomes that left the window since are ignored
-// until the next reading, which the next failure makes.
+// until the next reading, which the next failure makes. The accepts since
+// (each adds k to the accepts' side and one to the requests') are summed
+// only when the window's excess alone does not tell: with no more requests
+// than k·accepts at the last reading, they can only add to the accepts.
 func (t *throttle) calm() bool {
-	return t.started.Load() && math.Float64frombits(t.excess.Load()) <= (t.k-1)*float64(t.fresh.Load())
+	if !t.started.Load() {
+		return false
+	}
+	excess := math.Float64frombits(t.excess.Load())
+	return excess <= 0 || excess <= (t.k-1)*float64(t.fresh.sum())
 }
 
 // learn counts the outcome of an attempt the throttle let through (see
@@ -251,7 +265,7 @@ func (t *throttle) learn(cfg *config, _ int64, outcome, _ error) {
 		return
 	}
 	if outcome != errBreakerFailure {
-		t.fresh.Add(1)
+		t.fresh.add()
 		return
 	}
 	t.mu.Lock()
@@ -312,7 +326,7 @@ func (t *throttle) advance(cfg *config) {
 		from = s
 	}
 	t.seen = s
-	f, n := t.fresh.Swap(0), float64(s-from+1)
+	f, n := t.fresh.drain(), float64(s-from+1)
 	upTo := func(j int64) int64 { // the accepts in slices from to j
 		if j < from {
 			return 0
