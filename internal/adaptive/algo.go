@@ -49,6 +49,8 @@ type algo struct {
 	probe      probe
 	prevFree   bool    // the last window held no attempt back
 	keepFree   bool    // Config.KeepFreeBaseline
+	keepProbe  bool    // Config.KeepUncrowdedProbe
+	uncrowded  bool    // the last probe found the baseline a queue's and met none itself: the next window that reaches the limit tells whether it measured low
 	probeMeans int     // the longest a probe times attempts, in its means
 	smoothUp   float64 // the share of the way up to its target a window moves the limit
 }
@@ -100,7 +102,7 @@ func newAlgo(c Config) algo {
 	if up <= 0 {
 		up = smoothUp
 	}
-	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means, smoothUp: up, keepFree: c.KeepFreeBaseline}
+	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means, smoothUp: up, keepFree: c.KeepFreeBaseline, keepProbe: c.KeepUncrowdedProbe}
 }
 
 // current returns the limit, rounded.
@@ -196,6 +198,9 @@ func (l *algo) update(age time.Duration) {
 	// The baseline falls to a latency seen two windows in a row, so that
 	// one lucky window does not set it, nor the first, in which the
 	// attempts that end first are the quick ones.
+	// A queue is a latency above the baseline by more than the window's
+	// noise: two of its standard errors, or the tolerance.
+	noise := 1 + max(tolerance, 2*w.rel())
 	prev, prevFree := l.prev, l.prevFree
 	free := w.peak < l.current() && !w.wanted
 	l.prev, l.prevFree = rtt, free
@@ -212,11 +217,24 @@ func (l *algo) update(age time.Duration) {
 			l.sure = true
 		}
 	}
-	// A queue is a latency above the baseline by more than the window's
-	// noise: two of its standard errors, or the tolerance.
-	noise := 1 + max(tolerance, 2*w.rel())
 	queue := float64(rtt) > float64(l.base)*noise
 	reached := w.peak >= l.current() || w.wanted
+	if reached && l.uncrowded {
+		// After a probe that found the baseline a queue's and met none
+		// itself (see endProbe), the limit is the Little's-law limit
+		// with the allowance, whose queue raises the latency over the
+		// baseline by the allowance's share of the rest of the limit. A
+		// latency within that, and the window's noise, says the probe
+		// measured the latency as it is: the baseline is known, and no
+		// second probe holds the limit at a quarter again. A latency
+		// above it says the probe measured low (it met a run of quick
+		// attempts), and holds the limit under what the dependency
+		// serves: the check goes on, and a second probe corrects it.
+		l.uncrowded = false
+		if a := allowance(l.limit); float64(rtt) <= float64(l.base)*l.limit/max(l.limit-a, 1)*noise {
+			l.sure, l.testing = true, false
+		}
+	}
 	if reached && !l.sure {
 		// The baseline may be a queue's. A latency that stays at it with
 		// a quarter more attempts in flight than it was measured at is

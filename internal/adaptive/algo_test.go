@@ -136,3 +136,60 @@ func TestKeepFreeBaseline(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepUncrowdedProbe: a probe under a limit of 200, whose latency was
+// 200 ms, measures 100 ms: the baseline was a queue's, and the limit
+// becomes the Little's-law limit, about 103 (100 with the allowance), more
+// than a quarter above the probe's 50, so the probe met no queue itself.
+// With KeepUncrowdedProbe, a latency the next windows see within the
+// allowance's queue (3.3%) and their noise (3%) makes the baseline known,
+// and no second probe follows; one above that (the probe measured a tenth
+// low) starts the second probe that corrects it, as does any queue without
+// KeepUncrowdedProbe.
+func TestKeepUncrowdedProbe(t *testing.T) {
+	tests := []struct {
+		name      string
+		keep      bool
+		latency   time.Duration // every attempt's after the probe
+		wantSure  bool
+		wantProbe bool
+	}{
+		{name: "kept, within the allowance's queue", keep: true, latency: 104 * time.Millisecond, wantSure: true},
+		{name: "kept, no queue", keep: true, latency: 100 * time.Millisecond, wantSure: true},
+		{name: "kept, the probe measured low", keep: true, latency: 111 * time.Millisecond, wantProbe: true},
+		{name: "not kept, within the allowance's queue", keep: false, latency: 104 * time.Millisecond, wantProbe: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newAlgo(Config{Initial: 200, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, KeepUncrowdedProbe: tt.keep})
+			l.base, l.basePeak = 200*time.Millisecond, 200
+			l.startProbe(false, 200*time.Millisecond)
+			if got := l.current(); got != 50 {
+				t.Fatalf("probe limit %d, want 50", got)
+			}
+			t0 := time.Unix(0, 0)
+			l.probe.began, l.probe.drained, l.probe.longest = t0, t0, 100*time.Millisecond
+			for i := range 100 {
+				l.probe.timed = append(l.probe.timed, timing{start: time.Duration(i) * time.Millisecond, rtt: 100 * time.Millisecond})
+			}
+			now := t0.Add(2 * time.Second)
+			l.endProbe(now, true)
+			if l.base != 100*time.Millisecond || l.current() != 103 || l.sure || l.uncrowded != tt.keep {
+				t.Fatalf("after the probe: baseline %v, limit %d, sure %v, uncrowded %v; want 100ms, 103, false, %v", l.base, l.current(), l.sure, l.uncrowded, tt.keep)
+			}
+			// Two windows (the first after a probe only sets the latency
+			// the next is compared with) of 20 attempts 20 ms apart, each
+			// with the limit's attempts in flight.
+			for range 40 {
+				now = now.Add(20 * time.Millisecond)
+				l.sample(tt.latency, l.current(), false, now)
+				if l.probing() {
+					break
+				}
+			}
+			if l.sure != tt.wantSure || l.probing() != tt.wantProbe {
+				t.Errorf("sure %v, probing %v; want %v, %v", l.sure, l.probing(), tt.wantSure, tt.wantProbe)
+			}
+		})
+	}
+}

@@ -51,7 +51,19 @@
 // in flight than the baseline was measured with (so met no longer a
 // queue): a baseline kept as the lower of every measure would keep a
 // probe's mean low by chance, and a baseline low by a tenth holds the
-// limit far under what the dependency serves. A queue that comes
+// limit far under what the dependency serves. With
+// Config.KeepUncrowdedProbe, as retry.Concurrency sets it, the check ends
+// after a probe well under the baseline when the probe's limit was more
+// than a quarter below the Little's-law limit it set (it met no queue
+// itself) and the next window that reaches that limit sees a latency over
+// the new baseline within the allowance's queue (its share of the limit)
+// and the window's noise; a latency above that says the probe measured
+// low, and the check goes on. The second probe held the limit at a
+// quarter again for about 3 s, and its mean, timed at the smaller limit,
+// was known less closely: with exponential service times it took the
+// limit past 10 s to settle, or set the baseline a few percent high (over
+// 1,000 seeded runs finding capacity passes 970 rather than 965, with 10
+// workers 971 rather than 967). A queue that comes
 // otherwise, the windows' gradient cuts; when it stays (its latency no
 // longer falling for two windows, with fewer attempts in flight than the
 // baseline was measured with), the baseline was measured as a queue
@@ -101,6 +113,14 @@ type Config struct {
 	// which would hold the limit at a quarter while the dependency is
 	// overloaded.
 	KeepFreeBaseline bool
+	// KeepUncrowdedProbe takes the latency of a probe that found the
+	// baseline a queue's, under a limit more than a quarter below the
+	// Little's-law limit it sets, as no queue's, unless the next window
+	// that reaches that limit sees a latency above the baseline by more
+	// than the allowance's queue and its noise (the probe measured low):
+	// no second probe looks under it, which would hold the limit at a
+	// quarter again.
+	KeepUncrowdedProbe bool
 }
 
 // Sampling: one acquisition in a stride is timed, the stride a power of

@@ -142,7 +142,7 @@ func littlesLaw(workers int, service time.Duration, exponential bool, rate float
 // holds it under the workers. The least counts are those measured, over
 // the first 100 seeds (20 for the cases of uniform service times, which
 // pass every seed of 200); over 1,000 seeds the three cases of 100 seeds
-// pass 965 (exponential service times), 967 (10 workers) and 941
+// pass 970 (exponential service times), 971 (10 workers) and 941
 // (exponential Little's law). Under the race detector, which makes each run
 // about five times slower, a case runs a fifth of its seeds and may fail
 // no more of them than the whole set does.
@@ -157,8 +157,8 @@ func TestPassRateOverSeeds(t *testing.T) {
 		{name: "finds capacity, 100 workers, 100 ms, Initial 500", judge: findsCapacity(100, 100*time.Millisecond, false, 1500, 500), seeds: 20, least: 20},
 		{name: "finds capacity, 60 workers, 20 ms, Initial 300", judge: findsCapacity(60, 20*time.Millisecond, false, 6000, 300), seeds: 20, least: 20},
 		{name: "finds capacity, 200 workers, 250 ms, Initial 400", judge: findsCapacity(200, 250*time.Millisecond, false, 960, 400), seeds: 20, least: 20},
-		{name: "finds capacity, 100 workers, 100 ms exponential, Initial 200", judge: findsCapacity(100, 100*time.Millisecond, true, 1500, 200), seeds: 100, least: 96},
-		{name: "finds capacity, 10 workers, 50 ms, Initial 100", judge: findsCapacity(10, 50*time.Millisecond, false, 600, 100), seeds: 100, least: 98},
+		{name: "finds capacity, 100 workers, 100 ms exponential, Initial 200", judge: findsCapacity(100, 100*time.Millisecond, true, 1500, 200), seeds: 100, least: 98},
+		{name: "finds capacity, 10 workers, 50 ms, Initial 100", judge: findsCapacity(10, 50*time.Millisecond, false, 600, 100), seeds: 100, least: 99},
 		{name: "finds capacity, 100 workers, 100 ms, Initial 20", judge: findsCapacity(100, 100*time.Millisecond, false, 1500, 20), seeds: 20, least: 20},
 		{name: "Little's law, 100 workers, 100 ms", judge: littlesLaw(100, 100*time.Millisecond, false, 1500, 30*time.Second), seeds: 20, least: 20},
 		{name: "Little's law, 60 workers, 20 ms", judge: littlesLaw(60, 20*time.Millisecond, false, 6000, 30*time.Second), seeds: 20, least: 20},

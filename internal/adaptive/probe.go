@@ -150,7 +150,7 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 	p := l.probe
 	l.probe = probe{}
 	l.limit = p.from
-	l.prev, l.w, l.run, l.queued, l.testing = 0, window{}, 0, false, false
+	l.prev, l.w, l.run, l.queued, l.testing, l.uncrowded = 0, window{}, 0, false, false, false
 	if !measured {
 		return
 	}
@@ -187,6 +187,12 @@ func (l *algo) endProbe(now time.Time, measured bool) {
 	if g := float64(l.base) / float64(p.rtt); g < 1-probeLower && !p.rise {
 		l.limit = min(max(l.limit*g+allowance(l.limit*g), l.min), l.max)
 		l.knee = l.limit
+		// With Config.KeepUncrowdedProbe, a probe that found the baseline
+		// a queue's under a limit more than a quarter below the
+		// Little's-law limit it sets (the throughput before it times its
+		// mean: what the dependency serves at once) met no queue itself;
+		// the next window tells whether it measured low (see update).
+		l.uncrowded = queued && l.keepProbe && 5*l.probeLimit(p.from) < 4*p.from*g
 	}
 }
 
