@@ -2,9 +2,7 @@ package retry_test
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,41 +124,6 @@ func runCapacity(t *testing.T, workers int, service time.Duration, exponential b
 	return run
 }
 
-// secondRun runs one case of a test in a synctest bubble, its failures
-// reported through errorf; a case whose run fails runs once more, and the
-// test fails only if that run fails too, with the failures of both. The
-// cases of exponential service time, and of 10 workers, meet a known
-// fragility in a few draws in a hundred: over 100 seeded draws of service
-// times and arrivals in the model of these tests (internal/adaptive's
-// TestPassRateOverSeeds), 2 to 5 in 100 fail, a baseline a few percent
-// high holding the limit past +20% at times, or one set low holding it
-// under the workers. The first run's failure is logged, so that the
-// defect is seen where it happens; a limit that misses in two runs in a
-// row, as any limit that does not do what the case asks would, fails.
-func secondRun(t *testing.T, run func(t *testing.T, errorf func(string, ...any))) {
-	t.Helper()
-	var first []string
-	for try := 1; try <= 2; try++ {
-		var errs []string
-		synctest.Test(t, func(t *testing.T) {
-			run(t, func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) })
-		})
-		if len(errs) == 0 {
-			if first != nil {
-				t.Logf("the first run failed, the second passed: %s", strings.Join(first, "; "))
-			}
-			return
-		}
-		if try == 2 {
-			for _, e := range append(first, errs...) {
-				t.Error(e)
-			}
-			return
-		}
-		first = errs
-	}
-}
-
 // TestConcurrencyFindsCapacity: started with an Initial far above what the
 // dependency serves, under traffic that keeps the limit full from the
 // first window (so the first latencies it sees are queued ones), the limit
@@ -201,7 +164,7 @@ func TestConcurrencyFindsCapacity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			secondRun(t, func(t *testing.T, errorf func(string, ...any)) {
+			synctest.Test(t, func(t *testing.T) {
 				last := tt.clients[len(tt.clients)-1].start
 				run := runCapacity(t, tt.workers, tt.service, tt.exponential, last+total, tt.clients, nil)
 				want := float64(tt.workers) // the Little's-law limit: capacity × service time
@@ -215,13 +178,13 @@ func TestConcurrencyFindsCapacity(t *testing.T) {
 				t.Logf("Little's-law limit %.0f: the limit within ±%.0f%% after %v (%d..%d from %v), in flight after %v (%d..%d); served %.0f/s of %.0f/s (%.1f%%); limits at the end %v",
 					want, 100*band, tookL, lo, hi, settle, tookF, flo, fhi, got, capacity, 100*got/capacity, run.samples[len(run.samples)-1].limits)
 				if tookL < 0 || tookL > settle {
-					errorf("the limit settled within ±%.0f%% of %.0f after %v, want within %v", 100*band, want, tookL, settle)
+					t.Errorf("the limit settled within ±%.0f%% of %.0f after %v, want within %v", 100*band, want, tookL, settle)
 				}
 				if tookF < 0 || tookF > settle {
-					errorf("the attempts in flight settled within ±%.0f%% of %.0f after %v, want within %v", 100*band, want, tookF, settle)
+					t.Errorf("the attempts in flight settled within ±%.0f%% of %.0f after %v, want within %v", 100*band, want, tookF, settle)
 				}
 				if got < 0.95*capacity {
-					errorf("served %.0f/s from %v, want at least 95%% of the capacity %.0f/s", got, last+steady, capacity)
+					t.Errorf("served %.0f/s from %v, want at least 95%% of the capacity %.0f/s", got, last+steady, capacity)
 				}
 			})
 		})

@@ -146,7 +146,7 @@ func TestConcurrencyLittlesLaw(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			secondRun(t, func(t *testing.T, errorf func(string, ...any)) {
+			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				var wg sync.WaitGroup
 				r := retry.New(retry.WithConcurrency(retry.Concurrency{}), once)
@@ -182,10 +182,10 @@ func TestConcurrencyLittlesLaw(t *testing.T) {
 				lo, hi := minMax(before)
 				t.Logf("before the loss: Little's-law limit %.0f; in flight %d..%d; served %.0f/s of %.0f/s", limit, lo, hi, rate, capacity)
 				if far := within(before, limit, band); far >= 0 {
-					errorf("before the loss, in flight %d is outside ±%.0f%% of %.0f", before[far], 100*band, limit)
+					t.Errorf("before the loss, in flight %d is outside ±%.0f%% of %.0f", before[far], 100*band, limit)
 				}
 				if rate < served*capacity {
-					errorf("before the loss, served %.0f/s, want at least %.0f%% of %.0f/s", rate, 100*served, capacity)
+					t.Errorf("before the loss, served %.0f/s, want at least %.0f%% of %.0f/s", rate, 100*served, capacity)
 				}
 				// After it: half the workers.
 				limit = float64(tt.workers / 2)
@@ -201,10 +201,10 @@ func TestConcurrencyLittlesLaw(t *testing.T) {
 				t.Logf("after the loss: Little's-law limit %.0f; in flight within ±%.0f%% after %v, then %d..%d, mean %.1f (%+.1f%%), swing ±%.1f%%; limit at the end %d",
 					limit, 100*band, took, lo, hi, mean, 100*(mean/limit-1), 100*stray, samples[n].limit)
 				if took > settle {
-					errorf("in flight settled after %v, want within %v", took, settle)
+					t.Errorf("in flight settled after %v, want within %v", took, settle)
 				}
 				if stray >= swing {
-					errorf("in flight swings ±%.1f%% after settling, want less than ±%.0f%%", 100*stray, 100*swing)
+					t.Errorf("in flight swings ±%.1f%% after settling, want less than ±%.0f%%", 100*stray, 100*swing)
 				}
 			})
 		})
