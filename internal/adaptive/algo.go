@@ -42,6 +42,7 @@ type algo struct {
 	steady     int           // windows in a row, before the baseline is known, whose queue the gradient no longer shrinks
 	clear      bool          // the last window reached the limit and saw no queue
 	failing    bool          // the last window was mostly slow failures
+	failedFrom float64       // the limit where the last run of failing windows began
 	w          window        // the window being filled
 	run        int           // windows in a row that lowered the limit
 	runFrom    float64       // the limit before the first of them
@@ -178,7 +179,14 @@ func (l *algo) update(age time.Duration) {
 		l.queued = false
 		if inUse {
 			if !l.failing {
-				l.knee = l.limit
+				// Failures that begin again before the limit is back
+				// where the last began keep that knee: windows of
+				// failures between windows of none would otherwise
+				// move it down with the limit.
+				if l.limit >= l.failedFrom {
+					l.failedFrom = l.limit
+				}
+				l.knee = l.failedFrom
 			}
 			l.failing = true
 			l.limit = max(l.limit*dropBackoff, l.min)

@@ -23,7 +23,31 @@ type simDep struct {
 	// (with perWorker): zero draws the root package's model's service
 	// times.
 	workerSeed uint64
+	// failShare is the share of attempts that fail, each drawn
+	// independently of the load (and of the others), as failMode says.
+	failShare float64
+	failMode  simFailure
+	// timeout is how long an attempt of failTimeout hangs before it
+	// fails: the attempt's timeout.
+	timeout time.Duration
+	ok      int // requests that succeeded so far
+	refused int // attempts the limit refused so far
 }
+
+// simFailure is how an attempt of a dependency that fails a share of them
+// fails.
+type simFailure int
+
+const (
+	// failFast fails in 1 ms, before the queue: a 503 from a healthy
+	// server, which costs it nothing.
+	failFast simFailure = iota
+	// failTimeout hangs, taking no worker, until the attempt's timeout.
+	failTimeout
+	// failServed is served as a success is, by a worker for a service
+	// time, and then fails: a failure as slow as a success.
+	failServed
+)
 
 // simCase is a run: a dependency, the rate requests arrive at (evenly
 // spaced), the limit's Initial, how long, and the seed.
@@ -53,6 +77,8 @@ type simEvent struct {
 	start  time.Duration // when the attempt took its permit
 	timed  bool
 	worker int
+	failed bool
+	away   bool // it took no worker (a failure before the queue)
 }
 
 type simHeap []simEvent
@@ -82,6 +108,7 @@ func simulate(c simCase) *Limit {
 	var queue []simEvent // waiting for a worker
 	var idle []int       // the workers idle, longest first
 	var rngs []*rand.Rand
+	fails := rand.New(rand.NewPCG(c.seed, 31)) // which attempts fail, apart from rng so that runs without failures draw as before
 	for id := range c.dep.workers {
 		idle = append(idle, id)
 		rngs = append(rngs, rand.New(rand.NewPCG(uint64(id), 29+c.dep.workerSeed)))
@@ -110,21 +137,26 @@ func simulate(c simCase) *Limit {
 		at := min(next, tick)
 		if len(ends) > 0 && ends[0].at <= at {
 			e := heap.Pop(&ends).(simEvent)
-			busy--
-			c.dep.served++
-			if c.dep.perWorker && e.worker < c.dep.workers {
-				idle = append(idle, e.worker)
+			if !e.away {
+				busy--
+				c.dep.served++
+				if c.dep.perWorker && e.worker < c.dep.workers {
+					idle = append(idle, e.worker)
+				}
+				if len(queue) > 0 && busy < c.dep.workers {
+					serve(queue[0], e.at)
+					queue = queue[1:]
+				}
 			}
-			if len(queue) > 0 && busy < c.dep.workers {
-				serve(queue[0], e.at)
-				queue = queue[1:]
+			if !e.failed {
+				c.dep.ok++
 			}
 			if e.timed {
 				rtt := e.at - e.start
 				if c.skew != nil {
 					rtt = time.Duration(float64(rtt) * c.skew(e.at, l.algo.probing()))
 				}
-				l.Done(rtt, false, epoch.Add(e.at))
+				l.Done(rtt, e.failed, epoch.Add(e.at))
 				if c.onSample != nil {
 					c.onSample(l, e.at)
 				}
@@ -149,9 +181,23 @@ func simulate(c simCase) *Limit {
 		}
 		timed, ok := l.Acquire()
 		if !ok {
+			c.dep.refused++
 			continue
 		}
 		e := simEvent{start: at, timed: timed}
+		if c.dep.failShare > 0 && fails.Float64() < c.dep.failShare {
+			e.failed = true
+			switch c.dep.failMode {
+			case failFast:
+				e.at, e.away = at+time.Millisecond, true
+			case failTimeout:
+				e.at, e.away = at+c.dep.timeout, true
+			}
+			if e.away {
+				heap.Push(&ends, e)
+				continue
+			}
+		}
 		if busy < c.dep.workers && len(queue) == 0 {
 			serve(e, at)
 		} else {
