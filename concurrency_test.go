@@ -29,20 +29,24 @@ type depModel struct {
 	served  atomic.Int64 // requests served
 	fault   atomic.Int32 // a depFault: how requests fail, if they do
 	flips   atomic.Uint64
+	mu      sync.Mutex // guards share and draws
+	share   float64    // the share of requests faultShareFast fails
+	draws   *rand.Rand // which requests faultShare fails, seeded
 }
 
 // depFault is how a depModel fails its requests.
 type depFault int32
 
 const (
-	faultNone    depFault = iota
-	faultFast             // every request fails with a 503 in 1 ms, before the queue
-	faultTimeout          // every request hangs until its attempt's context ends
-	faultHalf             // every other request fails with a 503 in 1 ms; the rest are served
+	faultNone      depFault = iota
+	faultFast               // every request fails with a 503 in 1 ms, before the queue
+	faultTimeout            // every request hangs until its attempt's context ends
+	faultHalf               // every other request fails with a 503 in 1 ms; the rest are served
+	faultShareFast          // a share of requests (share), drawn at random, fails with a 503 in 1 ms; the rest are served
 )
 
 func newDepModel(ctx context.Context, wg *sync.WaitGroup, workers int, service time.Duration, exponential bool) *depModel {
-	d := &depModel{queue: make(chan chan struct{}, 1<<16)}
+	d := &depModel{queue: make(chan chan struct{}, 1<<16), draws: rand.New(rand.NewPCG(1, 31))}
 	d.active.Store(int64(workers))
 	d.service.Store(int64(service))
 	for id := range workers {
@@ -85,6 +89,11 @@ func (d *depModel) call(ctx context.Context) error {
 			time.Sleep(time.Millisecond)
 			return &retry.StatusError{StatusCode: http.StatusServiceUnavailable}
 		}
+	case faultShareFast:
+		if d.draw() {
+			time.Sleep(time.Millisecond)
+			return &retry.StatusError{StatusCode: http.StatusServiceUnavailable}
+		}
 	}
 	done := make(chan struct{})
 	d.queue <- done
@@ -94,6 +103,23 @@ func (d *depModel) call(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// failShare makes the dependency fail share of its requests fast
+// (faultShareFast).
+func (d *depModel) failShare(share float64) {
+	d.mu.Lock()
+	d.share = share
+	d.mu.Unlock()
+	d.fault.Store(int32(faultShareFast))
+}
+
+// draw reports whether a request of faultShareFast fails: at random,
+// with probability share.
+func (d *depModel) draw() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.draws.Float64() < d.share
 }
 
 // offer starts calls through r at rate per second until ctx ends.
