@@ -288,9 +288,10 @@ func (l *algo) update(age time.Duration) {
 	target, step := l.limit*g+allowance(l.limit), l.smoothUp
 	// The knee moves to a queue seen two windows in a row, so that one
 	// window's noise, likelier the fewer attempts it times, does not end
-	// the doubling.
+	// the doubling; failures that begin after it start from where they
+	// begin, as the dependency's capacity may have changed.
 	if queue && l.queued {
-		l.knee = l.limit
+		l.knee, l.failedFrom = l.limit, 0
 	}
 	if !queue && l.limit < l.knee && l.clear {
 		// Below the knee, a second window in a row that reached the

@@ -193,3 +193,67 @@ func TestKeepUncrowdedProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestFailingKnee: a run of windows of mostly slow failures sets the knee
+// (under which the limit doubles back) where the limit was when they
+// began; failures that begin again before the limit is back there keep
+// that knee, unless two windows that saw a queue moved the knee since (the
+// dependency's capacity may have changed), after which they start from
+// where they begin.
+func TestFailingKnee(t *testing.T) {
+	const base = 100 * time.Millisecond
+	type step int
+	const (
+		failing step = iota // a window of slow failures, the limit in use
+		clear               // a window of successes at the baseline
+		queued              // a window of successes at 1.5× the baseline
+	)
+	tests := []struct {
+		name  string
+		steps []step
+		knee  float64 // want, as a share of the limit the first failures began at
+		now   bool    // want the knee at the limit the last failures began at instead
+	}{
+		{name: "one run of failures", steps: []step{failing, failing}, knee: 1},
+		{name: "failures again after a window of none", steps: []step{failing, failing, clear, failing}, knee: 1},
+		// The first window after failures sets the latency the next is
+		// compared with; the knee moves at the second that sees a queue
+		// after that.
+		{name: "failures again after a queue moved the knee", steps: []step{failing, failing, queued, queued, queued, failing}, now: true},
+		{name: "failures again after one window of a queue", steps: []step{failing, failing, queued, queued, failing}, knee: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newAlgo(Config{Initial: 200, Min: 1, Max: 1000, MaxLatency: 10 * time.Second})
+			l.base, l.sure = base, true
+			began, last := l.limit, 0.0
+			for i, s := range tt.steps {
+				w := window{peak: int(l.limit)}
+				switch s {
+				case failing:
+					if i == 0 || tt.steps[i-1] != failing {
+						last = l.limit
+					}
+					w.drops = 20
+				case clear, queued:
+					lat := base
+					if s == queued {
+						lat = base * 3 / 2
+					}
+					for range 100 {
+						w.add(lat.Seconds())
+					}
+				}
+				l.w = w
+				l.update(time.Second)
+			}
+			want := tt.knee * began
+			if tt.now {
+				want = last
+			}
+			if math.Abs(l.knee-want) > 1e-9 {
+				t.Errorf("knee %.1f, want %.1f (the first failures began at %.1f, the last at %.1f)", l.knee, want, began, last)
+			}
+		})
+	}
+}

@@ -21,8 +21,8 @@
 // than 66, in the seeded model of the root package's tests. Below the knee
 // (where windows last saw a queue two in a row, or where failures began to
 // cut the limit, kept while windows of failures come and go until the
-// limit is back there) a second window in a row that reached the limit
-// and saw no queue doubles it, as TCP's slow start;
+// limit is back there or a queue moves the knee) a second window in a row
+// that reached the limit and saw no queue doubles it, as TCP's slow start;
 // before any knee, it grows by a quarter.
 //
 // The baseline falls to the lowest mean seen two windows in a row. It may
