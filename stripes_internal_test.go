@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -27,43 +28,6 @@ func TestStripes(t *testing.T) {
 	wg.Wait()
 	if got := s.sum(); got != goroutines*adds {
 		t.Errorf("sum %d, want %d", got, goroutines*adds)
-	}
-}
-
-// TestBudgetWinsStriped: the successes that earn the retry budget its
-// tokens are counted in stripes, the Retrier's own budget's and a key's,
-// so that calls on every core write no shared cache line; all of them
-// reach the count the budget reads.
-func TestBudgetWinsStriped(t *testing.T) {
-	tests := []struct {
-		name string
-		opts []Option
-		key  string
-	}{
-		{name: "the Retrier's own budget"},
-		{name: "a budget per key", opts: []Option{WithBudget(Budget{PerKey: true}), WithKey("dep")}, key: "dep"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := New(tt.opts...)
-			const goroutines, calls = 8, 200
-			var wg sync.WaitGroup
-			for range goroutines {
-				wg.Go(func() {
-					for range calls {
-						_ = r.Run(context.Background(), func(context.Context) error { return nil })
-					}
-				})
-			}
-			wg.Wait()
-			b := r.cfg.budget.get(tt.key)
-			if len(b.wins.s) < 16 {
-				t.Fatalf("%d stripes, want at least 16", len(b.wins.s))
-			}
-			if got := b.won(); got != goroutines*calls {
-				t.Errorf("won %d, want %d", got, goroutines*calls)
-			}
-		})
 	}
 }
 
@@ -96,23 +60,30 @@ func TestStripesDrain(t *testing.T) {
 	}
 }
 
-// TestThrottleAcceptsStriped: a throttle's accepts are counted in stripes,
-// the Retrier's one throttle's and a key's, so that successful calls on
-// every core write no shared cache line; all of them reach the window,
-// and a window with no excess of requests is calm however many there are.
-func TestThrottleAcceptsStriped(t *testing.T) {
+// TestCountsStriped: what every successful call counts, on every core at
+// once, is counted in stripes, so that those calls write no shared cache
+// line: the successes that earn the retry budget its tokens (the
+// Retrier's own budget's and a key's) and the accepts adaptive throttling
+// learns (one throttle's and a key's). All of them reach the count that is
+// read: the budget's, and the throttle's window, which a run of successes
+// alone leaves calm.
+func TestCountsStriped(t *testing.T) {
+	const goroutines, calls = 8, 200
 	tests := []struct {
 		name string
 		opts []Option
-		key  string
+		// check returns the stripes of the count and what failed of
+		// the count read, "" when nothing did.
+		check func(r *Retrier) (*stripes, string)
 	}{
-		{name: "one throttle", opts: []Option{WithThrottle(Throttle{})}},
-		{name: "a throttle per key", opts: []Option{WithThrottle(Throttle{PerKey: true}), WithKey("dep")}, key: "dep"},
+		{name: "the Retrier's own budget", check: budgetWins("", goroutines*calls)},
+		{name: "a budget per key", opts: []Option{WithBudget(Budget{PerKey: true}), WithKey("dep")}, check: budgetWins("dep", goroutines*calls)},
+		{name: "one throttle", opts: []Option{WithThrottle(Throttle{})}, check: throttleAccepts("", goroutines*calls)},
+		{name: "a throttle per key", opts: []Option{WithThrottle(Throttle{PerKey: true}), WithKey("dep")}, check: throttleAccepts("dep", goroutines*calls)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := New(tt.opts...)
-			const goroutines, calls = 8, 200
 			var wg sync.WaitGroup
 			for range goroutines {
 				wg.Go(func() {
@@ -122,22 +93,44 @@ func TestThrottleAcceptsStriped(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			th := r.cfg.throttle.get(tt.key)
-			if len(th.fresh.s) < 16 {
-				t.Fatalf("%d stripes, want at least 16", len(th.fresh.s))
+			s, fail := tt.check(r)
+			if len(s.s) < 16 {
+				t.Errorf("%d stripes, want at least 16", len(s.s))
 			}
-			if !th.calm() {
-				t.Errorf("not calm after %d successes and no failure", goroutines*calls)
-			}
-			th.mu.Lock()
-			th.advance(&r.cfg)
-			req, acc := th.req, th.acc
-			th.mu.Unlock()
-			// The first attempt read the clock (the window had never
-			// started) and its accept came after: every accept is in.
-			if req != goroutines*calls || acc != goroutines*calls {
-				t.Errorf("window holds %d requests and %d accepts, want %d of each", req, acc, goroutines*calls)
+			if fail != "" {
+				t.Error(fail)
 			}
 		})
+	}
+}
+
+// budgetWins checks the successes counted by key's budget: all n calls.
+func budgetWins(key string, n int64) func(r *Retrier) (*stripes, string) {
+	return func(r *Retrier) (*stripes, string) {
+		b := r.cfg.budget.get(key)
+		if got, want := b.won(), n; got != want {
+			return &b.wins, fmt.Sprintf("won %d, want %d", got, want)
+		}
+		return &b.wins, ""
+	}
+}
+
+// throttleAccepts checks the accepts key's throttle learned: all n of
+// them in its window, which they leave calm. (The first attempt read the
+// clock, as the window had never started, and its accept came after.)
+func throttleAccepts(key string, n int64) func(r *Retrier) (*stripes, string) {
+	return func(r *Retrier) (*stripes, string) {
+		th := r.cfg.throttle.get(key)
+		if !th.calm() {
+			return &th.fresh, fmt.Sprintf("not calm after %d successes and no failure", n)
+		}
+		th.mu.Lock()
+		th.advance(&r.cfg)
+		req, acc := th.req, th.acc
+		th.mu.Unlock()
+		if req != n || acc != n {
+			return &th.fresh, fmt.Sprintf("window holds %d requests and %d accepts, want %d of each", req, acc, n)
+		}
+		return &th.fresh, ""
 	}
 }
