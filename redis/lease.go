@@ -42,10 +42,41 @@ type fetch struct {
 	slow   time.Time // zero for a request on a call's path
 }
 
-// grant is the tokens one lease granted, and when.
+// grant is the tokens one lease granted, less those given back since, and
+// when: at on this process's clock, slice the tenth of the share window
+// on Redis's (takeScript's slice number).
 type grant struct {
-	at time.Time
-	n  int
+	at    time.Time
+	n     int
+	slice int64
+}
+
+// giveBack takes n tokens of the lease, left unspent, back from the grants
+// they came from, the newest first (the calls spend the oldest), and
+// returns the tokens taken from each slice of the share window; tokens of
+// grants before the window leave no count, as their grants left it. ls.mu
+// is held.
+func (ls *lease) giveBack(now time.Time, window time.Duration, n int) []grant {
+	var parts []grant
+	from := now.Add(-window)
+	for i := len(ls.granted) - 1; i >= 0 && n > 0; i-- {
+		g := &ls.granted[i]
+		if !g.at.After(from) {
+			break
+		}
+		k := min(n, g.n)
+		if k == 0 {
+			continue
+		}
+		g.n -= k
+		n -= k
+		if last := len(parts) - 1; last >= 0 && parts[last].slice == g.slice {
+			parts[last].n += k
+		} else {
+			parts = append(parts, grant{n: k, slice: g.slice})
+		}
+	}
+	return parts
 }
 
 // shareSlices is the number of terms of the share window.
@@ -114,11 +145,15 @@ func (ls *lease) batch(now time.Time, term, least time.Duration, burst, floor in
 // back ARGV[6] tokens a lease left unspent. It also keeps the lessees of
 // the share window of ARGV[5] ms: KEYS[2], a sorted set of process names
 // (ARGV[4]) by the time of their last lease, and KEYS[3], the tokens
-// granted, less those given back, in each tenth of the window. It returns
-// {granted, seconds until the next token when none, lessees, tokens
-// granted in the window, 1 if the bucket held at least half its burst
-// before this grant}; with ARGV[3] = 0 it only gives back, and returns
-// {0, '0', 0, 0, 0}. redis_rate's AllowAtMost would charge a fraction of a
+// granted, less those given back, in each tenth of the window (a slice,
+// numbered by Redis's clock in ms / its length). The tokens given back
+// leave the count of the slices that granted them, ARGV[7], ARGV[8], ...
+// being pairs of a slice and its tokens; a slice no longer counted keeps
+// nothing to take them from. It returns {granted, seconds until the next
+// token when none, lessees, tokens granted in the window, 1 if the bucket
+// held at least half its burst before this grant, the slice of this
+// grant}; with ARGV[3] = 0 it only gives back, and returns {0, '0', 0, 0,
+// 0, slice}. redis_rate's AllowAtMost would charge a fraction of a
 // token it does not grant. A bucket time that is not a finite number, or
 // further ahead than a full bucket's, is an error: it was not written by a
 // Limiter of this limit.
@@ -165,11 +200,19 @@ end
 local slice = math.max(math.floor(win / 10), 1)
 local e = math.floor(ms / slice)
 local i = e % 10
-if n == 0 then
-	if back > 0 and tonumber(redis.call('HGET', KEYS[3], 'e' .. i)) == e then
-		redis.call('HINCRBY', KEYS[3], 'n' .. i, -back)
+local v = redis.call('HMGET', KEYS[3], 'e0', 'n0', 'e1', 'n1', 'e2', 'n2', 'e3', 'n3', 'e4', 'n4', 'e5', 'n5', 'e6', 'n6', 'e7', 'n7', 'e8', 'n8', 'e9', 'n9')
+for k = 7, #ARGV - 1, 2 do
+	local be, bn = tonumber(ARGV[k]), tonumber(ARGV[k + 1])
+	if be and bn and be > e - 10 and be <= e then
+		local j = be % 10
+		if tonumber(v[2 * j + 1]) == be then
+			redis.call('HINCRBY', KEYS[3], 'n' .. j, -bn)
+			v[2 * j + 2] = (tonumber(v[2 * j + 2]) or 0) - bn
+		end
 	end
-	return {0, '0', 0, 0, 0}
+end
+if n == 0 then
+	return {0, '0', 0, 0, 0, e}
 end
 redis.call('ZADD', KEYS[2], ms, ARGV[4])
 local procs = redis.call('ZCOUNT', KEYS[2], '(' .. (ms - win), '+inf')
@@ -178,7 +221,6 @@ local procs = redis.call('ZCOUNT', KEYS[2], '(' .. (ms - win), '+inf')
 -- window.
 if ms % 16 == 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms - win) end
 redis.call('PEXPIRE', KEYS[2], win)
-local v = redis.call('HMGET', KEYS[3], 'e0', 'n0', 'e1', 'n1', 'e2', 'n2', 'e3', 'n3', 'e4', 'n4', 'e5', 'n5', 'e6', 'n6', 'e7', 'n7', 'e8', 'n8', 'e9', 'n9')
 local total = 0
 for j = 0, 9 do
 	local ej = tonumber(v[2 * j + 1])
@@ -188,34 +230,44 @@ for j = 0, 9 do
 	end
 	if j == i and ej ~= e then nj = 0 end -- this slice starts again
 	if ej and ej > e - 10 then total = total + nj end
-	if j == i then total = total + g - back end
+	if j == i then total = total + g end
 end
 if tonumber(v[2 * i + 1]) ~= e then
-	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g - back)
-elseif g - back ~= 0 then
-	redis.call('HINCRBY', KEYS[3], 'n' .. i, g - back)
+	redis.call('HSET', KEYS[3], 'e' .. i, e, 'n' .. i, g)
+elseif g ~= 0 then
+	redis.call('HINCRBY', KEYS[3], 'n' .. i, g)
 end
 redis.call('PEXPIRE', KEYS[3], 2 * win)
-return {g, wait, procs, math.max(total, 0), full}`)
+return {g, wait, procs, math.max(total, 0), full, e}`)
 
 // taken is what takeScript granted and told.
 type taken struct {
 	Allowed    int
 	RetryAfter time.Duration
-	Lessees    int  // processes that leased within the share window
-	Fleet      int  // tokens the fleet was granted within the window
-	Full       bool // the bucket held at least half its burst before the grant
+	Lessees    int   // processes that leased within the share window
+	Fleet      int   // tokens the fleet was granted within the window
+	Full       bool  // the bucket held at least half its burst before the grant
+	Slice      int64 // the slice of the share window of the grant, on Redis's clock
 }
 
 // take leases up to n tokens from the bucket of key, after giving back
-// back tokens of a lease that lapsed.
-func (l *Limiter) take(ctx context.Context, name string, n, back int) (taken, error) {
-	v, err := takeScript.Run(ctx, l.client, []string{name, name + ":lessees", name + ":granted"},
-		strconv.FormatFloat(l.emission(), 'g', -1, 64), l.limit.Burst, n, l.id, l.window().Milliseconds(), back).Slice()
+// back tokens of a lease that lapsed, parts of them by the slice that
+// granted them (lease.giveBack).
+func (l *Limiter) take(ctx context.Context, name string, n, back int, parts []grant) (taken, error) {
+	v, err := takeScript.Run(ctx, l.client, []string{name, name + ":lessees", name + ":granted"}, l.takeArgs(n, back, parts)...).Slice()
 	if err != nil {
 		return taken{}, err
 	}
 	return l.parseTaken(v)
+}
+
+// takeArgs are takeScript's arguments.
+func (l *Limiter) takeArgs(n, back int, parts []grant) []any {
+	args := []any{strconv.FormatFloat(l.emission(), 'g', -1, 64), l.limit.Burst, n, l.id, l.window().Milliseconds(), back}
+	for _, p := range parts {
+		args = append(args, p.slice, p.n)
+	}
+	return args
 }
 
 // emission is the limit's emission interval, in seconds.
@@ -226,7 +278,7 @@ func (l *Limiter) emission() float64 { return float64(l.limit.Period) / float64(
 // interval.
 func (l *Limiter) parseTaken(v []any) (taken, error) {
 	bad := fmt.Errorf("unexpected reply %.200v", v)
-	if len(v) != 5 {
+	if len(v) != 6 {
 		return taken{}, bad
 	}
 	g, ok1 := v[0].(int64)
@@ -234,21 +286,22 @@ func (l *Limiter) parseTaken(v []any) (taken, error) {
 	procs, ok3 := v[2].(int64)
 	fleet, ok4 := v[3].(int64)
 	full, ok5 := v[4].(int64)
+	slice, ok6 := v[5].(int64)
 	secs, perr := strconv.ParseFloat(ra, 64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || perr != nil || g < 0 || g > int64(l.limit.Burst) || !(secs >= 0 && secs <= l.emission()*1.001+0.002) || procs < 0 || fleet < 0 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || perr != nil || g < 0 || g > int64(l.limit.Burst) || !(secs >= 0 && secs <= l.emission()*1.001+0.002) || procs < 0 || fleet < 0 {
 		return taken{}, bad
 	}
-	return taken{Allowed: int(g), RetryAfter: time.Duration(secs * 1e9), Lessees: int(procs), Fleet: int(fleet), Full: full == 1}, nil
+	return taken{Allowed: int(g), RetryAfter: time.Duration(secs * 1e9), Lessees: int(procs), Fleet: int(fleet), Full: full == 1, Slice: slice}, nil
 }
 
 // window is the share window: ten lease terms.
 func (l *Limiter) window() time.Duration { return shareSlices * l.opts.SyncInterval }
 
 // shareOf is this process's share of the limit after a lease that told
-// res: its own grants in the window plus an equal part of the fleet's
-// unused tokens, at least half an equal part, at most the whole limit.
-// ls.mu is held.
-func (l *Limiter) shareOf(ls *lease, now time.Time, res taken, back int) float64 {
+// res: its own grants in the window, less the tokens given back of them
+// (lease.giveBack), plus an equal part of the fleet's unused tokens, at
+// least half an equal part, at most the whole limit. ls.mu is held.
+func (l *Limiter) shareOf(ls *lease, now time.Time, res taken) float64 {
 	from := now.Add(-l.window())
 	kept := ls.granted[:0]
 	own := 0
@@ -258,11 +311,10 @@ func (l *Limiter) shareOf(ls *lease, now time.Time, res taken, back int) float64
 			own += g.n
 		}
 	}
-	if res.Allowed-back != 0 {
-		kept = append(kept, grant{at: now, n: res.Allowed - back})
-		own += res.Allowed - back
+	if res.Allowed > 0 {
+		kept = append(kept, grant{at: now, n: res.Allowed, slice: res.Slice})
+		own += res.Allowed
 	}
-	own = max(own, 0)
 	ls.granted = kept
 	procs := float64(max(res.Lessees, 1))
 	whole := l.perSec * l.window().Seconds() // the limit's tokens in the window

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -262,5 +263,70 @@ func TestLimiterLeaseAfterQueue(t *testing.T) {
 				t.Errorf("%d calls leased %d tokens (of a burst of %d): want at most %d, their number for each interval of a Heartbeat", tc.calls, st.Allowed, tc.burst, most)
 			}
 		})
+	}
+}
+
+// TestLimiterShareGiveBackOutOfWindow: tokens a lease left unspent and
+// gave back after its grant left the share window leave the window's
+// counts as they found them: the grant is no longer counted, so nothing
+// is taken off for it. A give-back taken off the counts of the slice it
+// was made in, rather than of the grant's, lowered the fleet's count of
+// the window (and the process's own) by tokens granted before it, so that
+// the next processes to lease were told of unused tokens the fleet had in
+// fact spent (a share of 0.53 for a process that used a third of the
+// limit). The leases run in the order that produces it: A leases 4 tokens
+// (the fleet has then taken half the window's 8, so tokens are scarce and
+// a lease lasts one SyncInterval), spends them, leases a batch and spends
+// one of it; the batch lapses and leaves the window; A leases again,
+// giving the rest back; then C leases its first 4. C's share is the
+// rule's (Limiter's doc) on the grants within the window: its 4 and A's
+// last lease, among 2 lessees.
+func TestLimiterShareGiveBackOutOfWindow(t *testing.T) {
+	const (
+		limit = 16.0 // with a window of 0.5 s: 8 tokens in the window
+		burst = 1000 // the bucket never runs dry: the leases are the demand's
+		sync  = 50 * time.Millisecond
+	)
+	s := startServer(t)
+	newLimiter := func() *retryredis.Limiter {
+		l, err := retryredis.NewLimiter(s.Client(), limit, burst, false, retryredis.Options{Prefix: t.Name() + ":", SyncInterval: sync, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	reserve := func(l *retryredis.Limiter) {
+		t.Helper()
+		if _, _, ok := l.Reserve(context.Background(), "", time.Now(), time.Second); !ok {
+			t.Fatal("a reservation refused")
+		}
+	}
+	a := newLimiter()
+	for range 5 { // the first lease of 4, spent, and a batch, of which one
+		reserve(a)
+	}
+	first := a.Stats()
+	if batch := first.Allowed - 4; first.Leases != 2 || batch < 2 {
+		// A batch is the demand over a SyncInterval: 5 calls within 100 ms
+		// make one of 2 tokens or more.
+		t.Fatalf("A leased %d times, %d tokens, want 4 and then a batch of 2 or more", first.Leases, first.Allowed)
+	}
+	// The batch's term (one SyncInterval) ends, and its grant leaves the
+	// window (ten SyncIntervals, on both clocks) with two more to spare.
+	time.Sleep(12 * sync)
+	reserve(a)
+	st := a.Stats()
+	last := st.Allowed - first.Allowed
+	if back := st.GivenBack - first.GivenBack; back != first.Allowed-4-1 {
+		t.Fatalf("A gave back %d tokens with its third lease, want the batch's %d left", back, first.Allowed-4-1)
+	}
+	c := newLimiter()
+	reserve(c)
+	whole := limit * 10 * sync.Seconds()
+	fleet := float64(c.Stats().Allowed + last)
+	want := min(max((float64(c.Stats().Allowed)+max(whole-fleet, 0)/2)/whole, 0.5/2), 1)
+	if got := c.Stats().Share; math.Abs(got-want) > 1e-9 {
+		t.Errorf("C's share %.4f, want %.4f: its %d tokens and A's last %d within the window of %v tokens, 2 lessees (A gave back %d of a batch granted before the window)",
+			got, want, c.Stats().Allowed, last, whole, st.GivenBack-first.GivenBack)
 	}
 }

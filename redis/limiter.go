@@ -61,9 +61,10 @@ import (
 //
 // Each lease also tells the process its share of the limit: over the last
 // ten sync intervals (the share window), the tokens it was granted, less
-// those it gave back, plus an equal part of what the fleet left unused,
-// among the processes that leased in that window; at least half of an
-// equal part.
+// those of them it gave back (tokens given back of a grant that left the
+// window count neither way), plus an equal part of what the fleet left
+// unused, among the processes that leased in that window; at least half
+// of an equal part.
 //
 // A reservation waits for Redis's answer, to its own request or to the one
 // in flight, at most Options.Timeout, and its own request at most half of
@@ -368,13 +369,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time, maxWai
 		term := l.term(ls)
 		n := ls.batch(t, term, l.opts.SyncInterval, l.limit.Burst, l.floor(ls), !ls.busy)
 		back := ls.tokens // lapsed: given back with this request
+		parts := ls.giveBack(t, l.window(), back)
 		ls.tokens = 0
 		f := &fetch{done: make(chan struct{})}
 		ls.fetching = f
 		ls.mu.Unlock()
 
 		name := l.opts.key("limit", key)
-		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, back) })
+		res, err := roundTrip(ctx, timeout, func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, back, parts) })
 		got := time.Now()
 		// The key's health first: the waiters woken below read it.
 		if err == nil {

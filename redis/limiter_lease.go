@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"math"
-	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -15,7 +14,7 @@ func (l *Limiter) told(ls *lease, key string, res taken, got time.Time, back int
 	l.givenBack.Add(int64(back))
 	ls.lessees = res.Lessees
 	ls.busy = !res.Full || float64(res.Fleet) >= 0.5*l.perSec*l.window().Seconds()
-	share := l.shareOf(ls, got, res, back)
+	share := l.shareOf(ls, got, res)
 	l.share.Store(math.Float64bits(share))
 	l.fallback.setShare(key, share)
 }
@@ -31,7 +30,7 @@ func (l *Limiter) told(ls *lease, key string, res taken, got time.Time, back int
 func (l *Limiter) renew(ls *lease, key string, n int, f *fetch) {
 	name := l.opts.key("limit", key)
 	ctx := context.Background()
-	res, err := roundTrip(ctx, l.renewBound(), func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, 0) })
+	res, err := roundTrip(ctx, l.renewBound(), func(ctx context.Context) (taken, error) { return l.take(ctx, name, n, 0, nil) })
 	got := time.Now()
 	ls.mu.Lock()
 	spent := ls.tokens == 0 || !got.Before(ls.lapses)
@@ -124,8 +123,9 @@ func (l *Limiter) lapse(ls *lease) {
 func (l *Limiter) giveBack() {
 	now := time.Now()
 	type back struct {
-		ls *lease
-		n  int
+		ls    *lease
+		n     int
+		parts []grant
 	}
 	var backs []*back
 	l.lapseMu.Lock()
@@ -136,7 +136,7 @@ func (l *Limiter) giveBack() {
 			delete(l.lapsing, ls)
 		case now.Before(ls.lapses) || ls.fetching != nil:
 		default:
-			backs = append(backs, &back{ls: ls, n: ls.tokens})
+			backs = append(backs, &back{ls: ls, n: ls.tokens, parts: ls.giveBack(now, l.window(), ls.tokens)})
 			ls.tokens = 0
 			delete(l.lapsing, ls)
 		}
@@ -151,13 +151,12 @@ func (l *Limiter) giveBack() {
 	if len(backs) == 0 {
 		return
 	}
-	emission := strconv.FormatFloat(l.emission(), 'g', -1, 64)
 	cmds, err := pipeline(context.Background(), l.client, l.opts.Timeout, func(ctx context.Context, p goredis.Pipeliner, eval bool) []*goredis.Cmd {
 		var cmds []*goredis.Cmd
 		for _, b := range backs {
 			name := l.opts.key("limit", b.ls.key)
 			cmds = append(cmds, runScript(ctx, p, eval, takeScript, []string{name, name + ":lessees", name + ":granted"},
-				emission, l.limit.Burst, 0, l.id, l.window().Milliseconds(), b.n))
+				l.takeArgs(0, b.n, b.parts)...))
 		}
 		return cmds
 	})
