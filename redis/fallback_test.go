@@ -86,10 +86,34 @@ func TestLimiterFallbackShare(t *testing.T) {
 		deadline time.Duration // each call's
 		shares   []float64     // the expected share of each process; nil: its part of what the fleet was admitted on Redis
 		most     float64       // the fleet's rate in fallback, at most, as Limiter's doc states
+		sync     time.Duration // the processes' SyncInterval
+		settle   time.Duration // the traffic before the measures
 	}
 	demands := []demand{
-		{name: "within the limit", rates: []float64{150, 50}, deadline: time.Second, shares: []float64{(150 + 50) / limit, (50 + 50) / limit}, most: limit},
-		{name: "over the limit", rates: []float64{400, 400}, deadline: 20 * time.Millisecond, most: 1.5 * limit},
+		// Within the limit, a SyncInterval of 50 ms makes the share
+		// window 0.5 s, 150 tokens of the limit, so that a share follows
+		// the demand within the 0.15 checked below. A share counts a
+		// lease's tokens when granted, and Redis's count of the window
+		// is 9 to 10 of its tenths: the last lease (at most the burst,
+		// 10 tokens) and a tenth of the fleet's grants (10 tokens) move
+		// a share by up to 0.033 each, and a stall of the loaded machine
+		// by slack takes 0.025 of the demand out of the window. With a
+		// window of 0.2 s (60 tokens) those came to 0.083, 0.033 and
+		// 0.06, and with a stall the fleet's count fell under half the
+		// limit, so that a process leased a whole burst for a Heartbeat:
+		// shares off by 0.18. The window at the fault starts after the
+		// first leases, made before the fleet had been granted half a
+		// window's tokens (a burst each, for a Heartbeat).
+		{name: "within the limit", rates: []float64{150, 50}, deadline: time.Second, shares: []float64{(150 + 50) / limit, (50 + 50) / limit}, most: limit,
+			sync: 50 * time.Millisecond, settle: 900 * time.Millisecond},
+		// Over the limit, the shares are the parts of what the fleet was
+		// admitted, on a window of 0.2 s: with 50 ms, a round trip
+		// slower than Timeout on the loaded machine rested a process on
+		// its local bucket for 50 ms, on top of Redis's grants, and 2 of
+		// 45 runs were admitted past the 1.1 times the limit checked on
+		// Redis (332/s and 365/s).
+		{name: "over the limit", rates: []float64{400, 400}, deadline: 20 * time.Millisecond, most: 1.5 * limit,
+			sync: 20 * time.Millisecond, settle: 400 * time.Millisecond},
 	}
 	type away struct {
 		name         string
@@ -109,7 +133,7 @@ func TestLimiterFallbackShare(t *testing.T) {
 				for i := range ls {
 					c := goredis.NewClient(&goredis.Options{Addr: f.p.Addr(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 					t.Cleanup(func() { c.Close() })
-					l, err := retryredis.NewLimiter(c, limit, 10, false, retryredis.Options{Timeout: timeout, SyncInterval: 20 * time.Millisecond})
+					l, err := retryredis.NewLimiter(c, limit, 10, false, retryredis.Options{Timeout: timeout, SyncInterval: d.sync})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -146,7 +170,7 @@ func TestLimiterFallbackShare(t *testing.T) {
 					}
 					return admitted, fired
 				}
-				time.Sleep(400 * time.Millisecond) // leases and shares settle
+				time.Sleep(d.settle) // leases and shares settle
 				on, _ := measure(300 * time.Millisecond)
 				if total := on[0] + on[1]; total > 1.1*limit {
 					t.Errorf("fleet %.0f/s on Redis (%.0f/s and %.0f/s), want within the limit %v/s", total, on[0], on[1], limit)

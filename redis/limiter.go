@@ -64,7 +64,10 @@ import (
 // those of them it gave back (tokens given back of a grant that left the
 // window count neither way), plus an equal part of what the fleet left
 // unused, among the processes that leased in that window; at least half
-// of an equal part.
+// of an equal part. Tokens count when granted: the last lease's, not yet
+// spent, are in the share, which is above what the process used by less
+// than that lease over the window's tokens (a lease is up to a burst while
+// tokens are plentiful).
 //
 // A reservation waits for Redis's answer, to its own request or to the one
 // in flight, at most Options.Timeout, and its own request at most half of
