@@ -252,7 +252,7 @@ type permits struct{ l *adaptive.Limit }
 // measured in two free windows as no queue's (see adaptive.Config); a
 // shedder keeps the defaults, as its probe holds every client's requests.
 func newPermits(c Concurrency) *permits {
-	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true, KeepUncrowdedProbe: true})}
+	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true, KeepUncrowdedProbe: true, HungNotLoad: true})}
 }
 
 // start is the tag of a timed attempt: its start on the clock, odd; an

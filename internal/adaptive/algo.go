@@ -15,6 +15,7 @@ const (
 	smoothDown    = 0.3                    // the least share of the way down to its target the limit moves a window
 	smoothUp      = 0.5                    // the share of the way up, unless Config.SmoothUp says
 	minGradient   = 0.25                   // the most a window scales the limit down
+	maxHung       = 0.9                    // the most of the attempts in flight taken as hung
 	dropBackoff   = 0.9                    // the limit's scale after a window of slow failures
 	fastFailure   = 0.5                    // a failure quicker than this share of the baseline says nothing of load
 	probeShare    = 4                      // a probe divides the limit by this (to no less than 2)
@@ -39,6 +40,7 @@ type algo struct {
 	prev       time.Duration // the mean latency of the last window; zero after a probe
 	knee       float64       // under it the limit doubles: where windows last saw a queue, or before failures cut it
 	queued     bool          // the last window saw a queue
+	drained    bool          // with Config.HungNotLoad, the last window that moved the limit had more than twice the limit after it in flight
 	steady     int           // windows in a row, before the baseline is known, whose queue the gradient no longer shrinks
 	clear      bool          // the last window reached the limit and saw no queue
 	failing    bool          // the last window was mostly slow failures
@@ -49,8 +51,10 @@ type algo struct {
 	runPeak    time.Duration // the highest latency since
 	probe      probe
 	prevFree   bool    // the last window held no attempt back
+	prevFew    bool    // the last window timed fewer than windowSamples successes
 	keepFree   bool    // Config.KeepFreeBaseline
 	keepProbe  bool    // Config.KeepUncrowdedProbe
+	hungApart  bool    // Config.HungNotLoad
 	uncrowded  bool    // the last probe found the baseline a queue's and met none itself: the next window that reaches the limit tells whether it measured low
 	probeMeans int     // the longest a probe times attempts, in its means
 	smoothUp   float64 // the share of the way up to its target a window moves the limit
@@ -66,6 +70,7 @@ type window struct {
 	lat       int
 	drops     int
 	sum, sum2 float64
+	hung      float64 // the seconds of the slow failures that hung: more than twice the baseline
 	peak      int
 	wanted    bool
 }
@@ -103,7 +108,7 @@ func newAlgo(c Config) algo {
 	if up <= 0 {
 		up = smoothUp
 	}
-	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means, smoothUp: up, keepFree: c.KeepFreeBaseline, keepProbe: c.KeepUncrowdedProbe}
+	return algo{min: float64(c.Min), max: float64(c.Max), maxLatency: c.MaxLatency, limit: float64(c.Initial), knee: math.Inf(1), probeMeans: means, smoothUp: up, keepFree: c.KeepFreeBaseline, keepProbe: c.KeepUncrowdedProbe, hungApart: c.HungNotLoad}
 }
 
 // current returns the limit, rounded.
@@ -164,6 +169,9 @@ func (l *algo) count(w *window, rtt time.Duration, failed bool) {
 		w.add(rtt.Seconds())
 	case l.base == 0 || float64(rtt) >= fastFailure*float64(l.base):
 		w.drops++
+		if l.base > 0 && rtt > 2*l.base {
+			w.hung += rtt.Seconds()
+		}
 	}
 }
 
@@ -175,7 +183,7 @@ func (l *algo) update(age time.Duration) {
 		return
 	}
 	inUse := 2*float64(w.peak) >= l.limit
-	if w.drops >= w.lat { // mostly slow failures
+	if w.drops >= w.lat && !l.hungAtBase(w) { // mostly slow failures
 		l.queued = false
 		if inUse {
 			if !l.failing {
@@ -209,13 +217,17 @@ func (l *algo) update(age time.Duration) {
 	// A queue is a latency above the baseline by more than the window's
 	// noise: two of its standard errors, or the tolerance.
 	noise := 1 + max(tolerance, 2*w.rel())
-	prev, prevFree := l.prev, l.prevFree
-	free := w.peak < l.current() && !w.wanted
-	l.prev, l.prevFree = rtt, free
+	prev, prevFree, prevFew := l.prev, l.prevFree, l.prevFew
+	// With Config.HungNotLoad, a window of fewer than windowSamples
+	// successes (a window closes at that many samples, failures counted)
+	// does not lower the baseline: its sampling error would set it a few
+	// percent low, and every window at the latency a queue's.
+	free, few := w.peak < l.current() && !w.wanted, l.hungApart && w.lat < windowSamples
+	l.prev, l.prevFree, l.prevFew = rtt, free, few
 	if prev == 0 {
 		return
 	}
-	if low := time.Duration(float64(max(rtt, prev)) * (1 + w.rel())); l.base == 0 || low < l.base {
+	if low := time.Duration(float64(max(rtt, prev)) * (1 + w.rel())); l.base == 0 || (low < l.base && !few && !prevFew) {
 		l.base, l.basePeak = min(low, l.maxLatency), w.peak
 		// Measured in two windows that held no attempt back, their
 		// latencies within each other's noise, it is no queue's: the
@@ -286,11 +298,27 @@ func (l *algo) update(age time.Duration) {
 	// instead of pulling the limit down.
 	g := min(max(float64(l.base)*(1+gradTolerance)/float64(rtt), minGradient), 1/minGradient)
 	target, step := l.limit*g+allowance(l.limit), l.smoothUp
+	// With Config.HungNotLoad, the attempts that hung are no queue's: by
+	// Little's law they stay in flight as long as the rate holds, and the
+	// gradient scales only the rest. Growing, the limit takes the
+	// allowance of the successes' share over that share, as the hung
+	// attempts grow with the rate; a queue's allowance is the successes'.
+	h := l.hungShare(w)
+	if h > 0 {
+		a := allowance(l.limit * (1 - h))
+		if !queue {
+			a = min(a/(1-h), l.limit/4)
+		}
+		target = l.limit*(h+(1-h)*g) + a
+	}
 	// The knee moves to a queue seen two windows in a row, so that one
 	// window's noise, likelier the fewer attempts it times, does not end
 	// the doubling; failures that begin after it start from where they
 	// begin, as the dependency's capacity may have changed.
-	if queue && l.queued {
+	// With Config.HungNotLoad, a queue seen while the attempts in flight
+	// drain from more than twice the limit is the higher limit's, and does
+	// not move the knee to this one.
+	if queue && l.queued && !l.drained {
 		l.knee, l.failedFrom = l.limit, 0
 	}
 	if !queue && l.limit < l.knee && l.clear {
@@ -312,7 +340,9 @@ func (l *algo) update(age time.Duration) {
 		// limit moves as far down as the gradient says, at least
 		// smoothDown of the way.
 		step = max(smoothDown, 1-g)
-		if l.lowered(rtt) {
+		if h > 0 { // hung attempts ending hold the latency up: no run
+			l.run = 0
+		} else if l.lowered(rtt) {
 			l.startProbe(true, rtt)
 			return
 		}
@@ -326,6 +356,25 @@ func (l *algo) update(age time.Duration) {
 		step *= move / (2 * w.rel())
 	}
 	l.limit = min(max(l.limit+step*(target-l.limit), l.min), l.max)
+	l.drained = l.hungApart && float64(w.peak) > 2*l.limit
+}
+
+// hungAtBase reports whether, with Config.HungNotLoad, w's successes came
+// back within its noise of the baseline: its slow failures then say
+// nothing of load, however many.
+func (l *algo) hungAtBase(w window) bool {
+	return l.hungApart && w.lat > 0 && l.base > 0 && float64(w.mean()) <= float64(l.base)*(1+max(tolerance, 2*w.rel()))
+}
+
+// hungShare returns, with Config.HungNotLoad, the share of w's attempts in
+// flight that hung (failures slower than twice the baseline), by Little's
+// law their time over all the time of its successes and theirs, at most
+// maxHung; zero without.
+func (l *algo) hungShare(w window) float64 {
+	if !l.hungApart || w.hung == 0 {
+		return 0
+	}
+	return min(w.hung/(w.hung+w.sum), maxHung)
 }
 
 // allowance is the queue a limit allows beyond the dependency's

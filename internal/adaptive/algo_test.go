@@ -257,3 +257,74 @@ func TestFailingKnee(t *testing.T) {
 		})
 	}
 }
+
+// TestHungNotLoad: with Config.HungNotLoad, failures slower than twice
+// the baseline (1 s timeouts against 100 ms) are taken as attempts that
+// hung apart from the dependency's queue. A window of more of them than
+// successes cuts the limit by a tenth only when its successes' latency
+// says load (above the baseline beyond the window's noise) or it has no
+// successes; a window of successes in a queue scales only their share of
+// the attempts in flight, so the limit falls less than without; and the
+// baseline falls only to windows of at least ten successes.
+func TestHungNotLoad(t *testing.T) {
+	const base = 100 * time.Millisecond
+	tests := []struct {
+		name      string
+		hungApart bool
+		ok        int           // successes in each window
+		lat       time.Duration // their latency
+		hung      int           // 1 s failures in each window
+		windows   int
+		wantCut   bool    // want the limit cut by a tenth
+		wantLimit float64 // want the limit after, when not cut by a tenth (0: at least the limit before)
+		wantBase  time.Duration
+	}{
+		{name: "timeouts outnumber successes at the baseline", hungApart: true, ok: 10, lat: base, hung: 15, windows: 1, wantBase: base},
+		{name: "timeouts outnumber successes at the baseline, without", ok: 10, lat: base, hung: 15, windows: 1, wantCut: true, wantBase: base},
+		{name: "timeouts outnumber successes in a queue", hungApart: true, ok: 10, lat: base * 3 / 2, hung: 15, windows: 1, wantCut: true, wantBase: base},
+		{name: "timeouts only", hungApart: true, hung: 15, windows: 1, wantCut: true, wantBase: base},
+		// 50 successes of 150 ms and 10 failures of 1 s: 4/7 of the
+		// attempts in flight hung, and the gradient (0.68) scales the
+		// rest: the target is 175 rather than 140, and the limit moves
+		// 32% of the way (1 - the gradient) from 200.
+		{name: "a queue with timeouts", hungApart: true, ok: 50, lat: base * 3 / 2, hung: 10, windows: 1, wantLimit: 192.0, wantBase: base},
+		{name: "a queue with timeouts, without", ok: 50, lat: base * 3 / 2, hung: 10, windows: 1, wantLimit: 180.6, wantBase: base},
+		{name: "few successes under the baseline", hungApart: true, ok: 9, lat: base * 9 / 10, hung: 5, windows: 2, wantBase: base},
+		{name: "few successes under the baseline, without", ok: 9, lat: base * 9 / 10, hung: 5, windows: 2, wantBase: base * 9 / 10},
+		{name: "ten successes under the baseline", hungApart: true, ok: 10, lat: base * 9 / 10, hung: 5, windows: 2, wantBase: base * 9 / 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newAlgo(Config{Initial: 200, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, HungNotLoad: tt.hungApart})
+			l.base, l.sure, l.prev = base, true, base
+			before := l.limit
+			for range tt.windows {
+				w := window{peak: int(l.limit), wanted: true}
+				for range tt.ok {
+					l.count(&w, tt.lat, false)
+				}
+				for range tt.hung {
+					l.count(&w, time.Second, true)
+				}
+				w.n = tt.ok + tt.hung
+				l.w = w
+				l.update(time.Second)
+			}
+			switch {
+			case tt.wantCut:
+				if math.Abs(l.limit-before*dropBackoff) > 1e-9 {
+					t.Errorf("limit %.1f, want %.1f (cut by a tenth from %.1f)", l.limit, before*dropBackoff, before)
+				}
+			case tt.wantLimit == 0:
+				if l.limit < before {
+					t.Errorf("limit %.1f, want at least %.1f", l.limit, before)
+				}
+			case math.Abs(l.limit-tt.wantLimit) > 0.5:
+				t.Errorf("limit %.1f, want %.1f", l.limit, tt.wantLimit)
+			}
+			if l.base != tt.wantBase {
+				t.Errorf("baseline %v, want %v", l.base, tt.wantBase)
+			}
+		})
+	}
+}

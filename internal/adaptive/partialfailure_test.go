@@ -167,17 +167,22 @@ func (r *seededRun) share(xs []int, from, to time.Duration, rate float64) float6
 // runs are the same every time, so a change that loses a run fails.
 //
 // Fast failures, and failures as slow as a success, hold it in every
-// run. Timeouts of 20% and 30% of the attempts do not in every run, and
-// the counts below are what the algorithm does, not what it should: the
-// limit needs 350 and 529 attempts in flight (250 and 429 of them
-// hanging), but above its knee it grows by a share of the allowance a
-// window; a baseline measured a few percent low, from windows of few
-// successes, makes many windows look queued and holds the knee where the
-// limit is; and windows that by chance end more hung attempts than
-// successes (which end in clumps, a timeout after the burst that started
-// them) cut it by a tenth, so in most failing runs it rests between 45
-// and 400. Under the race detector a case runs a fifth of its seeds and
-// may fail no more of them than the whole set does.
+// run. Timeouts of 20% and 30% of the attempts need 350 and 529 attempts
+// in flight (250 and 429 of them hanging); with Config.HungNotLoad, as
+// retry.Concurrency sets it, the limit reaches them in 19 of 20 runs
+// (without, 18 and 7, and 16 of 20 at 0.7x offered: windows that by
+// chance ended more hung attempts than successes cut the limit by a
+// tenth, a baseline measured a few percent low from windows of few
+// successes made windows at the latency look queued, and above its knee
+// the limit grew by a share of the allowance a window). In the run that
+// fails (seed 3) the baseline is set 4% low (96 ms) in the first two
+// seconds, while the limit grows by a quarter a window (the attempts the
+// growth adds end within a window only when quick), and is taken as no
+// queue's at once; windows at the latency then look queued, the knee
+// follows the limit, and it grows by the allowance a window, to 177 and
+// 259 at 40 s. Under the race detector a case
+// runs a fifth of its seeds and may fail no more of them than the whole
+// set does.
 func TestPartialFailure(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -191,10 +196,10 @@ func TestPartialFailure(t *testing.T) {
 		{name: "30% fast, 1.5x offered, Initial 200", judge: pfSteady(failFast, 0.3, 1500, 200), seeds: 20, least: 20},
 		{name: "30% fast, 0.7x offered", judge: pfSteady(failFast, 0.3, 700, 20), seeds: 20, least: 20},
 		{name: "10% time out, 1.5x offered", judge: pfSteady(failTimeout, 0.1, 1500, 20), seeds: 20, least: 20},
-		{name: "20% time out, 1.5x offered", judge: pfSteady(failTimeout, 0.2, 1500, 20), seeds: 20, least: 18},
-		{name: "30% time out, 1.5x offered", judge: pfSteady(failTimeout, 0.3, 1500, 20), seeds: 20, least: 7},
+		{name: "20% time out, 1.5x offered", judge: pfSteady(failTimeout, 0.2, 1500, 20), seeds: 20, least: 19},
+		{name: "30% time out, 1.5x offered", judge: pfSteady(failTimeout, 0.3, 1500, 20), seeds: 20, least: 19},
 		{name: "10% time out, 0.7x offered", judge: pfSteady(failTimeout, 0.1, 700, 20), seeds: 20, least: 20},
-		{name: "30% time out, 0.7x offered", judge: pfSteady(failTimeout, 0.3, 700, 20), seeds: 20, least: 16},
+		{name: "30% time out, 0.7x offered", judge: pfSteady(failTimeout, 0.3, 700, 20), seeds: 20, least: 19},
 		{name: "10% slow as a success, 1.5x offered", judge: pfSteady(failServed, 0.1, 1500, 20), seeds: 20, least: 20},
 		{name: "20% slow as a success, 1.5x offered", judge: pfSteady(failServed, 0.2, 1500, 20), seeds: 20, least: 20},
 		{name: "30% slow as a success, 1.5x offered", judge: pfSteady(failServed, 0.3, 1500, 20), seeds: 20, least: 20},

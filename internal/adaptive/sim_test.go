@@ -97,7 +97,7 @@ func (h *simHeap) Pop() any {
 // simulate runs c and returns the limit.
 func simulate(c simCase) *Limit {
 	rng := rand.New(rand.NewPCG(c.seed, 7))
-	cfg := Config{Initial: c.initial, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true, KeepUncrowdedProbe: true} // as retry.Concurrency
+	cfg := Config{Initial: c.initial, Min: 1, Max: 1000, MaxLatency: 10 * time.Second, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true, KeepUncrowdedProbe: true, HungNotLoad: true} // as retry.Concurrency
 	if c.config != nil {
 		c.config(&cfg)
 	}
