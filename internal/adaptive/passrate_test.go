@@ -10,7 +10,7 @@ import (
 // seededRun is what a seeded run read every 100 ms: the limit, the
 // attempts in flight and the requests served so far.
 type seededRun struct {
-	limit, inflight, served, ok, refused []int
+	limit, inflight, served, ok, refused, dropped []int
 }
 
 // at returns the index of the reading taken d into the run.
@@ -53,6 +53,7 @@ func runSeeded(c simCase, cut func(at time.Duration, d *simDep)) *seededRun {
 		r.served = append(r.served, d.served)
 		r.ok = append(r.ok, d.ok)
 		r.refused = append(r.refused, d.refused)
+		r.dropped = append(r.dropped, d.dropped)
 	}
 	simulate(c)
 	return r

@@ -32,6 +32,13 @@ type simDep struct {
 	timeout time.Duration
 	ok      int // requests that succeeded so far
 	refused int // attempts the limit refused so far
+	// bounded caps the queue at bound attempts waiting for a worker: an
+	// attempt that finds the workers busy and the queue full is dropped
+	// unanswered (a full accept backlog) and hangs, taking no worker,
+	// until the attempt's timeout, when it fails.
+	bounded bool
+	bound   int
+	dropped int // attempts dropped so far
 }
 
 // simFailure is how an attempt of a dependency that fails a share of them
@@ -200,6 +207,10 @@ func simulate(c simCase) *Limit {
 		}
 		if busy < c.dep.workers && len(queue) == 0 {
 			serve(e, at)
+		} else if c.dep.bounded && len(queue) >= c.dep.bound {
+			c.dep.dropped++
+			e.failed, e.away, e.at = true, true, at+c.dep.timeout
+			heap.Push(&ends, e)
 		} else {
 			queue = append(queue, e)
 		}
