@@ -248,9 +248,12 @@ func (cs *concurrency) stats(s *Stats) {
 type permits struct{ l *adaptive.Limit }
 
 // newPermits returns the limit of c. A client's limit times its probes for
-// up to 30 means, moves 0.4 of the way up a window and takes a baseline
-// measured in two free windows as no queue's (see adaptive.Config); a
-// shedder keeps the defaults, as its probe holds every client's requests.
+// up to 30 means, moves 0.4 of the way up a window, takes a baseline
+// measured in two free windows, or by a probe that met no queue, as no
+// queue's, and leaves attempts that hung while its successes stayed at
+// the baseline out of what says load (see adaptive.Config); a shedder
+// keeps the defaults, as its probe holds every client's requests and it
+// hears of no attempt that hung.
 func newPermits(c Concurrency) *permits {
 	return &permits{l: adaptive.New(adaptive.Config{Initial: c.Initial, Min: c.Min, Max: c.Max, MaxLatency: c.MaxLatency, ProbeMeans: 30, SmoothUp: 0.4, KeepFreeBaseline: true, KeepUncrowdedProbe: true, HungNotLoad: true})}
 }
