@@ -84,8 +84,7 @@ func TestOverflow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			seeds := max(20/raceSlowdown, 4)
-			least := seeds - (20 - tt.least)
+			seeds, least := seedsToRun(20, tt.least)
 			pass, lo, hi := 0, math.MaxInt, 0
 			var with, without, dropped, droppedWithout, most float64
 			for seed := range uint64(seeds) {

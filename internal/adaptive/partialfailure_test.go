@@ -211,8 +211,7 @@ func TestPartialFailure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			seeds := max(tt.seeds/raceSlowdown, 4)
-			least := seeds - (tt.seeds - tt.least)
+			seeds, least := seedsToRun(tt.seeds, tt.least)
 			// Over the seeds that pass: the limit's range once settled,
 			// the longest it took to settle, the least share served.
 			pass, lo, hi, served, want := 0, math.MaxInt, 0, math.Inf(1), 0.0

@@ -171,8 +171,7 @@ func TestPassRateOverSeeds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			seeds := max(tt.seeds/raceSlowdown, 4)
-			least := seeds - (tt.seeds - tt.least)
+			seeds, least := seedsToRun(tt.seeds, tt.least)
 			pass := 0
 			for seed := range uint64(seeds) {
 				if fail := tt.judge(seed); fail != "" {
@@ -187,4 +186,14 @@ func TestPassRateOverSeeds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seedsToRun returns how many of a case's seeds to run and how many of
+// them must pass, for a case of seeds of which least pass: all of them
+// without the race detector; under it, which makes each run about five
+// times slower, a fifth (at least 4), of which no more may fail than
+// fail of the whole set.
+func seedsToRun(seeds, least int) (run, pass int) {
+	run = max(seeds/raceSlowdown, 4)
+	return run, run - (seeds - least)
 }
