@@ -87,6 +87,10 @@ func (w *window) mean() time.Duration {
 	return max(time.Duration(math.Round(w.sum/float64(w.lat)*1e9)), time.Nanosecond)
 }
 
+// noise returns the factor over a latency within which w's mean says
+// nothing of a queue: two of its sampling errors, or the tolerance.
+func (w *window) noise() float64 { return 1 + max(tolerance, 2*w.rel()) }
+
 // rel returns the sampling error of the mean, relative to it; zero with
 // fewer than two latencies.
 func (w *window) rel() float64 {
@@ -216,7 +220,7 @@ func (l *algo) update(age time.Duration) {
 	// attempts that end first are the quick ones.
 	// A queue is a latency above the baseline by more than the window's
 	// noise: two of its standard errors, or the tolerance.
-	noise := 1 + max(tolerance, 2*w.rel())
+	noise := w.noise()
 	prev, prevFree, prevFew := l.prev, l.prevFree, l.prevFew
 	// With Config.HungNotLoad, a window of fewer than windowSamples
 	// successes (a window closes at that many samples, failures counted)
@@ -233,7 +237,7 @@ func (l *algo) update(age time.Duration) {
 		// latencies within each other's noise, it is no queue's: the
 		// attempts in flight were the load's own, not a limit's, and a
 		// queue filling would have raised the second.
-		if n := 1 + max(tolerance, 2*w.rel()); l.keepFree && free && prevFree && float64(rtt) <= float64(prev)*n && float64(prev) <= float64(rtt)*n {
+		if l.keepFree && free && prevFree && float64(rtt) <= float64(prev)*noise && float64(prev) <= float64(rtt)*noise {
 			l.sure = true
 		}
 	}
@@ -363,7 +367,7 @@ func (l *algo) update(age time.Duration) {
 // back within its noise of the baseline: its slow failures then say
 // nothing of load, however many.
 func (l *algo) hungAtBase(w window) bool {
-	return l.hungApart && w.lat > 0 && l.base > 0 && float64(w.mean()) <= float64(l.base)*(1+max(tolerance, 2*w.rel()))
+	return l.hungApart && w.lat > 0 && l.base > 0 && float64(w.mean()) <= float64(l.base)*w.noise()
 }
 
 // hungShare returns, with Config.HungNotLoad, the share of w's attempts in
